@@ -1,0 +1,44 @@
+//! The one place that names the concurrency primitives.
+//!
+//! Every atomic, `Arc`, cell and thread the crate uses comes from here, so that the same code
+//! runs on `std` in a normal build and on [loom]'s model-checked replacements under
+//! `RUSTFLAGS="--cfg loom"` (tokio's `src/loom/`, crossbeam's `primitive` do the same).
+//!
+//! `UnsafeCell` is given loom's closure-based `with`/`with_mut` API in the std build too, so
+//! both builds share one body of code and loom can see every access to the cell.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::Arc;
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use std::thread;
+
+    /// `std::cell::UnsafeCell` with loom's access API.
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Runs `f` with a mutable raw pointer to the contents. Dereferencing it is the
+        /// caller's promise that no other access overlaps.
+        #[inline]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::sync::Arc;
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use loom::thread;
+}
+
+pub(crate) use imp::*;

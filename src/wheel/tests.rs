@@ -1,0 +1,236 @@
+//! The wheel against a model: a `BTreeMap` ordered by (effective deadline, insertion order).
+//!
+//! The model's rule: an entry fires at the first `poll(now)` with `now` at or after its
+//! effective deadline, which is its deadline, or the wheel's tick at insertion if that is
+//! later (a deadline already past fires on the next poll); entries with equal effective
+//! deadlines fire in insertion order; `NEVER` never fires.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+
+/// The reference: what must fire, in order.
+#[derive(Default)]
+struct Model {
+    queue: BTreeMap<(u64, u64), u32>,
+    where_is: HashMap<u32, (u64, u64)>,
+    seq: u64,
+}
+
+impl Model {
+    fn insert(&mut self, elapsed: u64, deadline: u64, id: u32) {
+        let at = (deadline.min(NEVER).max(elapsed), self.seq);
+        self.seq += 1;
+        self.queue.insert(at, id);
+        self.where_is.insert(id, at);
+    }
+
+    fn remove(&mut self, id: u32) {
+        let at = self.where_is.remove(&id).unwrap();
+        self.queue.remove(&at);
+    }
+
+    fn pop_due(&mut self, now: u64) -> Option<u32> {
+        let (&(eff, seq), &id) = self.queue.iter().next()?;
+        (eff <= now && eff != NEVER).then(|| {
+            self.queue.remove(&(eff, seq));
+            self.where_is.remove(&id);
+            id
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Insert at `elapsed + delta` (saturating).
+    Insert(u64),
+    /// Insert with the same deadline as an earlier insert (index into the history).
+    InsertSame(usize),
+    /// Insert before `elapsed` by this much (a late arrival).
+    InsertPast(u64),
+    /// Remove a live entry (index into the live set).
+    Remove(usize),
+    /// Advance by this many ticks and poll everything due.
+    Advance(u64),
+    /// Advance and poll with a step budget, as the shard does, until nothing is due.
+    AdvanceBudget(u64, usize),
+}
+
+fn delta() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 0u64..70,
+        3 => 0u64..5000,
+        2 => 0u64..(1 << 20),
+        1 => (1u64 << 30)..(1 << 40),
+        1 => (1u64 << 36)..(1 << 50),
+        1 => (1u64 << 50)..NEVER,
+        1 => Just(u64::MAX),
+    ]
+}
+
+fn advance() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => Just(1u64),
+        3 => 0u64..70,
+        2 => 0u64..5000,
+        1 => Just(64u64),
+        1 => Just(4096u64),
+        1 => 0u64..(1 << 24),
+        1 => (1u64 << 36)..(1 << 40),
+        1 => (1u64 << 40)..(NEVER / 4),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => delta().prop_map(Op::Insert),
+        2 => any::<usize>().prop_map(Op::InsertSame),
+        1 => (0u64..200).prop_map(Op::InsertPast),
+        3 => any::<usize>().prop_map(Op::Remove),
+        4 => advance().prop_map(Op::Advance),
+        2 => (advance(), 1usize..8).prop_map(|(a, b)| Op::AdvanceBudget(a, b)),
+    ]
+}
+
+/// Runs `ops` on a wheel and the model side by side; every firing must match, in order.
+fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut wheel: Wheel<u32> = Wheel::new();
+    let mut model = Model::default();
+    let mut live: Vec<(u32, Key)> = Vec::new();
+    let mut history: Vec<u64> = Vec::new();
+    let mut next_id = 0u32;
+    let mut now = 0u64;
+    let mut out = Vec::new();
+    for op in ops {
+        match op {
+            Op::Insert(_) | Op::InsertSame(_) | Op::InsertPast(_) => {
+                let deadline = match op {
+                    Op::Insert(d) => wheel.elapsed().saturating_add(d),
+                    Op::InsertSame(i) if !history.is_empty() => history[i % history.len()],
+                    Op::InsertSame(_) => wheel.elapsed(),
+                    Op::InsertPast(d) => wheel.elapsed().saturating_sub(d),
+                    _ => unreachable!(),
+                };
+                let id = next_id;
+                next_id += 1;
+                model.insert(wheel.elapsed(), deadline, id);
+                let key = wheel.insert(deadline, id);
+                prop_assert_eq!(wheel.get(key), Some(&id));
+                live.push((id, key));
+                history.push(deadline);
+            }
+            Op::Remove(i) => {
+                if live.is_empty() {
+                    continue;
+                }
+                let (id, key) = live.swap_remove(i % live.len());
+                prop_assert_eq!(wheel.remove(key), id);
+                model.remove(id);
+            }
+            Op::Advance(by) | Op::AdvanceBudget(by, _) => {
+                now = now.saturating_add(by).min(NEVER - 1);
+                let budget = if let Op::AdvanceBudget(_, b) = op { b } else { usize::MAX };
+                loop {
+                    out.clear();
+                    let more = wheel.poll(now, budget, &mut out);
+                    prop_assert!(out.len() <= budget);
+                    for &fired in &out {
+                        prop_assert_eq!(Some(fired), model.pop_due(now), "wrong entry fired at {}", now);
+                        live.retain(|&(id, _)| id != fired);
+                    }
+                    if !more {
+                        break;
+                    }
+                }
+                prop_assert_eq!(model.pop_due(now), None, "an entry due at {} did not fire", now);
+                prop_assert_eq!(wheel.elapsed(), now);
+                // The next wake-up is never later than the earliest model deadline.
+                if let Some((&(eff, _), _)) = model.queue.iter().next().filter(|((e, _), _)| *e != NEVER) {
+                    let next = wheel.next_deadline();
+                    prop_assert!(next.is_some_and(|t| t <= eff && t > now), "next {:?}, due {}", next, eff);
+                }
+            }
+        }
+        prop_assert_eq!(wheel.len(), model.queue.len());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn wheel_matches_model(ops in prop::collection::vec(op(), 1..200)) {
+        check(ops)?;
+    }
+}
+
+#[test]
+fn fires_at_deadline_never_before() {
+    let mut wheel = Wheel::new();
+    wheel.insert(100, "a");
+    assert_eq!(wheel.next_deadline(), Some(64), "the level-1 slot holding 100 starts at 64");
+    let mut out = Vec::new();
+    assert!(!wheel.poll(99, usize::MAX, &mut out));
+    assert!(out.is_empty());
+    assert_eq!(wheel.next_deadline(), Some(100), "cascaded to level 0");
+    wheel.poll(100, usize::MAX, &mut out);
+    assert_eq!(out, ["a"]);
+    assert!(wheel.is_empty());
+    assert_eq!(wheel.next_deadline(), None);
+}
+
+#[test]
+fn same_tick_fires_in_insertion_order_across_levels() {
+    let mut wheel = Wheel::new();
+    let mut out = Vec::new();
+    wheel.insert(5000, 1);
+    wheel.poll(4000, usize::MAX, &mut out);
+    wheel.insert(5000, 2);
+    wheel.poll(4990, usize::MAX, &mut out);
+    wheel.insert(5000, 3);
+    wheel.poll(5000, usize::MAX, &mut out);
+    assert_eq!(out, [1, 2, 3]);
+}
+
+#[test]
+fn never_is_held_and_does_not_wake() {
+    let mut wheel = Wheel::new();
+    let key = wheel.insert(NEVER, 7);
+    wheel.insert(u64::MAX, 8);
+    assert_eq!(wheel.next_deadline(), None);
+    let mut out = Vec::new();
+    wheel.poll(NEVER - 1, usize::MAX, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(wheel.remove(key), 7);
+    assert_eq!(wheel.drain().collect::<Vec<_>>(), [8]);
+}
+
+#[test]
+fn beyond_the_top_level_waits_on_the_horizon() {
+    let mut wheel = Wheel::new();
+    let far = (1u64 << HORIZON_BITS) * 3 + 17;
+    wheel.insert(far, "far");
+    assert_eq!(wheel.next_deadline(), Some((1u64 << HORIZON_BITS) * 3));
+    let mut out = Vec::new();
+    wheel.poll(far - 1, usize::MAX, &mut out);
+    assert!(out.is_empty(), "a far deadline must never be wrapped into a near slot");
+    wheel.poll(far, usize::MAX, &mut out);
+    assert_eq!(out, ["far"]);
+}
+
+#[test]
+fn a_mass_expiry_is_served_in_budgeted_slices() {
+    let mut wheel = Wheel::new();
+    for i in 0..10_000u32 {
+        wheel.insert(3000, i);
+    }
+    let mut out = Vec::new();
+    let mut slices = 0;
+    while wheel.poll(3000, 256, &mut out) {
+        slices += 1;
+        assert!(out.len() <= 256 * slices);
+    }
+    assert!(slices >= 10_000 / 256, "{slices} slices");
+    assert_eq!(out, (0..10_000).collect::<Vec<_>>());
+}
