@@ -1,0 +1,121 @@
+//! Configuring and starting a service.
+
+use crate::error::BuildError;
+use crate::service::TimerService;
+use std::time::Duration;
+
+/// Settings for a [`TimerService`]; [`build`](Builder::build) checks them and starts it.
+///
+/// ```
+/// use shardwheel::TimerService;
+/// use std::time::Duration;
+///
+/// let timers = TimerService::builder()
+///     .shards(2)
+///     .tick(Duration::from_millis(1))
+///     .max_pending_per_shard(1_000_000)
+///     .thread_name("conn-timers")
+///     .build()?;
+/// assert_eq!(timers.shard_count(), 2);
+/// # Ok::<(), shardwheel::BuildError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    pub(crate) shards: Option<usize>,
+    pub(crate) tick: Duration,
+    pub(crate) max_pending_per_shard: Option<usize>,
+    pub(crate) pin_threads: bool,
+    pub(crate) thread_name: String,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            shards: None,
+            tick: Duration::from_millis(1),
+            max_pending_per_shard: None,
+            pin_threads: true,
+            thread_name: "shardwheel".to_owned(),
+        }
+    }
+}
+
+impl Builder {
+    /// The smallest tick: below it, the operating system's sleep granularity (tens of
+    /// microseconds) makes a finer tick meaningless.
+    pub const MIN_TICK: Duration = Duration::from_micros(10);
+    /// The largest tick: one hour. A timeout may fire up to a tick late; beyond an hour that
+    /// promise is worth nothing.
+    pub const MAX_TICK: Duration = Duration::from_secs(3600);
+    /// The most shards a service may have; each is a thread.
+    pub const MAX_SHARDS: usize = 4096;
+
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Number of shards, each a thread with a wheel of its own. Default: the number of
+    /// cores available to the process. More shards than cores is allowed; the threads
+    /// beyond the core count are not pinned.
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = Some(n);
+        self
+    }
+
+    /// The wheel's resolution; a timeout fires at the first tick at or after its deadline.
+    /// Default 1 ms; between [`MIN_TICK`](Self::MIN_TICK) and [`MAX_TICK`](Self::MAX_TICK).
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// The most timeouts one shard may hold pending; one more is refused with
+    /// [`ScheduleError::Rejected`](crate::ScheduleError::Rejected). Default: unbounded.
+    pub fn max_pending_per_shard(mut self, n: usize) -> Self {
+        self.max_pending_per_shard = Some(n);
+        self
+    }
+
+    /// Whether to pin shard `i` to the `i`-th core available to the process. Default true.
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin_threads = pin;
+        self
+    }
+
+    /// Shard threads are named `{prefix}-{index}`. Default prefix `shardwheel`.
+    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
+        self.thread_name = prefix.into();
+        self
+    }
+
+    /// Checks the settings and starts the shards.
+    pub fn build(self) -> Result<TimerService, BuildError> {
+        let shards = self.validate()?;
+        TimerService::start(self, shards)
+    }
+
+    /// Checks every setting; returns the shard count.
+    fn validate(&self) -> Result<usize, BuildError> {
+        let shards = match self.shards {
+            Some(0) => return Err(BuildError::ZeroShards),
+            Some(n) if n > Self::MAX_SHARDS => {
+                return Err(BuildError::TooManyShards { requested: n, max: Self::MAX_SHARDS });
+            }
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()).min(Self::MAX_SHARDS),
+        };
+        match self.tick {
+            Duration::ZERO => return Err(BuildError::ZeroTick),
+            t if t < Self::MIN_TICK => return Err(BuildError::TickTooSmall { tick: t, min: Self::MIN_TICK }),
+            t if t > Self::MAX_TICK => return Err(BuildError::TickTooLarge { tick: t, max: Self::MAX_TICK }),
+            _ => {}
+        }
+        if self.max_pending_per_shard == Some(0) {
+            return Err(BuildError::ZeroMaxPending);
+        }
+        if self.thread_name.contains('\0') {
+            return Err(BuildError::ThreadNameHasNul);
+        }
+        Ok(shards)
+    }
+}

@@ -1,0 +1,134 @@
+//! Error types. Every error that concerns a task hands the task back.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a schedule was refused; each variant hands the task back.
+///
+/// `Debug`, `Display` and `Error` are implemented for every `T`, as for
+/// `std::sync::mpsc::SendError`, so `?` works whatever the task type.
+pub enum ScheduleError<T> {
+    /// The shard already holds `max_pending_per_shard` pending timeouts.
+    Rejected(T),
+    /// The service was stopped.
+    Shutdown(T),
+    /// `schedule_on` named a shard index at or beyond `shard_count()`.
+    NoSuchShard(T),
+}
+
+impl<T> ScheduleError<T> {
+    /// The task that was not scheduled.
+    pub fn into_task(self) -> T {
+        match self {
+            ScheduleError::Rejected(t) | ScheduleError::Shutdown(t) | ScheduleError::NoSuchShard(t) => t,
+        }
+    }
+
+    /// A reference to the task that was not scheduled.
+    pub fn task(&self) -> &T {
+        match self {
+            ScheduleError::Rejected(t) | ScheduleError::Shutdown(t) | ScheduleError::NoSuchShard(t) => t,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            ScheduleError::Rejected(_) => "Rejected",
+            ScheduleError::Shutdown(_) => "Shutdown",
+            ScheduleError::NoSuchShard(_) => "NoSuchShard",
+        }
+    }
+}
+
+impl<T> fmt::Debug for ScheduleError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(..)", self.kind())
+    }
+}
+
+impl<T> fmt::Display for ScheduleError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ScheduleError::Rejected(_) => "timeout rejected: the shard holds max_pending_per_shard pending timeouts",
+            ScheduleError::Shutdown(_) => "timeout not scheduled: the timer service is stopped",
+            ScheduleError::NoSuchShard(_) => "timeout not scheduled: no shard with that index",
+        })
+    }
+}
+
+impl<T> std::error::Error for ScheduleError<T> {}
+
+/// An invalid [`Builder`](crate::Builder) setting; each variant names the setting.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// `shards(0)`: a service needs at least one shard.
+    ZeroShards,
+    /// `shards(n)` with `n` above [`Builder::MAX_SHARDS`](crate::Builder::MAX_SHARDS).
+    TooManyShards { requested: usize, max: usize },
+    /// `tick(Duration::ZERO)`.
+    ZeroTick,
+    /// `tick` below [`Builder::MIN_TICK`](crate::Builder::MIN_TICK).
+    TickTooSmall { tick: Duration, min: Duration },
+    /// `tick` above [`Builder::MAX_TICK`](crate::Builder::MAX_TICK).
+    TickTooLarge { tick: Duration, max: Duration },
+    /// `max_pending_per_shard(0)`: every schedule would be rejected.
+    ZeroMaxPending,
+    /// `thread_name` contains a NUL byte, which a thread name cannot hold.
+    ThreadNameHasNul,
+    /// The operating system refused to start a shard thread.
+    Spawn(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroShards => f.write_str("invalid `shards`: a timer service needs at least one shard"),
+            BuildError::TooManyShards { requested, max } => {
+                write!(f, "invalid `shards`: {requested} requested, at most {max} allowed")
+            }
+            BuildError::ZeroTick => f.write_str("invalid `tick`: the tick must be longer than zero"),
+            BuildError::TickTooSmall { tick, min } => {
+                write!(f, "invalid `tick`: {tick:?} is shorter than the smallest tick, {min:?}")
+            }
+            BuildError::TickTooLarge { tick, max } => {
+                write!(f, "invalid `tick`: {tick:?} is longer than the largest tick, {max:?}")
+            }
+            BuildError::ZeroMaxPending => {
+                f.write_str("invalid `max_pending_per_shard`: a limit of 0 would reject every timeout")
+            }
+            BuildError::ThreadNameHasNul => f.write_str("invalid `thread_name`: it contains a NUL byte"),
+            BuildError::Spawn(e) => write!(f, "could not start a shard thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why [`TimerService::stop`](crate::TimerService::stop) could not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopError {
+    /// Called from one of this service's own shard threads (from a task), where waiting for
+    /// the shards to finish would wait for itself.
+    OnTimerThread,
+}
+
+impl fmt::Display for StopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopError::OnTimerThread => {
+                f.write_str("stop() called from a timer thread of the same service; it would wait for itself")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StopError {}

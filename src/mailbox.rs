@@ -1,0 +1,217 @@
+//! A shard's mailbox: commands from other threads, and the protocol that wakes a sleeping
+//! shard only when it must.
+//!
+//! Ground rules:
+//! - Any thread pushes [`Command`]s; only the shard's driver pops them.
+//! - `sleep_until` is written by the driver before it sleeps (the tick it will wake at, or
+//!   `u64::MAX` for "until woken") and set back to [`AWAKE`] when it runs. A producer that
+//!   claims a wake-up also sets it to `AWAKE`, with a CAS, so that of many producers only one
+//!   pays for the `unpark` syscall.
+//! - `closed` is set once, by `stop` (or the service's drop), and never cleared.
+//!
+//! Two Dekker-style handshakes, each a store, a `SeqCst` fence and a load on both sides:
+//!
+//! ```text
+//!  producer                            driver
+//!  push(cmd)                           sleep_until = t
+//!  fence(SeqCst)                       fence(SeqCst)
+//!  s = sleep_until                     if !queue.is_empty() { stay awake }
+//!  if deadline < s { claim; unpark }   park until t
+//! ```
+//!
+//! Either the driver sees the command before it sleeps, or the producer sees that the
+//! driver sleeps past its deadline and wakes it; the `unpark` token makes an unpark that
+//! lands before the `park` count. A command the driver does not see before sleeping, with a
+//! deadline no earlier than `t`, is picked up when it wakes at `t`: no syscall per arm.
+//!
+//! ```text
+//!  producer                            stopper / driver
+//!  push(cmd)                           closed = true          (stopper)
+//!  fence(SeqCst)                       ...
+//!  if closed { try to take it back }   see closed; fence(SeqCst); final drain   (driver)
+//! ```
+//!
+//! Either the final drain sees the command, or the producer sees `closed` and takes its
+//! timeout back itself; the state word's CAS decides if both try.
+
+use crate::entry::Entry;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, fence, thread};
+use crossbeam_utils::CachePadded;
+use std::sync::OnceLock;
+
+/// `sleep_until` while the driver runs: no deadline is earlier, so nobody wakes it.
+pub(crate) const AWAKE: u64 = 0;
+/// `sleep_until` while the driver sleeps with nothing to wake for.
+pub(crate) const ASLEEP_UNTIL_WOKEN: u64 = u64::MAX;
+
+/// A sleeping shard is woken once this many commands wait for it, whatever their deadlines,
+/// so cancels piling up while it sleeps for a far deadline cannot grow without bound.
+/// Smaller under loom, so a model can reach it with a few pushes.
+#[cfg(not(loom))]
+pub(crate) const HIGH_WATER: usize = 1024;
+#[cfg(loom)]
+pub(crate) const HIGH_WATER: usize = 2;
+
+/// A message to the shard.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// File this entry in the wheel at the deadline its state word holds now.
+    Arm(Arc<Entry>),
+    /// This entry was cancelled: take it out of the wheel, if it is in.
+    Unlink(Arc<Entry>),
+    /// This entry's deadline moved earlier: file it again, if it is in the wheel.
+    Refile(Arc<Entry>),
+}
+
+/// What became of a sent command.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Sent {
+    Delivered,
+    /// The mailbox is closed; the command may never be read.
+    Closed,
+}
+
+pub(crate) struct Mailbox {
+    queue: Queue<Command>,
+    /// Written by the driver around its sleeps, CASed by producers that claim a wake-up.
+    sleep_until: CachePadded<AtomicU64>,
+    closed: AtomicBool,
+    /// The driver's thread, registered before it first sleeps.
+    thread: OnceLock<thread::Thread>,
+}
+
+impl std::fmt::Debug for Mailbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mailbox")
+            .field("len", &self.queue.len())
+            .field("sleep_until", &self.sleep_until.load(Ordering::Relaxed))
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Mailbox {
+    pub(crate) fn new() -> Mailbox {
+        Mailbox {
+            queue: Queue::new(),
+            sleep_until: CachePadded::new(AtomicU64::new(AWAKE)),
+            closed: AtomicBool::new(false),
+            thread: OnceLock::new(),
+        }
+    }
+
+    /// Sends `cmd`; wakes the driver if it sleeps past `deadline` or the backlog is high.
+    pub(crate) fn send(&self, cmd: Command, deadline: Option<u64>) -> Sent {
+        self.queue.push(cmd);
+        // SeqCst fence: the producer half of both handshakes in the module docs.
+        fence(Ordering::SeqCst);
+        if self.closed.load(Ordering::Relaxed) {
+            return Sent::Closed;
+        }
+        // Relaxed: ordered by the fence above; a stale value only makes the CAS below fail
+        // and retry.
+        let mut until = self.sleep_until.load(Ordering::Relaxed);
+        while until != AWAKE && (deadline.is_some_and(|d| d < until) || self.queue.len() >= HIGH_WATER) {
+            // Claim the wake-up. Relaxed: the CAS decides who unparks and publishes no data;
+            // the command itself was published by the queue.
+            match self.sleep_until.compare_exchange(until, AWAKE, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    self.unpark();
+                    break;
+                }
+                Err(now) => until = now,
+            }
+        }
+        Sent::Delivered
+    }
+
+    /// Driver only: the next command, if any.
+    pub(crate) fn pop(&self) -> Option<Command> {
+        self.queue.pop()
+    }
+
+    /// Driver only: registers the calling thread as the one to unpark.
+    pub(crate) fn register_driver(&self) {
+        let _ = self.thread.set(thread::current());
+    }
+
+    /// Driver only: announces a sleep until tick `until` (`ASLEEP_UNTIL_WOKEN`: no
+    /// deadline). Returns `false` if the driver must not sleep (mail came, or it is closed);
+    /// then it is marked awake again.
+    pub(crate) fn prepare_sleep(&self, until: u64) -> bool {
+        // SeqCst store and fence: the driver half of the wake-up handshake.
+        self.sleep_until.store(until.max(AWAKE + 1), Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !self.queue.is_empty() || self.closed.load(Ordering::Relaxed) {
+            self.woke();
+            return false;
+        }
+        true
+    }
+
+    /// Driver only: back from a sleep.
+    pub(crate) fn woke(&self) {
+        // Relaxed: producers only compare their deadline against it; an out-of-date value
+        // costs at most one unnecessary unpark.
+        self.sleep_until.store(AWAKE, Ordering::Relaxed);
+    }
+
+    /// Closes the mailbox and wakes the driver so it sees it.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.sleep_until.store(AWAKE, Ordering::SeqCst);
+        self.unpark();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Driver only, after it saw `is_closed()`: the fence that pairs with the producers'
+    /// fence, so the final drain sees every command whose producer did not see `closed`.
+    pub(crate) fn begin_final_drain(&self) {
+        fence(Ordering::SeqCst);
+    }
+
+    fn unpark(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+#[cfg(not(loom))]
+type Queue<T> = crossbeam_queue::SegQueue<T>;
+
+/// Under loom the mailbox is a mutex-protected `VecDeque`: loom cannot see inside
+/// `crossbeam-queue`'s atomics (they are not loom's), so a loom-visible stand-in with the
+/// same linearizable push/pop takes its place. The protocols above are what the models check.
+#[cfg(loom)]
+type Queue<T> = loom_queue::Queue<T>;
+
+#[cfg(loom)]
+mod loom_queue {
+    use loom::sync::Mutex;
+    use std::collections::VecDeque;
+
+    #[derive(Debug)]
+    pub(crate) struct Queue<T>(Mutex<VecDeque<T>>);
+
+    impl<T> Queue<T> {
+        pub(crate) fn new() -> Self {
+            Queue(Mutex::new(VecDeque::new()))
+        }
+        pub(crate) fn push(&self, value: T) {
+            self.0.lock().unwrap().push_back(value);
+        }
+        pub(crate) fn pop(&self) -> Option<T> {
+            self.0.lock().unwrap().pop_front()
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.0.lock().unwrap().is_empty()
+        }
+        pub(crate) fn len(&self) -> usize {
+            self.0.lock().unwrap().len()
+        }
+    }
+}

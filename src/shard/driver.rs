@@ -1,0 +1,229 @@
+//! The shard's driver: the one thread that touches the shard's wheel.
+//!
+//! Each turn it drains (a bounded number of) mailbox commands into the wheel, polls the
+//! wheel for what is due (a bounded number of steps), commits each due timeout with the
+//! EXPIRED CAS, and then, holding nothing, runs the batch of tasks. With nothing left to do
+//! it sleeps until the wheel's next deadline, or until a producer wakes it (`mailbox.rs`).
+//! An empty wheel sleeps without a timeout: an idle service makes no wake-ups at all.
+//!
+//! The wheel sits in a thread-local, borrowed only for the short spells of a turn that do
+//! not run user code, so a task that schedules on its own shard files its timeout straight
+//! into the wheel (`schedule_local`) instead of going through the mailbox.
+
+use crate::entry::{BoxedTask, Entry};
+use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
+use crate::routing;
+use crate::shard::Shard;
+use crate::state::State;
+use crate::sync::Arc;
+use crate::timeout::{Timeout, Unfired};
+use crate::wheel::Wheel;
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// Commands drained per turn, so a flood of arms cannot delay expiries without bound.
+const MAILBOX_BUDGET: usize = 4096;
+/// Wheel steps (firings and cascade moves) per turn, so a mass expiry cannot starve the
+/// mailbox: between slices the driver reads its mail.
+const EXPIRY_BUDGET: usize = 1024;
+
+/// The driver's own state.
+struct Local {
+    shard: Arc<Shard>,
+    wheel: Wheel<Arc<Entry>>,
+    /// Scratch for the wheel's output, kept to avoid allocating per turn.
+    due: Vec<Arc<Entry>>,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+}
+
+/// Runs shard `shard` on the calling thread until its mailbox is closed; returns the
+/// timeouts that were still pending then, each now cancelled.
+pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
+    let _driving = routing::enter_driver(shard.service, shard.index);
+    shard.mailbox.register_driver();
+    LOCAL.with(|l| {
+        *l.borrow_mut() =
+            Some(Local { shard: shard.clone(), wheel: Wheel::new(), due: Vec::with_capacity(EXPIRY_BUDGET) })
+    });
+    let mut batch: Vec<BoxedTask> = Vec::with_capacity(EXPIRY_BUDGET);
+    while !shard.mailbox.is_closed() {
+        let turn = with_local(|local| local.turn(&mut batch));
+        run_tasks(&shard, &mut batch);
+        if let Turn::Idle(next) = turn {
+            sleep(&shard, next);
+        }
+    }
+    let mut local = LOCAL.with(|l| l.borrow_mut().take()).expect("the driver's state is set above");
+    local.shut_down()
+}
+
+/// Files a timeout armed on this shard's own thread straight into the wheel. Hands the
+/// entry back if this thread is not free to do so (not this shard's driver, or inside a
+/// turn, as from a task's destructor): the caller then sends it through the mailbox.
+pub(crate) fn schedule_local(shard: &Shard, entry: Arc<Entry>) -> Result<(), Arc<Entry>> {
+    LOCAL.with(|l| match l.try_borrow_mut() {
+        Ok(mut guard) => match guard.as_mut() {
+            Some(local) if std::ptr::eq(Arc::as_ptr(&local.shard), shard) => {
+                local.arm(entry);
+                Ok(())
+            }
+            _ => Err(entry),
+        },
+        Err(_) => Err(entry),
+    })
+}
+
+fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> R {
+    LOCAL.with(|l| f(l.borrow_mut().as_mut().expect("called on a driver thread")))
+}
+
+/// What a turn found.
+enum Turn {
+    /// More is due or more mail waits: go round again at once.
+    Busy,
+    /// Nothing to do until this tick (`None`: until woken).
+    Idle(Option<u64>),
+}
+
+impl Local {
+    fn turn(&mut self, batch: &mut Vec<BoxedTask>) -> Turn {
+        let more_mail = self.drain_mailbox(MAILBOX_BUDGET);
+        let now = self.shard.clock.now_tick();
+        let more_due = self.expire(now, batch);
+        if more_mail || more_due {
+            return Turn::Busy;
+        }
+        match self.wheel.next_deadline() {
+            Some(t) if t <= self.shard.clock.now_tick() => Turn::Busy,
+            next => Turn::Idle(next),
+        }
+    }
+
+    /// Applies up to `budget` commands; `true` if mail may remain.
+    fn drain_mailbox(&mut self, budget: usize) -> bool {
+        for _ in 0..budget {
+            match self.shard.mailbox.pop() {
+                Some(Command::Arm(entry)) => self.arm(entry),
+                Some(Command::Unlink(entry)) => self.unlink(&entry),
+                Some(Command::Refile(entry)) => self.refile(entry),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Files an entry at the deadline its state word holds now; a cancelled one is dropped.
+    fn arm(&mut self, entry: Arc<Entry>) {
+        if let State::Pending { deadline } = entry.state.load() {
+            let key = self.wheel.insert(deadline, entry.clone());
+            entry.set_key(Some(key));
+        }
+    }
+
+    /// Takes a cancelled entry out of the wheel, if it is in.
+    fn unlink(&mut self, entry: &Entry) {
+        if let Some(key) = entry.key() {
+            debug_assert!(self.wheel.get(key).is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), entry)));
+            entry.set_key(None);
+            drop(self.wheel.remove(key));
+        }
+    }
+
+    /// Files an entry again at its (earlier) deadline, if it is in the wheel. If it is not,
+    /// it is either still in the mailbox (its Arm reads the new deadline) or already gone.
+    fn refile(&mut self, entry: Arc<Entry>) {
+        if let Some(key) = entry.key() {
+            entry.set_key(None);
+            let entry = self.wheel.remove(key);
+            self.arm(entry);
+        }
+    }
+
+    /// Polls the wheel up to `now` and commits what is due; `true` if more is due.
+    fn expire(&mut self, now: u64, batch: &mut Vec<BoxedTask>) -> bool {
+        let more = self.wheel.poll(now, EXPIRY_BUDGET, &mut self.due);
+        let mut expired = 0;
+        let mut due = std::mem::take(&mut self.due);
+        for entry in due.drain(..) {
+            entry.set_key(None);
+            loop {
+                match entry.state.load() {
+                    // Cancelled after the wheel filed it: the unlink notice will find no key.
+                    State::Cancelled { .. } => break,
+                    // Reset to later: file it again (the lazy re-arm).
+                    State::Pending { deadline } if deadline > now => {
+                        let key = self.wheel.insert(deadline, entry.clone());
+                        entry.set_key(Some(key));
+                        break;
+                    }
+                    State::Pending { deadline } => {
+                        // A failed CAS means a cancel or reset landed first: read again.
+                        if let Some(task) = entry.expire(deadline) {
+                            self.shard.release();
+                            expired += 1;
+                            batch.push(task);
+                            break;
+                        }
+                    }
+                    State::Expired { .. } => unreachable!("only the owning shard expires a timeout"),
+                }
+            }
+        }
+        // Keep the scratch buffer's capacity for the next turn.
+        self.due = due;
+        self.shard.counters.expired(expired);
+        more
+    }
+
+    /// After the mailbox closed: takes back every timeout still pending, in the wheel or in
+    /// the mailbox. Producers that push after the final drain see `closed` and take their
+    /// own timeouts back; the CAS decides any race.
+    fn shut_down(&mut self) -> Vec<Unfired> {
+        self.shard.mailbox.begin_final_drain();
+        let mut unfired = Vec::new();
+        while let Some(cmd) = self.shard.mailbox.pop() {
+            if let Command::Arm(entry) = cmd {
+                self.take_back(entry, &mut unfired);
+            }
+        }
+        let entries: Vec<_> = self.wheel.drain().collect();
+        for entry in entries {
+            entry.set_key(None);
+            self.take_back(entry, &mut unfired);
+        }
+        self.shard.counters.unfired(unfired.len() as u64);
+        unfired
+    }
+
+    fn take_back(&self, entry: Arc<Entry>, unfired: &mut Vec<Unfired>) {
+        if let Some(task) = entry.cancel() {
+            self.shard.release();
+            unfired.push(Unfired::new(Timeout { entry, shard: self.shard.clone() }, task));
+        }
+    }
+}
+
+/// Runs the committed tasks with nothing borrowed, catching panics.
+fn run_tasks(shard: &Shard, batch: &mut Vec<BoxedTask>) {
+    for task in batch.drain(..) {
+        if catch_unwind(AssertUnwindSafe(|| task.run())).is_err() {
+            shard.counters.panicked();
+        }
+    }
+}
+
+/// Sleeps until tick `next` (or until woken), unless mail arrived meanwhile.
+fn sleep(shard: &Shard, next: Option<u64>) {
+    if !shard.mailbox.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
+        return;
+    }
+    match next {
+        None => std::thread::park(),
+        Some(tick) => std::thread::park_timeout(shard.clock.until(tick)),
+    }
+    shard.mailbox.woke();
+    shard.counters.woke();
+}

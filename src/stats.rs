@@ -1,0 +1,99 @@
+//! Counters, and the snapshot users read.
+
+use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+
+/// A snapshot of a service's counters, summed over its shards.
+///
+/// At rest (no call in flight) the counts are exact and add up:
+/// `scheduled == expired + cancelled + unfired + pending`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Timeouts accepted by `schedule*`.
+    pub scheduled: u64,
+    /// Timeouts whose task the shard committed to run.
+    pub expired: u64,
+    /// Timeouts whose `cancel()` won.
+    pub cancelled: u64,
+    /// Schedules refused because a shard was at `max_pending_per_shard`.
+    pub rejected: u64,
+    /// Tasks that panicked while running (caught; the shard went on).
+    pub panicked: u64,
+    /// Timeouts pending now.
+    pub pending: u64,
+    /// Timeouts handed back, unfired, by `stop()`.
+    pub unfired: u64,
+    /// Times a shard thread woke from sleep. A service with nothing due does not wake.
+    pub wakeups: u64,
+}
+
+/// Per-shard counters. Producers write the first group, the shard thread the second;
+/// each group has a cache line of its own so the two sides do not invalidate each other.
+///
+/// Every access is `Relaxed`: the counters carry no data, and a reader that needs exact
+/// values synchronizes with the writers by other means (joining, a channel, the task's own
+/// signal), as "exact at rest" requires.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    remote: CachePadded<RemoteCounters>,
+    local: CachePadded<LocalCounters>,
+}
+
+#[derive(Debug, Default)]
+struct RemoteCounters {
+    scheduled: AtomicU64,
+    cancelled: AtomicU64,
+    rejected: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct LocalCounters {
+    expired: AtomicU64,
+    panicked: AtomicU64,
+    unfired: AtomicU64,
+    wakeups: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(crate) fn scheduled(&self, by: u64) {
+        bump(&self.remote.scheduled, by);
+    }
+    pub(crate) fn unschedule(&self) {
+        self.remote.scheduled.fetch_sub(1, Ordering::Relaxed);
+    }
+    pub(crate) fn cancelled(&self) {
+        bump(&self.remote.cancelled, 1);
+    }
+    pub(crate) fn rejected(&self) {
+        bump(&self.remote.rejected, 1);
+    }
+    pub(crate) fn expired(&self, by: u64) {
+        bump(&self.local.expired, by);
+    }
+    pub(crate) fn panicked(&self) {
+        bump(&self.local.panicked, 1);
+    }
+    pub(crate) fn unfired(&self, by: u64) {
+        bump(&self.local.unfired, by);
+    }
+    pub(crate) fn woke(&self) {
+        bump(&self.local.wakeups, 1);
+    }
+
+    /// Adds this shard's counts into `stats` (all but `pending`).
+    pub(crate) fn add_to(&self, stats: &mut Stats) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        stats.scheduled += get(&self.remote.scheduled);
+        stats.cancelled += get(&self.remote.cancelled);
+        stats.rejected += get(&self.remote.rejected);
+        stats.expired += get(&self.local.expired);
+        stats.panicked += get(&self.local.panicked);
+        stats.unfired += get(&self.local.unfired);
+        stats.wakeups += get(&self.local.wakeups);
+    }
+}

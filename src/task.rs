@@ -1,0 +1,40 @@
+//! What a timeout runs.
+
+/// The work a timeout does when it fires, or is told when it is cancelled.
+///
+/// Any `FnOnce() + Send + 'static` closure is a `TimerTask` whose `run` calls it. Implement
+/// the trait yourself to also hear about cancellation:
+///
+/// ```
+/// use shardwheel::TimerTask;
+///
+/// struct CloseIdle { conn: u64 }
+///
+/// impl TimerTask for CloseIdle {
+///     fn run(self: Box<Self>) {
+///         println!("connection {} idle: closing", self.conn);
+///     }
+///     fn cancelled(self: Box<Self>) {
+///         println!("connection {} was active again", self.conn);
+///     }
+/// }
+/// ```
+///
+/// `run` is called on the shard thread that owns the timeout, so it should be short: a task
+/// that blocks holds up every other timeout of that shard. A task that panics is caught and
+/// counted in [`Stats::panicked`](crate::Stats::panicked); the shard goes on.
+pub trait TimerTask: Send + 'static {
+    /// Called once, on the shard's thread, when the timeout fires.
+    fn run(self: Box<Self>);
+
+    /// Called once, on the thread whose [`Timeout::cancel`](crate::Timeout::cancel) won,
+    /// before that call returns. Not called for timeouts handed back by
+    /// [`TimerService::stop`](crate::TimerService::stop): the caller decides there.
+    fn cancelled(self: Box<Self>) {}
+}
+
+impl<F: FnOnce() + Send + 'static> TimerTask for F {
+    fn run(self: Box<Self>) {
+        (*self)()
+    }
+}

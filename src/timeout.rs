@@ -1,0 +1,169 @@
+//! The handle to one scheduled timeout, and what `stop()` hands back.
+
+use crate::entry::{BoxedTask, Entry};
+use crate::mailbox::Command;
+use crate::shard::Shard;
+use crate::state::{Reset, State};
+use crate::sync::Arc;
+use crate::task::TimerTask;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Where a timeout stands. `Cancelled` and `Expired` are final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeoutState {
+    /// Waiting for its deadline.
+    Pending,
+    /// Cancelled by [`Timeout::cancel`], or handed back by [`TimerService::stop`](crate::TimerService::stop).
+    Cancelled,
+    /// Fired: the shard committed to run its task.
+    Expired,
+}
+
+/// A handle to one scheduled timeout: cancel it, push its deadline, ask where it stands.
+///
+/// Cloning is cheap and every clone speaks for the same timeout. Dropping every handle does
+/// not cancel the timeout.
+///
+/// ```
+/// use shardwheel::TimerService;
+/// use std::time::Duration;
+///
+/// let timers = TimerService::new()?;
+/// let timeout = timers.schedule(Duration::from_secs(30), || println!("request timed out"))?;
+/// assert!(timeout.is_pending());
+/// assert!(timeout.cancel(), "the first cancel wins");
+/// assert!(!timeout.cancel(), "and only the first");
+/// assert!(timeout.is_cancelled());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Timeout {
+    pub(crate) entry: Arc<Entry>,
+    pub(crate) shard: Arc<Shard>,
+}
+
+impl Timeout {
+    /// Cancels the timeout if it is still pending. Returns `true` iff this call moved it
+    /// from pending to cancelled; then the task will never run, its
+    /// [`cancelled`](TimerTask::cancelled) has run on this thread, and the task has been
+    /// dropped, all before `cancel` returns.
+    pub fn cancel(&self) -> bool {
+        let Some(task) = self.entry.cancel() else {
+            return false;
+        };
+        self.shard.release();
+        self.shard.counters.cancelled();
+        // The notice only gives back the wheel's node and the entry's memory; the cancel is
+        // already decided. A closed mailbox means the shard is gone with its wheel.
+        let _ = self.shard.mailbox.send(Command::Unlink(self.entry.clone()), None);
+        task.cancelled();
+        true
+    }
+
+    /// Moves a pending timeout's deadline to `delay` from now. Returns `false`, changing
+    /// nothing, unless the timeout is pending.
+    ///
+    /// A later deadline is a single compare-and-swap: the shard finds out when the old
+    /// deadline comes and files the timeout again. An earlier one also tells the shard.
+    /// A reset that races with the timeout firing either wins (the timeout now waits for
+    /// the new deadline) or loses (it fired, and `reset` returns `false`).
+    pub fn reset(&self, delay: Duration) -> bool {
+        self.reset_to(self.shard.clock.deadline_after(delay))
+    }
+
+    /// Like [`reset`](Timeout::reset), to an instant.
+    pub fn reset_at(&self, deadline: Instant) -> bool {
+        self.reset_to(self.shard.clock.deadline_at(deadline))
+    }
+
+    fn reset_to(&self, tick: u64) -> bool {
+        match self.entry.state.try_reset(tick) {
+            Reset::NotPending => false,
+            Reset::Later => true,
+            Reset::Earlier => {
+                let _ = self.shard.mailbox.send(Command::Refile(self.entry.clone()), Some(tick));
+                true
+            }
+        }
+    }
+
+    /// Where the timeout stands now.
+    pub fn state(&self) -> TimeoutState {
+        match self.entry.state.load() {
+            State::Pending { .. } => TimeoutState::Pending,
+            State::Cancelled { .. } => TimeoutState::Cancelled,
+            State::Expired { .. } => TimeoutState::Expired,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        self.state() == TimeoutState::Pending
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.state() == TimeoutState::Cancelled
+    }
+
+    /// True from the moment the shard commits to run the task (before it has run).
+    pub fn is_expired(&self) -> bool {
+        self.state() == TimeoutState::Expired
+    }
+
+    /// The deadline: the tick boundary at which the timeout fires (or fired, or would have),
+    /// which is the requested deadline rounded up to the service's tick. For a timeout that
+    /// never fires (`Duration::MAX`) it is the farthest instant the platform represents.
+    pub fn deadline(&self) -> Instant {
+        self.shard.clock.instant_of(self.entry.state.load().deadline())
+    }
+
+    /// The index of the shard that owns the timeout.
+    pub fn shard(&self) -> usize {
+        self.shard.index
+    }
+
+    /// True if both handles speak for the same timeout.
+    pub fn ptr_eq(&self, other: &Timeout) -> bool {
+        Arc::ptr_eq(&self.entry, &other.entry)
+    }
+}
+
+impl fmt::Debug for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.entry.state.load();
+        f.debug_struct("Timeout")
+            .field("state", &self.state())
+            .field("deadline_tick", &state.deadline())
+            .field("shard", &self.shard.index)
+            .finish()
+    }
+}
+
+/// A timeout that `stop()` took back before it fired. It is now
+/// [`Cancelled`](TimeoutState::Cancelled); its task's `cancelled()` has *not* been called.
+pub struct Unfired {
+    timeout: Timeout,
+    task: BoxedTask,
+}
+
+impl Unfired {
+    pub(crate) fn new(timeout: Timeout, task: BoxedTask) -> Unfired {
+        Unfired { timeout, task }
+    }
+
+    /// The handle of the timeout that did not fire.
+    pub fn timeout(&self) -> &Timeout {
+        &self.timeout
+    }
+
+    /// The task, to run, drop, or tell it was cancelled.
+    pub fn into_task(self) -> Box<dyn TimerTask> {
+        self.task
+    }
+}
+
+impl fmt::Debug for Unfired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unfired").field("timeout", &self.timeout).finish_non_exhaustive()
+    }
+}
