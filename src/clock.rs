@@ -31,7 +31,9 @@ impl Clock {
 
     fn floor(&self, at: Instant) -> u64 {
         let nanos = at.saturating_duration_since(self.start).as_nanos();
-        u64::try_from(nanos / u128::from(self.tick_nanos)).unwrap_or(NEVER).min(NEVER)
+        u64::try_from(nanos / u128::from(self.tick_nanos))
+            .unwrap_or(NEVER)
+            .min(NEVER)
     }
 
     /// The first tick at or after `now + delay`.

@@ -50,13 +50,19 @@ unsafe impl Sync for Entry {}
 
 impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Entry").field("state", &self.state.load()).finish_non_exhaustive()
+        f.debug_struct("Entry")
+            .field("state", &self.state.load())
+            .finish_non_exhaustive()
     }
 }
 
 impl Entry {
     pub(crate) fn new(deadline: u64, task: BoxedTask) -> Entry {
-        Entry { state: StateCell::new_pending(deadline), key: AtomicU32::new(NO_KEY), task: UnsafeCell::new(Some(task)) }
+        Entry {
+            state: StateCell::new_pending(deadline),
+            key: AtomicU32::new(NO_KEY),
+            task: UnsafeCell::new(Some(task)),
+        }
     }
 
     /// PENDING → CANCELLED; on success the task, now the caller's alone.
@@ -85,7 +91,9 @@ impl Entry {
     unsafe fn take_task(&self) -> BoxedTask {
         // SAFETY: exclusive by the caller's contract; the winning CAS's Acquire half pairs
         // with the Release that published the entry, so the stored task is visible.
-        self.task.with_mut(|task| unsafe { (*task).take() }).expect("a task is taken once, by the CAS winner")
+        self.task
+            .with_mut(|task| unsafe { (*task).take() })
+            .expect("a task is taken once, by the CAS winner")
     }
 
     /// Where the entry sits in its shard's wheel. Owning shard's thread only.

@@ -65,13 +65,28 @@ pub enum BuildError {
     /// `shards(0)`: a service needs at least one shard.
     ZeroShards,
     /// `shards(n)` with `n` above [`Builder::MAX_SHARDS`](crate::Builder::MAX_SHARDS).
-    TooManyShards { requested: usize, max: usize },
+    TooManyShards {
+        /// The shard count asked for.
+        requested: usize,
+        /// The largest allowed.
+        max: usize,
+    },
     /// `tick(Duration::ZERO)`.
     ZeroTick,
     /// `tick` below [`Builder::MIN_TICK`](crate::Builder::MIN_TICK).
-    TickTooSmall { tick: Duration, min: Duration },
+    TickTooSmall {
+        /// The tick asked for.
+        tick: Duration,
+        /// The smallest allowed.
+        min: Duration,
+    },
     /// `tick` above [`Builder::MAX_TICK`](crate::Builder::MAX_TICK).
-    TickTooLarge { tick: Duration, max: Duration },
+    TickTooLarge {
+        /// The tick asked for.
+        tick: Duration,
+        /// The largest allowed.
+        max: Duration,
+    },
     /// `max_pending_per_shard(0)`: every schedule would be rejected.
     ZeroMaxPending,
     /// `thread_name` contains a NUL byte, which a thread name cannot hold.

@@ -2,6 +2,56 @@
 //!
 //! A lock-free, sharded, multi-core timer service: one hierarchical hashed timing wheel per
 //! core, lock-free mailboxes between threads, and one compare-and-swap per timeout.
+//!
+//! ```
+//! use shardwheel::{TimerService, TimeoutState};
+//! use std::sync::mpsc;
+//! use std::time::Duration;
+//!
+//! let timers = TimerService::builder().shards(2).build()?;
+//!
+//! // A request timeout: armed, and almost always cancelled when the response comes.
+//! let request = timers.schedule(Duration::from_secs(5), || println!("request timed out"))?;
+//! assert!(request.cancel());
+//!
+//! // An idle timeout: activity pushes it out; it fires when the connection goes quiet.
+//! let (tx, rx) = mpsc::channel();
+//! let idle = timers.schedule(Duration::from_secs(60), move || tx.send("idle").unwrap())?;
+//! assert!(idle.reset(Duration::from_secs(90))); // activity: later, one CAS
+//! assert!(idle.reset(Duration::from_millis(10))); // the peer went quiet: earlier
+//! assert_eq!(rx.recv()?, "idle");
+//! assert_eq!(idle.state(), TimeoutState::Expired);
+//!
+//! // Stopping hands back every timeout that did not fire.
+//! timers.schedule(Duration::MAX, || unreachable!("never fires"))?;
+//! let unfired = timers.stop()?;
+//! assert_eq!(unfired.len(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # How it works
+//!
+//! - **Shards.** Each shard is a thread (pinned to a core with `core_affinity`) that alone
+//!   owns a [hierarchical hashed wheel](https://doi.org/10.1145/41457.37504): six levels of
+//!   64 slots, `u64` occupancy bitmaps, O(1) insert and remove. The thread sleeps until the
+//!   next occupied slot; with nothing due it does not wake at all.
+//! - **Routing.** A task that schedules from its own shard thread files the timeout straight
+//!   into that wheel. Any other thread has a home shard, fixed for its life, and reaches it
+//!   through the shard's lock-free mailbox; it wakes the shard only if its deadline is
+//!   earlier than the one the shard sleeps until.
+//!   [`TimerService::schedule_on`] picks a shard explicitly.
+//! - **One state word.** Each timeout's state and deadline share one `AtomicU64`, so
+//!   [`Timeout::cancel`], [`Timeout::reset`] and the shard's expiry are each one CAS, and
+//!   exactly one of cancel and expire wins. A reset to a later deadline is nothing but that
+//!   CAS: the shard re-files the timeout when the old deadline comes.
+//!
+//! # Guarantees
+//!
+//! - A timeout never fires before its deadline; it fires at the first tick boundary at or
+//!   after it. Timeouts of the same tick on the same shard fire in the order they were armed.
+//! - A timeout ends exactly once: it fires, or a `cancel()` returns true for it, or `stop()`
+//!   hands it back.
+//! - Every error hands the task back; bad input is an error, never a panic.
 #![warn(missing_docs)]
 
 mod builder;
@@ -25,3 +75,8 @@ pub use service::TimerService;
 pub use stats::Stats;
 pub use task::TimerTask;
 pub use timeout::{Timeout, TimeoutState, Unfired};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

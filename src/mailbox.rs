@@ -114,7 +114,10 @@ impl Mailbox {
         while until != AWAKE && (deadline.is_some_and(|d| d < until) || self.queue.len() >= HIGH_WATER) {
             // Claim the wake-up. Relaxed: the CAS decides who unparks and publishes no data;
             // the command itself was published by the queue.
-            match self.sleep_until.compare_exchange(until, AWAKE, Ordering::Relaxed, Ordering::Relaxed) {
+            match self
+                .sleep_until
+                .compare_exchange(until, AWAKE, Ordering::Relaxed, Ordering::Relaxed)
+            {
                 Ok(_) => {
                     self.unpark();
                     break;

@@ -5,7 +5,8 @@
 //!   event loop stay together. Homes are handed out round-robin as threads first schedule.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::Ordering;
+use crate::sync::plain::AtomicUsize;
 
 /// The next thread's sequence number. Relaxed: it only has to hand out distinct numbers.
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);

@@ -8,12 +8,12 @@ use crate::mailbox::{Command, Sent};
 use crate::routing;
 use crate::shard::{Shard, driver};
 use crate::stats::Stats;
-use crate::sync::Arc;
+use crate::sync::plain::AtomicU64;
+use crate::sync::{Arc, Ordering};
 use crate::task::TimerTask;
 use crate::timeout::{Timeout, Unfired};
 use std::fmt;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -57,6 +57,7 @@ impl TimerService {
         Builder::new().build()
     }
 
+    /// A [`Builder`] to configure a service.
     pub fn builder() -> Builder {
         Builder::new()
     }
@@ -65,20 +66,32 @@ impl TimerService {
     pub(crate) fn start(settings: Builder, n: usize) -> Result<TimerService, BuildError> {
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
         let clock = Clock::new(Instant::now(), settings.tick);
-        let shards: Box<[Arc<Shard>]> =
-            (0..n).map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard))).collect();
-        let cores = if settings.pin_threads { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
-        let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
+        let shards: Box<[Arc<Shard>]> = (0..n)
+            .map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard)))
+            .collect();
+        let cores = if settings.pin_threads {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let inner = Inner {
+            id,
+            clock,
+            shards,
+            threads: Mutex::new(Vec::with_capacity(n)),
+        };
         for (i, shard) in inner.shards.iter().enumerate() {
             let shard = shard.clone();
             let core = cores.get(i).copied();
-            let spawned = std::thread::Builder::new().name(format!("{}-{i}", settings.thread_name)).spawn(move || {
-                if let Some(core) = core {
-                    // Best effort: a refused pin leaves the thread where the OS put it.
-                    core_affinity::set_for_current(core);
-                }
-                driver::run(shard)
-            });
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-{i}", settings.thread_name))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        // Best effort: a refused pin leaves the thread where the OS put it.
+                        core_affinity::set_for_current(core);
+                    }
+                    driver::run(shard)
+                });
             match spawned {
                 Ok(handle) => inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle),
                 // Dropping `inner` closes and joins the shards already started.
@@ -114,6 +127,7 @@ impl TimerService {
         self.schedule_with(shard, |clock| clock.deadline_after(delay), task)
     }
 
+    /// The number of shards (and shard threads).
     pub fn shard_count(&self) -> usize {
         self.inner.shards.len()
     }
@@ -180,7 +194,10 @@ impl TimerService {
         let deadline = deadline(&self.inner.clock);
         let entry = Arc::new(Entry::new(deadline, Box::new(task) as BoxedTask));
         shard.counters.scheduled(1);
-        let timeout = Timeout { entry: entry.clone(), shard: shard.clone() };
+        let timeout = Timeout {
+            entry: entry.clone(),
+            shard: shard.clone(),
+        };
         let entry = match driver::schedule_local(shard, entry) {
             Ok(()) => return Ok(timeout),
             Err(entry) => entry,
@@ -199,7 +216,10 @@ impl TimerService {
         };
         timeout.shard.release();
         timeout.shard.counters.unschedule();
-        let task = task.into_any().downcast::<T>().expect("the entry holds the task this call boxed");
+        let task = task
+            .into_any()
+            .downcast::<T>()
+            .expect("the entry holds the task this call boxed");
         Err(ScheduleError::Shutdown(*task))
     }
 }

@@ -66,9 +66,7 @@ impl State {
     /// The last deadline the timeout had, whatever its state.
     pub(crate) fn deadline(self) -> u64 {
         match self {
-            State::Pending { deadline } | State::Cancelled { deadline } | State::Expired { deadline } => {
-                deadline
-            }
+            State::Pending { deadline } | State::Cancelled { deadline } | State::Expired { deadline } => deadline,
         }
     }
 }
@@ -98,7 +96,9 @@ pub(crate) struct StateCell {
 
 impl StateCell {
     pub(crate) fn new_pending(deadline: u64) -> StateCell {
-        StateCell { word: AtomicU64::new(pack(PENDING, deadline.min(NEVER))) }
+        StateCell {
+            word: AtomicU64::new(pack(PENDING, deadline.min(NEVER))),
+        }
     }
 
     pub(crate) fn load(&self) -> State {
@@ -117,7 +117,10 @@ impl StateCell {
             }
             let new = (cur & !STATE_MASK) | CANCELLED;
             // AcqRel on success / Acquire on failure: see the module docs.
-            match self.word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .word
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
             }
@@ -147,7 +150,10 @@ impl StateCell {
             // AcqRel/Acquire: a reset publishes nothing but the word itself, but it must
             // read-modify-write the latest value, and the release lets the shard's Acquire
             // re-read see a consistent word.
-            match self.word.compare_exchange_weak(cur, pack(PENDING, new), Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .word
+                .compare_exchange_weak(cur, pack(PENDING, new), Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return if new < old { Reset::Earlier } else { Reset::Later },
                 Err(actual) => cur = actual,
             }
@@ -187,7 +193,10 @@ mod tests {
     fn expire_needs_the_current_deadline_and_is_final() {
         let s = StateCell::new_pending(10);
         assert_eq!(s.try_reset(20), Reset::Later);
-        assert!(!s.try_expire(10), "a reset moved the deadline; the old one must not expire");
+        assert!(
+            !s.try_expire(10),
+            "a reset moved the deadline; the old one must not expire"
+        );
         assert!(s.try_expire(20));
         assert!(!s.try_cancel());
         assert_eq!(s.load(), State::Expired { deadline: 20 });
@@ -200,6 +209,9 @@ mod tests {
         assert_eq!(s.try_reset(3), Reset::Earlier);
         assert_eq!(s.try_reset(u64::MAX), Reset::Later);
         assert_eq!(s.load(), State::Pending { deadline: NEVER });
-        assert_eq!(StateCell::new_pending(u64::MAX).load(), State::Pending { deadline: NEVER });
+        assert_eq!(
+            StateCell::new_pending(u64::MAX).load(),
+            State::Pending { deadline: NEVER }
+        );
     }
 }

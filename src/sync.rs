@@ -42,3 +42,10 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+/// Plain `std` atomics for the few process-wide counters that hand out ids (services,
+/// threads). They take part in no protocol, so loom need not see them, and as `static`s
+/// they could not be loom's anyway.
+pub(crate) mod plain {
+    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
+}

@@ -97,15 +97,17 @@ impl Timeout {
         }
     }
 
+    /// `state() == Pending`.
     pub fn is_pending(&self) -> bool {
         self.state() == TimeoutState::Pending
     }
 
+    /// `state() == Cancelled`.
     pub fn is_cancelled(&self) -> bool {
         self.state() == TimeoutState::Cancelled
     }
 
-    /// True from the moment the shard commits to run the task (before it has run).
+    /// `state() == Expired`: true from the moment the shard commits to run the task (before it has run).
     pub fn is_expired(&self) -> bool {
         self.state() == TimeoutState::Expired
     }
@@ -164,6 +166,8 @@ impl Unfired {
 
 impl fmt::Debug for Unfired {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Unfired").field("timeout", &self.timeout).finish_non_exhaustive()
+        f.debug_struct("Unfired")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
     }
 }

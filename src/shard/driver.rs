@@ -45,8 +45,11 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
     let _driving = routing::enter_driver(shard.service, shard.index);
     shard.mailbox.register_driver();
     LOCAL.with(|l| {
-        *l.borrow_mut() =
-            Some(Local { shard: shard.clone(), wheel: Wheel::new(), due: Vec::with_capacity(EXPIRY_BUDGET) })
+        *l.borrow_mut() = Some(Local {
+            shard: shard.clone(),
+            wheel: Wheel::new(),
+            due: Vec::with_capacity(EXPIRY_BUDGET),
+        })
     });
     let mut batch: Vec<BoxedTask> = Vec::with_capacity(EXPIRY_BUDGET);
     while !shard.mailbox.is_closed() {
@@ -56,7 +59,9 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
             sleep(&shard, next);
         }
     }
-    let mut local = LOCAL.with(|l| l.borrow_mut().take()).expect("the driver's state is set above");
+    let mut local = LOCAL
+        .with(|l| l.borrow_mut().take())
+        .expect("the driver's state is set above");
     local.shut_down()
 }
 
@@ -201,7 +206,13 @@ impl Local {
     fn take_back(&self, entry: Arc<Entry>, unfired: &mut Vec<Unfired>) {
         if let Some(task) = entry.cancel() {
             self.shard.release();
-            unfired.push(Unfired::new(Timeout { entry, shard: self.shard.clone() }, task));
+            unfired.push(Unfired::new(
+                Timeout {
+                    entry,
+                    shard: self.shard.clone(),
+                },
+                task,
+            ));
         }
     }
 }

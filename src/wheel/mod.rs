@@ -107,7 +107,10 @@ fn slot_for(deadline: u64, level: usize) -> usize {
 
 impl<T> Wheel<T> {
     pub(crate) fn new() -> Wheel<T> {
-        const EMPTY_LEVEL: Level = Level { occupied: 0, slots: [List::EMPTY; SLOTS_PER_LEVEL] };
+        const EMPTY_LEVEL: Level = Level {
+            occupied: 0,
+            slots: [List::EMPTY; SLOTS_PER_LEVEL],
+        };
         Wheel {
             elapsed: 0,
             levels: Box::new([EMPTY_LEVEL; LEVELS]),
@@ -121,15 +124,18 @@ impl<T> Wheel<T> {
     }
 
     /// Entries in the wheel.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.slab.len() == 0
     }
 
     /// The tick the wheel has advanced to.
+    #[cfg(test)]
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
     }
@@ -167,11 +173,6 @@ impl<T> Wheel<T> {
         self.slab.release(key.0)
     }
 
-    /// The deadline an entry is filed for, if `key` names an entry.
-    pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
-        self.slab.get(key.0).map(|n| n.deadline)
-    }
-
     /// The value at `key`, if `key` names an entry.
     pub(crate) fn get(&self, key: Key) -> Option<&T> {
         self.slab.get(key.0).and_then(|n| n.value.as_ref())
@@ -184,7 +185,9 @@ impl<T> Wheel<T> {
         if !self.ready.is_empty() || self.processing.is_some() {
             return Some(self.elapsed);
         }
-        self.next_slot().map(|(_, _, start)| start).or_else(|| self.horizon_wake())
+        self.next_slot()
+            .map(|(_, _, start)| start)
+            .or_else(|| self.horizon_wake())
     }
 
     /// Advances to tick `now`, appending to `out` the values that fire, in firing order, and
@@ -303,7 +306,11 @@ impl<T> Wheel<T> {
         self.levels.iter().enumerate().find_map(|(level, lvl)| {
             let shift = SLOT_BITS * level as u32;
             let here = slot_for(self.elapsed, level);
-            debug_assert_eq!(lvl.occupied & ((1u64 << here) - 1), 0, "a slot behind elapsed is occupied");
+            debug_assert_eq!(
+                lvl.occupied & ((1u64 << here) - 1),
+                0,
+                "a slot behind elapsed is occupied"
+            );
             let ahead = lvl.occupied & (u64::MAX << here);
             (ahead != 0).then(|| {
                 let slot = ahead.trailing_zeros() as usize;

@@ -45,9 +45,14 @@ pub(super) struct Slab<T> {
 
 impl<T> Slab<T> {
     pub(super) fn new() -> Slab<T> {
-        Slab { nodes: Vec::new(), free: NIL, len: 0 }
+        Slab {
+            nodes: Vec::new(),
+            free: NIL,
+            len: 0,
+        }
     }
 
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.len
     }
@@ -64,7 +69,13 @@ impl<T> Slab<T> {
     /// Stores a value on no list yet; returns its key.
     pub(super) fn alloc(&mut self, deadline: u64, value: T) -> u32 {
         self.len += 1;
-        let node = Node { value: Some(value), deadline, list: 0, prev: NIL, next: NIL };
+        let node = Node {
+            value: Some(value),
+            deadline,
+            list: 0,
+            prev: NIL,
+            next: NIL,
+        };
         if self.free != NIL {
             let key = self.free;
             self.free = self.nodes[key as usize].next;
