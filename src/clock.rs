@@ -26,7 +26,7 @@ impl Clock {
 
     /// The tick that has begun most recently.
     pub(crate) fn now_tick(&self) -> u64 {
-        self.floor(Instant::now())
+        self.floor(self.now())
     }
 
     fn floor(&self, at: Instant) -> u64 {
@@ -38,7 +38,7 @@ impl Clock {
 
     /// The first tick at or after `now + delay`.
     pub(crate) fn deadline_after(&self, delay: Duration) -> u64 {
-        let since_start = Instant::now().saturating_duration_since(self.start);
+        let since_start = self.now().saturating_duration_since(self.start);
         self.ceil_nanos(since_start.as_nanos().saturating_add(delay.as_nanos()))
     }
 
@@ -67,8 +67,60 @@ impl Clock {
     }
 
     /// How long from now until tick `tick` begins (zero if it has).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn until(&self, tick: u64) -> Duration {
-        self.instant_of(tick).saturating_duration_since(Instant::now())
+        self.instant_of(tick).saturating_duration_since(self.now())
+    }
+
+    /// The current time: the real one, or under loom the mocked one.
+    fn now(&self) -> Instant {
+        #[cfg(not(loom))]
+        return Instant::now();
+        #[cfg(loom)]
+        return self.start + mock::elapsed();
+    }
+
+    /// Blocks the calling (driver) thread until tick `tick` begins, or forever (`None`), or
+    /// until it is unparked, whichever comes first; it may also return early, spuriously.
+    pub(crate) fn sleep_until(&self, tick: Option<u64>) {
+        #[cfg(not(loom))]
+        match tick {
+            None => std::thread::park(),
+            Some(tick) => std::thread::park_timeout(self.until(tick)),
+        }
+        // Under loom a timed sleep is the passing of time: the mocked clock jumps to the
+        // tick (loom cannot model a timeout, and a model must not hang on one).
+        #[cfg(loom)]
+        match tick {
+            None => loom::thread::park(),
+            Some(tick) => mock::advance_to(self.instant_of(tick).saturating_duration_since(self.start)),
+        }
+    }
+}
+
+/// The mocked clock under loom: time since every service's start, moved only by shard
+/// sleeps and by the model itself. A plain thread-local: loom runs all of a model's threads
+/// on the test's one OS thread, so they share it, and parallel tests do not.
+#[cfg(loom)]
+pub(crate) mod mock {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    std::thread_local! {
+        static ELAPSED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+    }
+
+    pub(crate) fn elapsed() -> Duration {
+        ELAPSED.with(Cell::get)
+    }
+
+    /// Moves time forward to `to` (never back).
+    pub(crate) fn advance_to(to: Duration) {
+        ELAPSED.with(|e| e.set(e.get().max(to)));
+    }
+
+    pub(crate) fn reset() {
+        ELAPSED.with(|e| e.set(Duration::ZERO));
     }
 }
 

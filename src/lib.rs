@@ -76,6 +76,21 @@ pub use stats::Stats;
 pub use task::TimerTask;
 pub use timeout::{Timeout, TimeoutState, Unfired};
 
+/// Hooks for the loom models in `loom-tests/`: the mocked clock. Not part of the API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_support {
+    /// Puts the mocked clock back to zero; call at the start of every model.
+    pub fn reset_clock() {
+        crate::clock::mock::reset();
+    }
+
+    /// Moves the mocked clock forward to `to` after the services' start.
+    pub fn advance_clock(to: std::time::Duration) {
+        crate::clock::mock::advance_to(to);
+    }
+}
+
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

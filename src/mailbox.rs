@@ -76,7 +76,7 @@ pub(crate) struct Mailbox {
     /// Written by the driver around its sleeps, CASed by producers that claim a wake-up.
     sleep_until: CachePadded<AtomicU64>,
     closed: AtomicBool,
-    /// The driver's thread, registered before it first sleeps.
+    /// The driver's thread, registered as it is spawned.
     thread: OnceLock<thread::Thread>,
 }
 
@@ -133,9 +133,11 @@ impl Mailbox {
         self.queue.pop()
     }
 
-    /// Driver only: registers the calling thread as the one to unpark.
-    pub(crate) fn register_driver(&self) {
-        let _ = self.thread.set(thread::current());
+    /// Registers the driver's thread, the one to unpark. The service does it as it spawns
+    /// the thread, before anyone can close the mailbox: registered from the driver itself, a
+    /// close that raced with it could miss the thread and leave it asleep for good.
+    pub(crate) fn register_driver(&self, driver: thread::Thread) {
+        let _ = self.thread.set(driver);
     }
 
     /// Driver only: announces a sleep until tick `until` (`ASLEEP_UNTIL_WOKEN`: no

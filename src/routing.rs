@@ -4,9 +4,10 @@
 //! - Any other thread: its home shard, fixed for the thread's life, so the timeouts of one
 //!   event loop stay together. Homes are handed out round-robin as threads first schedule.
 
-use std::cell::Cell;
 use crate::sync::Ordering;
 use crate::sync::plain::AtomicUsize;
+use crate::sync::thread_local;
+use std::cell::Cell;
 
 /// The next thread's sequence number. Relaxed: it only has to hand out distinct numbers.
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
@@ -15,7 +16,7 @@ thread_local! {
     /// This thread's sequence number, assigned when it first schedules.
     static THREAD_SEQ: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
     /// `(service id, shard index)` if this thread is a shard driver.
-    static DRIVING: Cell<Option<(u64, usize)>> = const { Cell::new(None) };
+    static DRIVING: Cell<Option<(u64, usize)>> = Cell::new(None);
 }
 
 /// This thread's home shard among `shards`.

@@ -9,12 +9,11 @@ use crate::routing;
 use crate::shard::{Shard, driver};
 use crate::stats::Stats;
 use crate::sync::plain::AtomicU64;
-use crate::sync::{Arc, Ordering};
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Arc, Mutex, Ordering, spawn_named};
 use crate::task::TimerTask;
 use crate::timeout::{Timeout, Unfired};
 use std::fmt;
-use std::sync::Mutex;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Distinguishes services, so a shard thread knows whose shard it drives. Relaxed: it only
@@ -66,6 +65,11 @@ impl TimerService {
     pub(crate) fn start(settings: Builder, n: usize) -> Result<TimerService, BuildError> {
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
         let clock = Clock::new(Instant::now(), settings.tick);
+        #[cfg(loom)]
+        let settings = Builder {
+            pin_threads: false,
+            ..settings
+        };
         let shards: Box<[Arc<Shard>]> = (0..n)
             .map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard)))
             .collect();
@@ -81,19 +85,20 @@ impl TimerService {
             threads: Mutex::new(Vec::with_capacity(n)),
         };
         for (i, shard) in inner.shards.iter().enumerate() {
-            let shard = shard.clone();
+            let driven = shard.clone();
             let core = cores.get(i).copied();
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-{i}", settings.thread_name))
-                .spawn(move || {
-                    if let Some(core) = core {
-                        // Best effort: a refused pin leaves the thread where the OS put it.
-                        core_affinity::set_for_current(core);
-                    }
-                    driver::run(shard)
-                });
+            let spawned = spawn_named(format!("{}-{i}", settings.thread_name), move || {
+                if let Some(core) = core {
+                    // Best effort: a refused pin leaves the thread where the OS put it.
+                    core_affinity::set_for_current(core);
+                }
+                driver::run(driven)
+            });
             match spawned {
-                Ok(handle) => inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle),
+                Ok(handle) => {
+                    shard.mailbox.register_driver(handle.thread().clone());
+                    inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
+                }
                 // Dropping `inner` closes and joins the shards already started.
                 Err(e) => return Err(BuildError::Spawn(e)),
             }
@@ -231,7 +236,7 @@ impl Inner {
         for shard in self.shards.iter() {
             shard.mailbox.close();
         }
-        let me = std::thread::current().id();
+        let me = thread::current().id();
         let mut unfired = Vec::new();
         for handle in threads.drain(..) {
             if handle.thread().id() == me {

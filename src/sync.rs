@@ -12,8 +12,18 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::Arc;
+    pub(crate) use std::sync::Mutex;
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use std::thread;
+    pub(crate) use std::thread_local;
+
+    /// Starts a shard thread with a name.
+    pub(crate) fn spawn_named<T: Send + 'static>(
+        name: String,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<thread::JoinHandle<T>> {
+        thread::Builder::new().name(name).spawn(f)
+    }
 
     /// `std::cell::UnsafeCell` with loom's access API.
     #[derive(Debug)]
@@ -36,9 +46,18 @@ mod imp {
 #[cfg(loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::Arc;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use loom::sync::{Arc, Mutex};
     pub(crate) use loom::thread;
+    pub(crate) use loom::thread_local;
+
+    /// Starts a shard thread; loom's threads have no names.
+    pub(crate) fn spawn_named<T: Send + 'static>(
+        _name: String,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<thread::JoinHandle<T>> {
+        Ok(thread::spawn(f))
+    }
 }
 
 pub(crate) use imp::*;

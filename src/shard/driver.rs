@@ -15,7 +15,7 @@ use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
 use crate::shard::Shard;
 use crate::state::State;
-use crate::sync::Arc;
+use crate::sync::{Arc, thread_local};
 use crate::timeout::{Timeout, Unfired};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
@@ -36,14 +36,13 @@ struct Local {
 }
 
 thread_local! {
-    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+    static LOCAL: RefCell<Option<Local>> = RefCell::new(None);
 }
 
 /// Runs shard `shard` on the calling thread until its mailbox is closed; returns the
 /// timeouts that were still pending then, each now cancelled.
 pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
     let _driving = routing::enter_driver(shard.service, shard.index);
-    shard.mailbox.register_driver();
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
             shard: shard.clone(),
@@ -231,10 +230,7 @@ fn sleep(shard: &Shard, next: Option<u64>) {
     if !shard.mailbox.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
         return;
     }
-    match next {
-        None => std::thread::park(),
-        Some(tick) => std::thread::park_timeout(shard.clock.until(tick)),
-    }
+    shard.clock.sleep_until(next);
     shard.mailbox.woke();
     shard.counters.woke();
 }
