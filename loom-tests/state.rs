@@ -1,36 +1,107 @@
 #![cfg(loom)]
-//! Races on the state word, through the public API, with the real shard driver.
+//! Races on the state word (`src/state.rs`), through the public API and the real shard
+//! driver: one CAS decides each timeout's fate.
 
-use loom::sync::Arc;
-use loom::sync::atomic::{AtomicUsize, Ordering};
-use shardwheel::TimerService;
+#[path = "harness.rs"]
+mod harness;
+
+use harness::{Probe, assert_exactly_once, drop_unfired, model, service};
 use std::time::Duration;
 
+/// cancel ∥ expire: exactly one wins; the loser never touches the task.
 #[test]
 fn cancel_races_expire() {
-    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    loom::model(|| {
-        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        shardwheel::loom_support::reset_clock();
-        let timers = TimerService::builder().shards(1).build().unwrap();
-        let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
-        let timeout = timers
-            .schedule(Duration::ZERO, move || {
-                r.fetch_add(1, Ordering::Relaxed);
-            })
-            .unwrap();
+    model("cancel ∥ expire", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let timeout = timers.schedule(Duration::ZERO, task).unwrap();
         let t = timeout.clone();
         let canceller = loom::thread::spawn(move || t.cancel());
         let cancelled = canceller.join().unwrap();
-        let unfired = timers.stop().unwrap();
-        let ran = ran.load(Ordering::Relaxed);
-        assert_eq!(
-            ran + cancelled as usize + unfired.len(),
-            1,
-            "ran {ran}, cancelled {cancelled}, unfired {}",
-            unfired.len()
-        );
+        let unfired = drop_unfired(timers.stop().unwrap());
+        assert_exactly_once(&counts, cancelled as usize, unfired);
+        assert_eq!(timers.pending(), 0);
     });
-    eprintln!("explored {}", RUNS.load(std::sync::atomic::Ordering::Relaxed));
+}
+
+/// cancel ∥ cancel: exactly one call returns true, and `cancelled()` runs once.
+#[test]
+fn cancel_races_cancel() {
+    model("cancel ∥ cancel", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let timeout = timers.schedule(Duration::from_secs(10), task).unwrap();
+        let t = timeout.clone();
+        let other = loom::thread::spawn(move || t.cancel());
+        let mine = timeout.cancel();
+        let theirs = other.join().unwrap();
+        let unfired = drop_unfired(timers.stop().unwrap());
+        // The mocked clock may have run to the deadline, so it may also have fired.
+        assert!(!(mine && theirs), "both cancels won");
+        assert_exactly_once(&counts, mine as usize + theirs as usize, unfired);
+    });
+}
+
+/// reset ∥ expire: a reset that returns true means the task did not fire at the old
+/// deadline; it waits for the new one.
+#[test]
+fn reset_races_expire() {
+    model("reset ∥ expire", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let timeout = timers.schedule(Duration::ZERO, task).unwrap();
+        let t = timeout.clone();
+        let resetter = loom::thread::spawn(move || t.reset(Duration::from_millis(5)));
+        let reset = resetter.join().unwrap();
+        let unfired = drop_unfired(timers.stop().unwrap());
+        assert_exactly_once(&counts, 0, unfired);
+        if reset && counts.runs() == 1 {
+            assert!(counts.ran_at() >= 5, "fired at {} ms, before the new deadline", counts.ran_at());
+        }
+        if !reset {
+            assert_eq!(counts.runs(), 1, "a reset fails only once the timeout fired");
+        }
+    });
+}
+
+/// reset ∥ cancel: both decided by one CAS each; a winning cancel means the task never runs.
+#[test]
+fn reset_races_cancel() {
+    model("reset ∥ cancel", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let timeout = timers.schedule(Duration::from_millis(3), task).unwrap();
+        let t = timeout.clone();
+        let resetter = loom::thread::spawn(move || t.reset(Duration::from_millis(6)));
+        let cancelled = timeout.cancel();
+        let reset = resetter.join().unwrap();
+        let unfired = drop_unfired(timers.stop().unwrap());
+        assert_exactly_once(&counts, cancelled as usize, unfired);
+        if cancelled {
+            assert_eq!(counts.runs(), 0);
+        }
+        if reset && counts.runs() == 1 {
+            assert!(counts.ran_at() >= 6, "fired at {} ms, before the reset deadline", counts.ran_at());
+        }
+    });
+}
+
+/// reset earlier ∥ expire: the refile notice races with the shard; the timeout still ends
+/// exactly once and never before its deadline.
+#[test]
+fn reset_earlier_races_expire() {
+    model("reset earlier ∥ expire", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let timeout = timers.schedule(Duration::from_millis(8), task).unwrap();
+        let t = timeout.clone();
+        let resetter = loom::thread::spawn(move || t.reset(Duration::from_millis(2)));
+        let reset = resetter.join().unwrap();
+        let unfired = drop_unfired(timers.stop().unwrap());
+        assert_exactly_once(&counts, 0, unfired);
+        if counts.runs() == 1 {
+            let floor = if reset { 2 } else { 8 };
+            assert!(counts.ran_at() >= floor, "fired at {} ms, deadline {floor} ms", counts.ran_at());
+        }
+    });
 }

@@ -89,11 +89,14 @@ impl Clock {
             Some(tick) => std::thread::park_timeout(self.until(tick)),
         }
         // Under loom a timed sleep is the passing of time: the mocked clock jumps to the
-        // tick (loom cannot model a timeout, and a model must not hang on one).
+        // tick (loom cannot model a timeout, and a model must not hang on one). A model that
+        // freezes time turns it into a sleep only a wake-up ends, to prove one comes.
         #[cfg(loom)]
         match tick {
-            None => loom::thread::park(),
-            Some(tick) => mock::advance_to(self.instant_of(tick).saturating_duration_since(self.start)),
+            Some(tick) if !mock::frozen() => {
+                mock::advance_to(self.instant_of(tick).saturating_duration_since(self.start))
+            }
+            _ => loom::thread::park(),
         }
     }
 }
@@ -108,6 +111,15 @@ pub(crate) mod mock {
 
     std::thread_local! {
         static ELAPSED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+        static FROZEN: Cell<bool> = const { Cell::new(false) };
+    }
+
+    pub(crate) fn frozen() -> bool {
+        FROZEN.with(Cell::get)
+    }
+
+    pub(crate) fn freeze(frozen: bool) {
+        FROZEN.with(|f| f.set(frozen));
     }
 
     pub(crate) fn elapsed() -> Duration {
@@ -121,6 +133,7 @@ pub(crate) mod mock {
 
     pub(crate) fn reset() {
         ELAPSED.with(|e| e.set(Duration::ZERO));
+        freeze(false);
     }
 }
 

@@ -80,7 +80,18 @@ pub use timeout::{Timeout, TimeoutState, Unfired};
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_support {
-    /// Puts the mocked clock back to zero; call at the start of every model.
+    /// Time since the services started, on the mocked clock.
+    pub fn now() -> std::time::Duration {
+        crate::clock::mock::elapsed()
+    }
+
+    /// Freezes the mocked clock: a shard's timed sleep then lasts until it is woken, so a
+    /// model can prove the wake-up comes. Thawed by `reset_clock`.
+    pub fn freeze_clock() {
+        crate::clock::mock::freeze(true);
+    }
+
+    /// Puts the mocked clock back to zero, thawed; call at the start of every model.
     pub fn reset_clock() {
         crate::clock::mock::reset();
     }

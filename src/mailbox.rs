@@ -128,6 +128,11 @@ impl Mailbox {
         Sent::Delivered
     }
 
+    /// Commands waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Driver only: the next command, if any.
     pub(crate) fn pop(&self) -> Option<Command> {
         self.queue.pop()

@@ -153,6 +153,7 @@ impl TimerService {
         for shard in self.inner.shards.iter() {
             shard.counters.add_to(&mut stats);
             stats.pending += shard.pending() as u64;
+            stats.queued += shard.mailbox.len() as u64;
         }
         stats
     }

@@ -26,6 +26,10 @@ pub struct Stats {
     pub unfired: u64,
     /// Times a shard thread woke from sleep. A service with nothing due does not wake.
     pub wakeups: u64,
+    /// Commands (arms, cancel and earlier-reset notices) waiting in the shards' mailboxes,
+    /// not yet read by their shard. A sleeping shard is woken before this grows past a
+    /// high-water mark (1024 per shard), whatever the commands' deadlines.
+    pub queued: u64,
 }
 
 /// Per-shard counters. Producers write the first group, the shard thread the second;

@@ -1,0 +1,71 @@
+#![cfg(loom)]
+//! Shutdown (`TimerService::stop`, the mailbox's close handshake and the driver's final
+//! drain): nothing scheduled is lost, nothing ends twice.
+
+#[path = "harness.rs"]
+mod harness;
+
+use harness::{Probe, assert_exactly_once, drop_unfired, model, service};
+use shardwheel::ScheduleError;
+use std::time::Duration;
+
+/// schedule ∥ stop: the timeout lands in stop's list (or fires), or the schedule fails
+/// with `Shutdown` and hands the task back: never lost, never both.
+#[test]
+fn schedule_races_stop() {
+    model("schedule ∥ stop", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let producer = {
+            let timers = timers.clone();
+            loom::thread::spawn(move || match timers.schedule(Duration::from_secs(10), task) {
+                Ok(_) => true,
+                Err(ScheduleError::Shutdown(task)) => {
+                    drop(task);
+                    false
+                }
+                Err(e) => panic!("unexpected {e}"),
+            })
+        };
+        let unfired = drop_unfired(timers.stop().unwrap());
+        let scheduled = producer.join().unwrap();
+        assert_eq!(scheduled, counts.runs() + unfired == 1, "scheduled {scheduled}, unfired {unfired}");
+        assert!(counts.runs() + unfired <= 1);
+        assert_eq!(counts.drops(), 1, "the task is dropped exactly once");
+        assert_eq!(timers.pending(), 0);
+        let stats = timers.stats();
+        assert_eq!(stats.scheduled, stats.expired + stats.unfired);
+    });
+}
+
+/// stop ∥ expire: the task runs, or stop hands it back; not both.
+#[test]
+fn stop_races_expire() {
+    model("stop ∥ expire", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        timers.schedule(Duration::ZERO, task).unwrap();
+        let stopper = {
+            let timers = timers.clone();
+            loom::thread::spawn(move || drop_unfired(timers.stop().unwrap()))
+        };
+        let unfired = stopper.join().unwrap();
+        assert_exactly_once(&counts, 0, unfired);
+        assert!(timers.stop().unwrap().is_empty(), "a second stop returns nothing");
+    });
+}
+
+/// stop ∥ cancel: the cancel wins, or stop hands the timeout back; not both.
+#[test]
+fn stop_races_cancel() {
+    model("stop ∥ cancel", || {
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let timeout = timers.schedule(Duration::from_secs(10), task).unwrap();
+        let canceller = loom::thread::spawn(move || timeout.cancel());
+        let unfired = drop_unfired(timers.stop().unwrap());
+        let cancelled = canceller.join().unwrap();
+        assert_exactly_once(&counts, cancelled as usize, unfired);
+        assert_eq!(timers.pending(), 0);
+    });
+}
