@@ -57,6 +57,22 @@ fn earlier_deadline_wakes_a_sleeping_shard() {
     });
 }
 
+/// A reset to an earlier deadline ∥ the shard sleeping until the old one: the refile notice
+/// must wake it. Time is frozen, so only a wake-up ends the shard's sleep.
+#[test]
+fn earlier_reset_wakes_a_sleeping_shard() {
+    model("earlier reset ∥ shard sleeping", || {
+        shardwheel::loom_support::freeze_clock();
+        let timers = service();
+        let (task, counts) = Probe::new();
+        let timeout = timers.schedule(Duration::from_secs(60), task).unwrap();
+        let resetter = loom::thread::spawn(move || timeout.reset(Duration::ZERO));
+        assert!(resetter.join().unwrap());
+        wait_for_run(&counts);
+        drop_unfired(timers.stop().unwrap());
+    });
+}
+
 /// A sleeping shard is woken once its backlog reaches the high-water mark (2 under loom),
 /// even if no command's deadline asks for it: cancels of far timeouts cannot pile up.
 #[test]

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Proves the loom models can fail: breaks the code each one guards, one mutation at a time,
+and checks that loom reports it. Prints a Markdown table (kept in loom-tests/README.md).
+
+    python3 loom-tests/mutations.py            # every mutation (several minutes: one rebuild each)
+    python3 loom-tests/mutations.py M3 M7      # some of them
+
+Each mutation replaces one exact piece of source text; the file is restored afterwards,
+whatever happens. A mutation whose text is not found fails the run, so the table cannot
+silently go stale as the code changes.
+"""
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (id, what it breaks, file, exact old text, new text, test target, test name filter)
+MUTATIONS = [
+    ("M1", "cancel's CAS becomes a blind store", "src/state.rs",
+     """            match self
+                .word
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }""",
+     """            self.word.store(new, Ordering::Release);
+            let _ = &mut cur;
+            return true;""",
+     "loom_state", "cancel_races_expire"),
+    ("M2", "expiry's CAS becomes a blind store (ignores cancel and reset)", "src/state.rs",
+     """        self.word
+            .compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()""",
+     """        let _ = cur;
+        self.word.store(pack(EXPIRED, deadline), Ordering::Release);
+        true""",
+     "loom_state", "cancel_races_cancel"),
+    ("M3", "reset moves a timeout out of a final state", "src/state.rs",
+     """                return Reset::NotPending;""",
+     """                let _ = Reset::NotPending;""",
+     "loom_state", "reset_races_expire"),
+    ("M4", "an earlier reset is reported as later (no refile notice)", "src/state.rs",
+     """Ok(_) => return if new < old { Reset::Earlier } else { Reset::Later },""",
+     """Ok(_) => return if new < old && false { Reset::Earlier } else { Reset::Later },""",
+     "loom_mailbox", "earlier_reset_wakes_a_sleeping_shard"),
+    ("M5", "producer's SeqCst fence removed", "src/mailbox.rs",
+     """        fence(Ordering::SeqCst);
+        if self.closed.load(Ordering::Relaxed) {
+            return Sent::Closed;""",
+     """        if self.closed.load(Ordering::Relaxed) {
+            return Sent::Closed;""",
+     "loom_mailbox", "earlier_deadline_wakes_a_sleeping_shard"),
+    ("M6", "producer never wakes a shard for an earlier deadline", "src/mailbox.rs",
+     """deadline.is_some_and(|d| d < until)""",
+     """deadline.is_some_and(|d| d < until && false)""",
+     "loom_mailbox", "earlier_deadline_wakes_a_sleeping_shard"),
+    ("M7", "no backlog wake-up", "src/mailbox.rs",
+     """self.queue.len() >= HIGH_WATER)""",
+     """self.queue.len() >= HIGH_WATER && false)""",
+     "loom_mailbox", "backlog_wakes_a_sleeping_shard"),
+    ("M8", "driver sleeps without re-checking its mailbox", "src/mailbox.rs",
+     """        if !self.queue.is_empty() || self.closed.load(Ordering::Relaxed) {""",
+     """        if self.closed.load(Ordering::Relaxed) {""",
+     "loom_mailbox", "earlier_deadline_wakes_a_sleeping_shard"),
+    ("M9", "producer ignores a closed mailbox", "src/mailbox.rs",
+     """            return Sent::Closed;""",
+     """            return Sent::Delivered;""",
+     "loom_shutdown", "schedule_races_stop"),
+    ("M10", "final drain skips the mailbox", "src/shard/driver.rs",
+     """        while let Some(cmd) = self.shard.mailbox.pop() {""",
+     """        while let Some(cmd) = None::<Command> {""",
+     "loom_shutdown", "schedule_races_stop"),
+    ("M11", "shard leaks the entries it unlinks", "src/shard/driver.rs",
+     """            drop(self.wheel.remove(key));""",
+     """            std::mem::forget(self.wheel.remove(key));""",
+     "loom_mailbox", "arm_in_mailbox_races_cancel"),
+    ("M12", "a winning cancel forgets the task instead of dropping it", "src/timeout.rs",
+     """        task.cancelled();""",
+     """        std::mem::forget(task);""",
+     "loom_memory", "drop_races_expire_and_cancel"),
+    ("M13", "a winning cancel keeps its place in the pending count", "src/timeout.rs",
+     """        self.shard.release();
+        self.shard.counters.cancelled();""",
+     """        self.shard.counters.cancelled();""",
+     "loom_shutdown", "stop_races_cancel"),
+    ("M14", "expiry's CAS weakened from AcqRel to Relaxed", "src/state.rs",
+     """.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
+     """.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",
+     "loom_state", "cancel_races_expire"),
+]
+
+
+def run(mutation):
+    mid, what, path, old, new, target, name = mutation
+    full = os.path.join(ROOT, path)
+    with open(full) as f:
+        original = f.read()
+    if original.count(old) != 1:
+        sys.exit(f"{mid}: the text to mutate occurs {original.count(old)} times in {path}; update the table")
+    env = dict(os.environ, RUSTFLAGS="--cfg loom", CARGO_TARGET_DIR=os.path.join(ROOT, "target/loom"),
+               LOOM_MAX_PREEMPTIONS=os.environ.get("LOOM_MAX_PREEMPTIONS", "3"))
+    try:
+        with open(full, "w") as f:
+            f.write(original.replace(old, new))
+        start = time.time()
+        proc = subprocess.run(["cargo", "test", "--release", "--test", target, "--", name, "--exact",
+                               "--test-threads=1"], cwd=ROOT, env=env, capture_output=True, text=True)
+        out = proc.stdout + proc.stderr
+    finally:
+        with open(full, "w") as f:
+            f.write(original)
+    if "error[E" in out or "could not compile" in out:
+        verdict, why = "build error", "mutation does not compile"
+    elif proc.returncode != 0:
+        verdict = "caught"
+        why = next((l.strip() for l in out.splitlines()
+                    if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches",
+                                            "assertion", "panicked at loom-tests"))), "test failed")
+    else:
+        verdict, why = "SURVIVED", "model passed"
+    return mid, what, f"{target}::{name}", verdict, why[:110], time.time() - start
+
+
+def main():
+    wanted = set(sys.argv[1:])
+    rows = [run(m) for m in MUTATIONS if not wanted or m[0] in wanted]
+    print("| id | mutation | model | result | how loom reported it |")
+    print("|---|---|---|---|---|")
+    for mid, what, model, verdict, why, _ in rows:
+        why = why.replace("|", "\\|")
+        print(f"| {mid} | {what} | `{model}` | {verdict} | {why} |")
+
+
+if __name__ == "__main__":
+    main()
