@@ -36,19 +36,29 @@ impl Clock {
             .min(NEVER)
     }
 
-    /// The first tick at or after `now + delay`.
+    /// The tick for a deadline `delay` from now: see [`Clock::deadline_at`].
     pub(crate) fn deadline_after(&self, delay: Duration) -> u64 {
-        let since_start = self.now().saturating_duration_since(self.start);
-        self.ceil_nanos(since_start.as_nanos().saturating_add(delay.as_nanos()))
+        let now = self.now().saturating_duration_since(self.start).as_nanos();
+        self.deadline_nanos(now, now.saturating_add(delay.as_nanos()))
     }
 
-    /// The first tick at or after `at`.
+    /// The tick for deadline `at`: the first tick at or after it, so that the timeout never
+    /// fires early. A deadline already reached (`Duration::ZERO`, an instant in the past) is
+    /// the tick under way, which is due at once: the shard fires it on its next turn, after
+    /// the deadline, instead of waiting for the next tick boundary.
     pub(crate) fn deadline_at(&self, at: Instant) -> u64 {
-        self.ceil_nanos(at.saturating_duration_since(self.start).as_nanos())
+        let now = self.now().saturating_duration_since(self.start).as_nanos();
+        self.deadline_nanos(now, at.saturating_duration_since(self.start).as_nanos())
     }
 
-    fn ceil_nanos(&self, nanos: u128) -> u64 {
-        let ticks = nanos.div_ceil(u128::from(self.tick_nanos));
+    /// `now` and `deadline` in nanoseconds since the start.
+    fn deadline_nanos(&self, now: u128, deadline: u128) -> u64 {
+        let tick = u128::from(self.tick_nanos);
+        let ticks = if deadline <= now {
+            now / tick
+        } else {
+            deadline.div_ceil(tick)
+        };
         u64::try_from(ticks).unwrap_or(NEVER).min(NEVER)
     }
 
@@ -56,7 +66,8 @@ impl Clock {
     /// the way there.
     pub(crate) fn instant_of(&self, tick: u64) -> Instant {
         let nanos = u128::from(tick) * u128::from(self.tick_nanos);
-        let (secs, sub) = ((nanos / 1_000_000_000) as u64, (nanos % 1_000_000_000) as u32);
+        let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+        let sub = (nanos % 1_000_000_000) as u32;
         let mut span = Duration::new(secs, sub);
         loop {
             if let Some(at) = self.start.checked_add(span) {
@@ -145,10 +156,16 @@ mod tests {
     fn rounds_deadlines_up_and_now_down() {
         let start = Instant::now();
         let clock = Clock::new(start, Duration::from_millis(1));
-        assert_eq!(clock.deadline_at(start), 0);
-        assert_eq!(clock.deadline_at(start + Duration::from_micros(1)), 1);
-        assert_eq!(clock.deadline_at(start + Duration::from_millis(1)), 1);
-        assert_eq!(clock.deadline_at(start + Duration::from_micros(1001)), 2);
+        let ms = 1_000_000;
+        // Deadlines ahead of `now` round up ...
+        assert_eq!(clock.deadline_nanos(0, 1_000), 1);
+        assert_eq!(clock.deadline_nanos(0, ms), 1);
+        assert_eq!(clock.deadline_nanos(0, ms + 1_000), 2);
+        assert_eq!(clock.deadline_nanos(ms / 2, 7 * ms + 1), 8);
+        // ... and deadlines already reached are the tick under way.
+        assert_eq!(clock.deadline_nanos(5 * ms + 300, 5 * ms + 300), 5);
+        assert_eq!(clock.deadline_nanos(5 * ms + 300, ms), 5);
+        assert!(clock.deadline_at(start) <= clock.now_tick());
         assert_eq!(clock.floor(start + Duration::from_micros(1999)), 1);
         assert_eq!(clock.instant_of(3), start + Duration::from_millis(3));
     }
@@ -157,17 +174,19 @@ mod tests {
     fn saturates_to_never() {
         let clock = Clock::new(Instant::now(), Duration::from_micros(10));
         assert_eq!(clock.deadline_after(Duration::MAX), NEVER);
+        let coarse = Clock::new(Instant::now(), Duration::from_secs(3600));
+        assert!(coarse.instant_of(NEVER) > Instant::now() + Duration::from_secs(1 << 40));
         let far = clock.instant_of(NEVER);
         assert!(far > Instant::now());
         assert!(clock.until(NEVER) > Duration::from_secs(1 << 40));
     }
 
     #[test]
-    fn past_instants_are_tick_zero() {
+    fn past_instants_are_due_now() {
         let clock = Clock::new(Instant::now(), Duration::from_millis(1));
         let before = Instant::now().checked_sub(Duration::from_secs(1));
         if let Some(before) = before {
-            assert_eq!(clock.deadline_at(before), 0);
+            assert!(clock.deadline_at(before) <= clock.now_tick());
         }
     }
 }

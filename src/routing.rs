@@ -6,7 +6,7 @@
 
 use crate::sync::Ordering;
 use crate::sync::plain::AtomicUsize;
-use crate::sync::thread_local;
+use crate::sync::{const_thread_local, thread_local};
 use std::cell::Cell;
 
 /// The next thread's sequence number. Relaxed: it only has to hand out distinct numbers.
@@ -15,6 +15,9 @@ static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// This thread's sequence number, assigned when it first schedules.
     static THREAD_SEQ: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+const_thread_local! {
     /// `(service id, shard index)` if this thread is a shard driver.
     static DRIVING: Cell<Option<(u64, usize)>> = Cell::new(None);
 }

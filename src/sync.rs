@@ -62,6 +62,18 @@ mod imp {
 
 pub(crate) use imp::*;
 
+/// A thread-local with a `const` initializer: std's fast `const` form in a normal build,
+/// loom's thread-local (which has no `const` form) under loom.
+macro_rules! const_thread_local {
+    ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
+        #[cfg(not(loom))]
+        std::thread_local! { $(#[$attr])* static $name: $t = const { $init }; }
+        #[cfg(loom)]
+        loom::thread_local! { $(#[$attr])* static $name: $t = $init; }
+    };
+}
+pub(crate) use const_thread_local;
+
 /// Plain `std` atomics for the few process-wide counters that hand out ids (services,
 /// threads). They take part in no protocol, so loom need not see them, and as `static`s
 /// they could not be loom's anyway.

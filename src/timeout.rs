@@ -112,9 +112,12 @@ impl Timeout {
         self.state() == TimeoutState::Expired
     }
 
-    /// The deadline: the tick boundary at which the timeout fires (or fired, or would have),
-    /// which is the requested deadline rounded up to the service's tick. For a timeout that
-    /// never fires (`Duration::MAX`) it is the farthest instant the platform represents.
+    /// The deadline as the wheel holds it: the requested deadline rounded up to the
+    /// service's tick, the boundary at which the timeout fires (or fired, or would have).
+    /// A deadline already reached when it was set is held as the tick then under way (the
+    /// timeout fires on its shard's next turn), so this may be slightly earlier than asked.
+    /// For a timeout that never fires (`Duration::MAX`) it is the farthest instant the
+    /// platform represents.
     pub fn deadline(&self) -> Instant {
         self.shard.clock.instant_of(self.entry.state.load().deadline())
     }

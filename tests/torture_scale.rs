@@ -79,7 +79,7 @@ struct Tally {
 }
 
 fn producer(t: usize, timers: TimerService, ledger: Arc<Ledger>, tally: Arc<Tally>, stop_seen: Arc<AtomicBool>) {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1) * 0x1234_5678);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 0x1234_5678));
     let mut held: Vec<Timeout> = Vec::with_capacity(HELD);
     let first_id = t * OPS_PER_THREAD;
     for op in 0..OPS_PER_THREAD {

@@ -15,7 +15,7 @@ use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
 use crate::shard::Shard;
 use crate::state::State;
-use crate::sync::{Arc, thread_local};
+use crate::sync::{Arc, const_thread_local};
 use crate::timeout::{Timeout, Unfired};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
@@ -35,7 +35,7 @@ struct Local {
     due: Vec<Arc<Entry>>,
 }
 
-thread_local! {
+const_thread_local! {
     static LOCAL: RefCell<Option<Local>> = RefCell::new(None);
 }
 
@@ -52,8 +52,14 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
     });
     let mut batch: Vec<BoxedTask> = Vec::with_capacity(EXPIRY_BUDGET);
     while !shard.mailbox.is_closed() {
-        let turn = with_local(|local| local.turn(&mut batch));
-        run_tasks(&shard, &mut batch);
+        let mut turn = with_local(|local| local.turn(&mut batch));
+        if !batch.is_empty() {
+            run_tasks(&shard, &mut batch);
+            // The tasks may have filed timeouts straight into the wheel: decide again.
+            if let Turn::Idle(_) = turn {
+                turn = with_local(|local| local.idle());
+            }
+        }
         if let Turn::Idle(next) = turn {
             sleep(&shard, next);
         }
@@ -100,6 +106,11 @@ impl Local {
         if more_mail || more_due {
             return Turn::Busy;
         }
+        self.idle()
+    }
+
+    /// With no mail and nothing due as of the last poll: when the wheel next has work.
+    fn idle(&self) -> Turn {
         match self.wheel.next_deadline() {
             Some(t) if t <= self.shard.clock.now_tick() => Turn::Busy,
             next => Turn::Idle(next),

@@ -323,7 +323,7 @@ impl<T> Wheel<T> {
     /// The tick at which the earliest horizon entry comes within the levels' range: the
     /// start of its top-level block.
     fn horizon_wake(&self) -> Option<u64> {
-        (!self.horizon.is_empty()).then(|| self.horizon_min >> HORIZON_BITS << HORIZON_BITS)
+        (!self.horizon.is_empty()).then_some(self.horizon_min >> HORIZON_BITS << HORIZON_BITS)
     }
 
     /// Re-files the horizon list after `elapsed` moved; entries still out of range stay.
