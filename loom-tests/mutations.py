@@ -86,6 +86,16 @@ MUTATIONS = [
         self.shard.counters.cancelled();""",
      """        self.shard.counters.cancelled();""",
      "loom_shutdown", "stop_races_cancel"),
+    ("M15", "driver's SeqCst fence before its mailbox re-check removed", "src/mailbox.rs",
+     """        self.sleep_until.store(until.max(AWAKE + 1), Ordering::SeqCst);
+        fence(Ordering::SeqCst);""",
+     """        self.sleep_until.store(until.max(AWAKE + 1), Ordering::SeqCst);""",
+     "loom_mailbox", "earlier_deadline_wakes_a_sleeping_shard"),
+    ("M16", "final drain without its SeqCst fence", "src/mailbox.rs",
+     """    pub(crate) fn begin_final_drain(&self) {
+        fence(Ordering::SeqCst);""",
+     """    pub(crate) fn begin_final_drain(&self) {""",
+     "loom_shutdown", "schedule_races_stop"),
     ("M14", "expiry's CAS weakened from AcqRel to Relaxed", "src/state.rs",
      """.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
      """.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",
