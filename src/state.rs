@@ -22,12 +22,13 @@
 //!   makes that CAS fail, and the shard re-reads the later deadline and files it again.
 //! - CANCELLED and EXPIRED are final: no method here moves a timeout out of them.
 //!
-//! Orderings: a winning terminal CAS is `AcqRel`. Its Acquire half pairs with the Release
-//! with which the entry was published (the mailbox push, or `Arc` hand-over), so the winner
-//! sees the task the scheduler stored; its Release half orders the winner's later writes to
-//! the task cell after the decision, for whoever next acquires the word. Failed CASes and
-//! plain loads are `Acquire` so a loser that reads a terminal state also sees everything the
-//! winner did before it.
+//! Orderings: the task itself needs none from this word. It is stored before the entry is
+//! shared, and every thread that can reach the entry got it through a hand-over that already
+//! orders that store (the mailbox, a handle moved or cloned to another thread); loom agrees
+//! (mutation M14 in `loom-tests/README.md` weakens the expiry CAS to `Relaxed` and no model
+//! fails). The transitions are `AcqRel` and the loads `Acquire` for the user: a thread that
+//! sees a timeout `Cancelled` or `Expired` through `Timeout::state` also sees what the thread
+//! that made the transition did before it (a canceller's writes before `cancel()`, say).
 
 use crate::sync::{AtomicU64, Ordering};
 

@@ -165,8 +165,16 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// 512 cases unless `PROPTEST_CASES` says otherwise (CI's valgrind run asks for fewer).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn wheel_matches_model(ops in prop::collection::vec(op(), 1..200)) {

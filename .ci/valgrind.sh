@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Memory checking of the crate's `unsafe` code (no Miri on stable): runs the tests that
+# exercise it under valgrind's memcheck, which must report zero errors and no definite leaks.
+#
+# `unsafe` lives in `src/entry.rs` (taking the task out of its cell after the winning CAS);
+# every schedule, cancel, expiry and stop goes through it. The timing tests are left out:
+# valgrind runs code some fifty times slower, so their lateness bounds would not hold.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v valgrind >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq valgrind >/dev/null
+fi
+valgrind --version
+
+build() { cargo test --release --no-run --message-format=json "$@" 2>/dev/null |
+  python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])'; }
+
+run() {
+  local bin=$1; shift
+  echo "--- valgrind $(basename "$bin") $*"
+  PROPTEST_CASES=16 valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+    --fair-sched=yes "$bin" --test-threads=2 -q "$@"
+}
+
+run "$(build --lib)"
+for t in cancel stop reset max_pending duration_max torture leaks; do
+  run "$(build --test "$t")"
+done
+echo "valgrind: no errors"
