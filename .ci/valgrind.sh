@@ -12,7 +12,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
 fi
 valgrind --version
 
-build() { cargo test --release --no-run --message-format=json "$@" 2>/dev/null |
+build() { cargo test --release --no-default-features --no-run --message-format=json "$@" 2>/dev/null |
   python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)

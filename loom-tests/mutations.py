@@ -116,7 +116,7 @@ def run(mutation):
         with open(full, "w") as f:
             f.write(original.replace(old, new))
         start = time.time()
-        proc = subprocess.run(["cargo", "test", "--release", "--test", target, "--", name, "--exact",
+        proc = subprocess.run(["cargo", "test", "--release", "--no-default-features", "--test", target, "--", name, "--exact",
                                "--test-threads=1"], cwd=ROOT, env=env, capture_output=True, text=True)
         out = proc.stdout + proc.stderr
     finally:

@@ -20,5 +20,5 @@ for f in loom-tests/*.rs; do
 done
 echo "loom: preemption bound $LOOM_MAX_PREEMPTIONS"
 # pipefail: the pipeline fails if cargo does, whatever grep finds.
-cargo test --release "${tests[@]}" -- --nocapture --test-threads=1 2>&1 |
+cargo test --release --no-default-features "${tests[@]}" -- --nocapture --test-threads=1 2>&1 |
   { grep --line-buffered -E 'loom model|^test |test result|panicked|FAILED|^error' || true; }

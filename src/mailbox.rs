@@ -34,8 +34,8 @@
 //! Either the final drain sees the command, or the producer sees `closed` and takes its
 //! timeout back itself; the state word's CAS decides if both try.
 
-use crate::entry::Entry;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, fence, thread};
+use crate::entry::EntryRef;
+use crate::sync::{AtomicBool, AtomicU64, Ordering, fence, thread};
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
 
@@ -56,11 +56,11 @@ pub(crate) const HIGH_WATER: usize = 2;
 #[derive(Debug)]
 pub(crate) enum Command {
     /// File this entry in the wheel at the deadline its state word holds now.
-    Arm(Arc<Entry>),
+    Arm(EntryRef),
     /// This entry was cancelled: take it out of the wheel, if it is in.
-    Unlink(Arc<Entry>),
+    Unlink(EntryRef),
     /// This entry's deadline moved earlier: file it again, if it is in the wheel.
-    Refile(Arc<Entry>),
+    Refile(EntryRef),
 }
 
 /// What became of a sent command.

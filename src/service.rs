@@ -2,7 +2,7 @@
 
 use crate::builder::Builder;
 use crate::clock::Clock;
-use crate::entry::{BoxedTask, Entry};
+use crate::entry::EntryRef;
 use crate::error::{BuildError, ScheduleError, StopError};
 use crate::mailbox::{Command, Sent};
 use crate::routing;
@@ -198,7 +198,7 @@ impl TimerService {
             return Err(ScheduleError::Rejected(task));
         }
         let deadline = deadline(&self.inner.clock);
-        let entry = Arc::new(Entry::new(deadline, Box::new(task) as BoxedTask));
+        let entry = EntryRef::new(deadline, task);
         shard.counters.scheduled(1);
         let timeout = Timeout {
             entry: entry.clone(),
@@ -222,11 +222,7 @@ impl TimerService {
         };
         timeout.shard.release();
         timeout.shard.counters.unschedule();
-        let task = task
-            .into_any()
-            .downcast::<T>()
-            .expect("the entry holds the task this call boxed");
-        Err(ScheduleError::Shutdown(*task))
+        Err(ScheduleError::Shutdown(task.downcast::<T>()))
     }
 }
 

@@ -31,10 +31,36 @@ pub trait TimerTask: Send + 'static {
     /// before that call returns. Not called for timeouts handed back by
     /// [`TimerService::stop`](crate::TimerService::stop): the caller decides there.
     fn cancelled(self: Box<Self>) {}
+
+    /// Runs the task from where the service stores it, without boxing it first. The default
+    /// boxes it and calls [`run`](TimerTask::run); closures run in place. Not meant to be
+    /// overridden or called outside the crate.
+    #[doc(hidden)]
+    fn run_unboxed(self)
+    where
+        Self: Sized,
+    {
+        Box::new(self).run()
+    }
+
+    /// As [`run_unboxed`](TimerTask::run_unboxed), for [`cancelled`](TimerTask::cancelled).
+    #[doc(hidden)]
+    fn cancelled_unboxed(self)
+    where
+        Self: Sized,
+    {
+        Box::new(self).cancelled()
+    }
 }
 
 impl<F: FnOnce() + Send + 'static> TimerTask for F {
     fn run(self: Box<Self>) {
         (*self)()
     }
+
+    fn run_unboxed(self) {
+        self()
+    }
+
+    fn cancelled_unboxed(self) {}
 }

@@ -1,6 +1,6 @@
 //! The handle to one scheduled timeout, and what `stop()` hands back.
 
-use crate::entry::{BoxedTask, Entry};
+use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::Command;
 use crate::shard::Shard;
 use crate::state::{Reset, State};
@@ -39,7 +39,7 @@ pub enum TimeoutState {
 /// ```
 #[derive(Clone)]
 pub struct Timeout {
-    pub(crate) entry: Arc<Entry>,
+    pub(crate) entry: EntryRef,
     pub(crate) shard: Arc<Shard>,
 }
 
@@ -78,7 +78,7 @@ impl Timeout {
     }
 
     fn reset_to(&self, tick: u64) -> bool {
-        match self.entry.state.try_reset(tick) {
+        match self.entry.state().try_reset(tick) {
             Reset::NotPending => false,
             Reset::Later => true,
             Reset::Earlier => {
@@ -90,7 +90,7 @@ impl Timeout {
 
     /// Where the timeout stands now.
     pub fn state(&self) -> TimeoutState {
-        match self.entry.state.load() {
+        match self.entry.state().load() {
             State::Pending { .. } => TimeoutState::Pending,
             State::Cancelled { .. } => TimeoutState::Cancelled,
             State::Expired { .. } => TimeoutState::Expired,
@@ -119,7 +119,7 @@ impl Timeout {
     /// For a timeout that never fires (`Duration::MAX`) it is the farthest instant the
     /// platform represents.
     pub fn deadline(&self) -> Instant {
-        self.shard.clock.instant_of(self.entry.state.load().deadline())
+        self.shard.clock.instant_of(self.entry.state().load().deadline())
     }
 
     /// The index of the shard that owns the timeout.
@@ -129,13 +129,13 @@ impl Timeout {
 
     /// True if both handles speak for the same timeout.
     pub fn ptr_eq(&self, other: &Timeout) -> bool {
-        Arc::ptr_eq(&self.entry, &other.entry)
+        self.entry.ptr_eq(&other.entry)
     }
 }
 
 impl fmt::Debug for Timeout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.entry.state.load();
+        let state = self.entry.state().load();
         f.debug_struct("Timeout")
             .field("state", &self.state())
             .field("deadline_tick", &state.deadline())
@@ -148,11 +148,11 @@ impl fmt::Debug for Timeout {
 /// [`Cancelled`](TimeoutState::Cancelled); its task's `cancelled()` has *not* been called.
 pub struct Unfired {
     timeout: Timeout,
-    task: BoxedTask,
+    task: OwnedTask,
 }
 
 impl Unfired {
-    pub(crate) fn new(timeout: Timeout, task: BoxedTask) -> Unfired {
+    pub(crate) fn new(timeout: Timeout, task: OwnedTask) -> Unfired {
         Unfired { timeout, task }
     }
 
@@ -163,7 +163,7 @@ impl Unfired {
 
     /// The task, to run, drop, or tell it was cancelled.
     pub fn into_task(self) -> Box<dyn TimerTask> {
-        self.task
+        self.task.boxed()
     }
 }
 

@@ -10,7 +10,7 @@
 //! not run user code, so a task that schedules on its own shard files its timeout straight
 //! into the wheel (`schedule_local`) instead of going through the mailbox.
 
-use crate::entry::{BoxedTask, Entry};
+use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
 use crate::shard::Shard;
@@ -30,9 +30,9 @@ const EXPIRY_BUDGET: usize = 1024;
 /// The driver's own state.
 struct Local {
     shard: Arc<Shard>,
-    wheel: Wheel<Arc<Entry>>,
+    wheel: Wheel<EntryRef>,
     /// Scratch for the wheel's output, kept to avoid allocating per turn.
-    due: Vec<Arc<Entry>>,
+    due: Vec<EntryRef>,
 }
 
 const_thread_local! {
@@ -50,7 +50,7 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
             due: Vec::with_capacity(EXPIRY_BUDGET),
         })
     });
-    let mut batch: Vec<BoxedTask> = Vec::with_capacity(EXPIRY_BUDGET);
+    let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
     while !shard.mailbox.is_closed() {
         let mut turn = with_local(|local| local.turn(&mut batch));
         if !batch.is_empty() {
@@ -73,7 +73,7 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
 /// Files a timeout armed on this shard's own thread straight into the wheel. Hands the
 /// entry back if this thread is not free to do so (not this shard's driver, or inside a
 /// turn, as from a task's destructor): the caller then sends it through the mailbox.
-pub(crate) fn schedule_local(shard: &Shard, entry: Arc<Entry>) -> Result<(), Arc<Entry>> {
+pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<(), EntryRef> {
     LOCAL.with(|l| match l.try_borrow_mut() {
         Ok(mut guard) => match guard.as_mut() {
             Some(local) if std::ptr::eq(Arc::as_ptr(&local.shard), shard) => {
@@ -99,7 +99,7 @@ enum Turn {
 }
 
 impl Local {
-    fn turn(&mut self, batch: &mut Vec<BoxedTask>) -> Turn {
+    fn turn(&mut self, batch: &mut Vec<OwnedTask>) -> Turn {
         let more_mail = self.drain_mailbox(MAILBOX_BUDGET);
         let now = self.shard.clock.now_tick();
         let more_due = self.expire(now, batch);
@@ -131,17 +131,17 @@ impl Local {
     }
 
     /// Files an entry at the deadline its state word holds now; a cancelled one is dropped.
-    fn arm(&mut self, entry: Arc<Entry>) {
-        if let State::Pending { deadline } = entry.state.load() {
+    fn arm(&mut self, entry: EntryRef) {
+        if let State::Pending { deadline } = entry.state().load() {
             let key = self.wheel.insert(deadline, entry.clone());
             entry.set_key(Some(key));
         }
     }
 
     /// Takes a cancelled entry out of the wheel, if it is in.
-    fn unlink(&mut self, entry: &Entry) {
+    fn unlink(&mut self, entry: &EntryRef) {
         if let Some(key) = entry.key() {
-            debug_assert!(self.wheel.get(key).is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), entry)));
+            debug_assert!(self.wheel.get(key).is_some_and(|e| e.ptr_eq(entry)));
             entry.set_key(None);
             drop(self.wheel.remove(key));
         }
@@ -149,7 +149,7 @@ impl Local {
 
     /// Files an entry again at its (earlier) deadline, if it is in the wheel. If it is not,
     /// it is either still in the mailbox (its Arm reads the new deadline) or already gone.
-    fn refile(&mut self, entry: Arc<Entry>) {
+    fn refile(&mut self, entry: EntryRef) {
         if let Some(key) = entry.key() {
             entry.set_key(None);
             let entry = self.wheel.remove(key);
@@ -158,14 +158,14 @@ impl Local {
     }
 
     /// Polls the wheel up to `now` and commits what is due; `true` if more is due.
-    fn expire(&mut self, now: u64, batch: &mut Vec<BoxedTask>) -> bool {
+    fn expire(&mut self, now: u64, batch: &mut Vec<OwnedTask>) -> bool {
         let more = self.wheel.poll(now, EXPIRY_BUDGET, &mut self.due);
         let mut expired = 0;
         let mut due = std::mem::take(&mut self.due);
         for entry in due.drain(..) {
             entry.set_key(None);
             loop {
-                match entry.state.load() {
+                match entry.state().load() {
                     // Cancelled after the wheel filed it: the unlink notice will find no key.
                     State::Cancelled { .. } => break,
                     // Reset to later: file it again (the lazy re-arm).
@@ -213,7 +213,7 @@ impl Local {
         unfired
     }
 
-    fn take_back(&self, entry: Arc<Entry>, unfired: &mut Vec<Unfired>) {
+    fn take_back(&self, entry: EntryRef, unfired: &mut Vec<Unfired>) {
         if let Some(task) = entry.cancel() {
             self.shard.release();
             unfired.push(Unfired::new(
@@ -228,7 +228,7 @@ impl Local {
 }
 
 /// Runs the committed tasks with nothing borrowed, catching panics.
-fn run_tasks(shard: &Shard, batch: &mut Vec<BoxedTask>) {
+fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
     for task in batch.drain(..) {
         if catch_unwind(AssertUnwindSafe(|| task.run())).is_err() {
             shard.counters.panicked();
