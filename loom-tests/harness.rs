@@ -65,11 +65,7 @@ impl Drop for Probe {
 
 /// A one-shard service with a 1 ms tick on the mocked clock.
 pub fn service() -> TimerService {
-    TimerService::builder()
-        .shards(1)
-        .tick(TICK)
-        .build()
-        .expect("valid settings")
+    TimerService::builder().shards(1).tick(TICK).build().expect("valid settings")
 }
 
 /// Runs `f` as a loom model and prints how many interleavings it explored.
@@ -81,10 +77,7 @@ pub fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
         shardwheel::loom_support::reset_clock();
         f();
     });
-    println!(
-        "loom model {name}: {} interleavings",
-        runs.load(std::sync::atomic::Ordering::SeqCst)
-    );
+    println!("loom model {name}: {} interleavings", runs.load(std::sync::atomic::Ordering::SeqCst));
 }
 
 /// Drops the tasks `stop` handed back (without running them); returns how many.
@@ -100,11 +93,7 @@ pub fn drop_unfired(unfired: Vec<Unfired>) -> usize {
 /// The timeout ended exactly once, and its task was dropped exactly once.
 pub fn assert_exactly_once(counts: &Counts, cancelled: usize, unfired: usize) {
     let (runs, cancels) = (counts.runs(), counts.cancels());
-    assert_eq!(
-        runs + cancelled + unfired,
-        1,
-        "runs {runs}, cancel() true {cancelled}, unfired {unfired}"
-    );
+    assert_eq!(runs + cancelled + unfired, 1, "runs {runs}, cancel() true {cancelled}, unfired {unfired}");
     assert_eq!(cancels, cancelled, "cancelled() runs once per winning cancel()");
     assert_eq!(counts.drops(), 1, "the task is dropped exactly once");
 }

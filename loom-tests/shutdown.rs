@@ -29,11 +29,7 @@ fn schedule_races_stop() {
         };
         let unfired = drop_unfired(timers.stop().unwrap());
         let scheduled = producer.join().unwrap();
-        assert_eq!(
-            scheduled,
-            counts.runs() + unfired == 1,
-            "scheduled {scheduled}, unfired {unfired}"
-        );
+        assert_eq!(scheduled, counts.runs() + unfired == 1, "scheduled {scheduled}, unfired {unfired}");
         assert!(counts.runs() + unfired <= 1);
         assert_eq!(counts.drops(), 1, "the task is dropped exactly once");
         assert_eq!(timers.pending(), 0);

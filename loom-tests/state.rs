@@ -56,11 +56,7 @@ fn reset_races_expire() {
         let unfired = drop_unfired(timers.stop().unwrap());
         assert_exactly_once(&counts, 0, unfired);
         if reset && counts.runs() == 1 {
-            assert!(
-                counts.ran_at() >= 5,
-                "fired at {} ms, before the new deadline",
-                counts.ran_at()
-            );
+            assert!(counts.ran_at() >= 5, "fired at {} ms, before the new deadline", counts.ran_at());
         }
         if !reset {
             assert_eq!(counts.runs(), 1, "a reset fails only once the timeout fired");
@@ -85,11 +81,7 @@ fn reset_races_cancel() {
             assert_eq!(counts.runs(), 0);
         }
         if reset && counts.runs() == 1 {
-            assert!(
-                counts.ran_at() >= 6,
-                "fired at {} ms, before the reset deadline",
-                counts.ran_at()
-            );
+            assert!(counts.ran_at() >= 6, "fired at {} ms, before the reset deadline", counts.ran_at());
         }
     });
 }
@@ -109,11 +101,7 @@ fn reset_earlier_races_expire() {
         assert_exactly_once(&counts, 0, unfired);
         if counts.runs() == 1 {
             let floor = if reset { 2 } else { 8 };
-            assert!(
-                counts.ran_at() >= floor,
-                "fired at {} ms, deadline {floor} ms",
-                counts.ran_at()
-            );
+            assert!(counts.ran_at() >= floor, "fired at {} ms, deadline {floor} ms", counts.ran_at());
         }
     });
 }

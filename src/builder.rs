@@ -100,29 +100,18 @@ impl Builder {
         let shards = match self.shards {
             Some(0) => return Err(BuildError::ZeroShards),
             Some(n) if n > Self::MAX_SHARDS => {
-                return Err(BuildError::TooManyShards {
-                    requested: n,
-                    max: Self::MAX_SHARDS,
-                });
+                return Err(BuildError::TooManyShards { requested: n, max: Self::MAX_SHARDS });
             }
             Some(n) => n,
-            None => std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(Self::MAX_SHARDS),
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()).min(Self::MAX_SHARDS),
         };
         match self.tick {
             Duration::ZERO => return Err(BuildError::ZeroTick),
             t if t < Self::MIN_TICK => {
-                return Err(BuildError::TickTooSmall {
-                    tick: t,
-                    min: Self::MIN_TICK,
-                });
+                return Err(BuildError::TickTooSmall { tick: t, min: Self::MIN_TICK });
             }
             t if t > Self::MAX_TICK => {
-                return Err(BuildError::TickTooLarge {
-                    tick: t,
-                    max: Self::MAX_TICK,
-                });
+                return Err(BuildError::TickTooLarge { tick: t, max: Self::MAX_TICK });
             }
             _ => {}
         }

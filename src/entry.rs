@@ -32,7 +32,7 @@
 //! The type-erased calls go through a static vtable per task type, as tokio's task header
 //! does; it is the one place in the crate with raw pointers.
 
-use crate::state::StateCell;
+use crate::state::{Cancelled, StateCell};
 use crate::sync::{AtomicU32, Ordering, UnsafeCell, fence};
 use crate::task::TimerTask;
 use crate::wheel::Key;
@@ -98,11 +98,7 @@ impl<T: TimerTask> Cell<T> {
     unsafe fn take(ptr: NonNull<Header>) -> T {
         // SAFETY: by the contract, `ptr` is a `Cell<T>` (the vtable that brought us here is
         // `Cell<T>::VTABLE`), and the task is initialized and ours alone to move out.
-        unsafe {
-            (*ptr.cast::<Cell<T>>().as_ptr())
-                .task
-                .with_mut(|task| (*task).assume_init_read())
-        }
+        unsafe { (*ptr.cast::<Cell<T>>().as_ptr()).task.with_mut(|task| (*task).assume_init_read()) }
     }
 
     /// # Safety
@@ -169,9 +165,9 @@ impl EntryRef {
             },
             task: UnsafeCell::new(MaybeUninit::new(task)),
         });
-        EntryRef {
-            ptr: NonNull::from(Box::leak(cell)).cast(),
-        }
+        #[cfg(loom)]
+        loom_live::add(1);
+        EntryRef { ptr: NonNull::from(Box::leak(cell)).cast() }
     }
 
     fn header(&self) -> &Header {
@@ -183,9 +179,10 @@ impl EntryRef {
         &self.header().state
     }
 
-    /// PENDING → CANCELLED; on success the task, now the caller's alone.
-    pub(crate) fn cancel(&self) -> Option<OwnedTask> {
-        self.state().try_cancel().then(|| OwnedTask::new(self.clone()))
+    /// PENDING → CANCELLED; on success the task, now the caller's alone, and whether the
+    /// shard had filed the entry (then it must be told).
+    pub(crate) fn cancel(&self) -> Option<(OwnedTask, Cancelled)> {
+        self.state().try_cancel().map(|linked| (OwnedTask::new(self.clone()), linked))
     }
 
     /// PENDING(deadline) → EXPIRED, for the owning shard; on success the task.
@@ -202,9 +199,7 @@ impl EntryRef {
     /// Owning shard's thread only.
     pub(crate) fn set_key(&self, key: Option<Key>) {
         // Relaxed: only the owning shard's thread reads or writes `key`.
-        self.header()
-            .key
-            .store(key.map_or(NO_KEY, Key::into_raw), Ordering::Relaxed);
+        self.header().key.store(key.map_or(NO_KEY, Key::into_raw), Ordering::Relaxed);
     }
 
     /// True if both refer to the same entry.
@@ -241,6 +236,8 @@ impl Drop for EntryRef {
             // to it.
             unsafe { (vtable.drop_task)(self.ptr) };
         }
+        #[cfg(loom)]
+        loom_live::add(-1);
         // SAFETY: the last reference; the task is gone (dropped above, or moved out by the
         // winner of the terminal CAS, whose `OwnedTask` held a reference until it was done).
         unsafe { (vtable.dealloc)(self.ptr) };
@@ -249,9 +246,31 @@ impl Drop for EntryRef {
 
 impl std::fmt::Debug for EntryRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EntryRef")
-            .field("state", &self.state().load())
-            .finish_non_exhaustive()
+        f.debug_struct("EntryRef").field("state", &self.state().load()).finish_non_exhaustive()
+    }
+}
+
+/// Under loom, the number of cells alive, so a model can tell that the shard let go of an
+/// entry without waiting for a stop. A plain thread-local: loom runs a model's threads on one
+/// OS thread.
+#[cfg(loom)]
+pub(crate) mod loom_live {
+    use std::cell::Cell;
+
+    std::thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn add(n: isize) {
+        LIVE.with(|l| l.set(l.get() + n));
+    }
+
+    pub(crate) fn get() -> isize {
+        LIVE.with(Cell::get)
+    }
+
+    pub(crate) fn reset() {
+        LIVE.with(|l| l.set(0));
     }
 }
 
@@ -263,9 +282,7 @@ pub(crate) struct OwnedTask {
 
 impl OwnedTask {
     fn new(entry: EntryRef) -> OwnedTask {
-        OwnedTask {
-            entry: ManuallyDrop::new(entry),
-        }
+        OwnedTask { entry: ManuallyDrop::new(entry) }
     }
 
     /// Takes the entry reference back out, leaving nothing for `Drop` to do.
@@ -302,10 +319,7 @@ impl OwnedTask {
     /// Panics if `T` is not that type: the caller scheduled it, so a mismatch is a bug here.
     pub(crate) fn downcast<T: TimerTask>(self) -> T {
         let entry = self.into_entry();
-        assert!(
-            (entry.header().vtable.type_id)() == TypeId::of::<T>(),
-            "task type mismatch"
-        );
+        assert!((entry.header().vtable.type_id)() == TypeId::of::<T>(), "task type mismatch");
         // SAFETY: as in `run`, and the type check above makes the cell a `Cell<T>`.
         unsafe { Cell::<T>::take(entry.ptr) }
     }
@@ -372,24 +386,25 @@ mod tests {
     fn each_way_out_moves_the_task_exactly_once() {
         let (task, c) = probe();
         let e = EntryRef::new(5, task);
+        assert!(e.state().try_link());
         e.expire(5).unwrap().run();
         assert_eq!(seen(&c), (1, 0, 1));
 
         let (task, c) = probe();
         let e = EntryRef::new(5, task);
-        e.cancel().unwrap().cancelled();
+        e.cancel().unwrap().0.cancelled();
         assert_eq!(seen(&c), (0, 1, 1));
 
         let (task, c) = probe();
         let e = EntryRef::new(5, task);
-        let boxed = e.cancel().unwrap().boxed();
+        let boxed = e.cancel().unwrap().0.boxed();
         assert_eq!(seen(&c), (0, 0, 0));
         boxed.run();
         assert_eq!(seen(&c), (1, 0, 1));
 
         let (task, c) = probe();
         let e = EntryRef::new(5, task);
-        let back: Probe = e.cancel().unwrap().downcast();
+        let back: Probe = e.cancel().unwrap().0.downcast();
         assert_eq!(back.1, [7; 4]);
         drop(back);
         assert_eq!(seen(&c), (0, 0, 1));
@@ -412,6 +427,7 @@ mod tests {
 
         let (task, c) = probe();
         let e = EntryRef::new(5, task);
+        assert!(e.state().try_link());
         let owned = e.expire(5).unwrap();
         drop(e);
         assert_eq!(seen(&c), (0, 0, 0), "the winner's right keeps the cell alive");
@@ -427,23 +443,27 @@ mod tests {
             r.fetch_add(1, SeqCst);
         });
         assert!(e.cancel().is_some());
+        assert!(!e.state().try_link());
         assert!(e.expire(0).is_none(), "final");
         assert_eq!(ran.load(SeqCst), 0);
         let r = ran.clone();
         let e = EntryRef::new(0, move || {
             r.fetch_add(1, SeqCst);
         });
+        assert!(e.state().try_link());
         e.expire(0).unwrap().run();
         assert_eq!(ran.load(SeqCst), 1);
         // A zero-sized closure needs no storage at all.
-        EntryRef::new(0, || {}).expire(0).unwrap().run();
+        let e = EntryRef::new(0, || {});
+        assert!(e.state().try_link());
+        e.expire(0).unwrap().run();
     }
 
     #[test]
     #[should_panic(expected = "task type mismatch")]
     fn downcast_checks_the_type() {
         let e = EntryRef::new(0, || {});
-        let _: Probe = e.cancel().unwrap().downcast();
+        let _: Probe = e.cancel().unwrap().0.downcast();
     }
 
     #[test]

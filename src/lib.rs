@@ -91,9 +91,16 @@ pub mod loom_support {
         crate::clock::mock::freeze(true);
     }
 
-    /// Puts the mocked clock back to zero, thawed; call at the start of every model.
+    /// Puts the mocked clock back to zero, thawed, and the live-entry count to zero; call at
+    /// the start of every model.
     pub fn reset_clock() {
         crate::clock::mock::reset();
+        crate::entry::loom_live::reset();
+    }
+
+    /// Timeout entries allocated and not yet freed.
+    pub fn live_entries() -> isize {
+        crate::entry::loom_live::get()
     }
 
     /// Moves the mocked clock forward to `to` after the services' start.

@@ -57,7 +57,8 @@ pub(crate) const HIGH_WATER: usize = 2;
 pub(crate) enum Command {
     /// File this entry in the wheel at the deadline its state word holds now.
     Arm(EntryRef),
-    /// This entry was cancelled: take it out of the wheel, if it is in.
+    /// This entry was cancelled after the shard filed it: take it out of the wheel, if it is
+    /// still in. (An entry cancelled before it was filed needs no notice: see `state.rs`.)
     Unlink(EntryRef),
     /// This entry's deadline moved earlier: file it again, if it is in the wheel.
     Refile(EntryRef),
@@ -114,10 +115,7 @@ impl Mailbox {
         while until != AWAKE && (deadline.is_some_and(|d| d < until) || self.queue.len() >= HIGH_WATER) {
             // Claim the wake-up. Relaxed: the CAS decides who unparks and publishes no data;
             // the command itself was published by the queue.
-            match self
-                .sleep_until
-                .compare_exchange(until, AWAKE, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.sleep_until.compare_exchange(until, AWAKE, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => {
                     self.unpark();
                     break;
@@ -223,10 +221,7 @@ mod loom_queue {
 
     impl<T> Queue<T> {
         pub(crate) fn new() -> Self {
-            Queue {
-                items: Mutex::new(VecDeque::new()),
-                len: AtomicUsize::new(0),
-            }
+            Queue { items: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) }
         }
         fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
             loop {

@@ -66,24 +66,11 @@ impl TimerService {
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
         let clock = Clock::new(Instant::now(), settings.tick);
         #[cfg(loom)]
-        let settings = Builder {
-            pin_threads: false,
-            ..settings
-        };
-        let shards: Box<[Arc<Shard>]> = (0..n)
-            .map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard)))
-            .collect();
-        let cores = if settings.pin_threads {
-            core_affinity::get_core_ids().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let inner = Inner {
-            id,
-            clock,
-            shards,
-            threads: Mutex::new(Vec::with_capacity(n)),
-        };
+        let settings = Builder { pin_threads: false, ..settings };
+        let shards: Box<[Arc<Shard>]> =
+            (0..n).map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard))).collect();
+        let cores = if settings.pin_threads { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
         for (i, shard) in inner.shards.iter().enumerate() {
             let driven = shard.clone();
             let core = cores.get(i).copied();
@@ -200,10 +187,7 @@ impl TimerService {
         let deadline = deadline(&self.inner.clock);
         let entry = EntryRef::new(deadline, task);
         shard.counters.scheduled(1);
-        let timeout = Timeout {
-            entry: entry.clone(),
-            shard: shard.clone(),
-        };
+        let timeout = Timeout { entry: entry.clone(), shard: shard.clone() };
         let entry = match driver::schedule_local(shard, entry) {
             Ok(()) => return Ok(timeout),
             Err(entry) => entry,
@@ -217,7 +201,7 @@ impl TimerService {
     /// A schedule that met a closing mailbox: the final drain either took the timeout (it is
     /// in `stop`'s list, so the schedule succeeded) or never will (take the task back).
     fn take_back<T: TimerTask>(&self, timeout: Timeout) -> Result<Timeout, ScheduleError<T>> {
-        let Some(task) = timeout.entry.cancel() else {
+        let Some((task, _)) = timeout.entry.cancel() else {
             return Ok(timeout);
         };
         timeout.shard.release();

@@ -1,10 +1,11 @@
-//! The state word: one `AtomicU64` per timeout that holds both its fate and its deadline.
+//! The state word: one `AtomicU64` per timeout that holds its fate, its deadline, and
+//! whether its shard has filed it in the wheel.
 //!
 //! ```text
-//!  63                                               2 1  0
-//! ┌─────────────────────────────────────────────────┬────┐
-//! │ deadline, in ticks since the service started    │ st │   st: 0 PENDING, 1 CANCELLED, 2 EXPIRED
-//! └─────────────────────────────────────────────────┴────┘
+//!  63                                            3   2   1  0
+//! ┌──────────────────────────────────────────────┬───┬──────┐
+//! │ deadline, in ticks since the service started │ L │ st   │   st: 0 PENDING, 1 CANCELLED, 2 EXPIRED
+//! └──────────────────────────────────────────────┴───┴──────┘   L:  LINKED, filed in the wheel
 //!
 //!            reset (any thread): PENDING(d) → PENDING(d')
 //!                    ┌──────┐
@@ -14,12 +15,17 @@
 //!                    └──expire (owning shard, d ≤ now)──────▶ EXPIRED     (final)
 //! ```
 //!
-//! Because state and deadline share a word, every transition is one compare-and-swap, and
-//! the races of section 3 of the design are decided by which CAS lands first:
+//! Because state, deadline and the LINKED flag share a word, every transition is one
+//! read-modify-write, and the races of section 3 of the design are decided by which lands
+//! first:
 //!
 //! - cancel ∥ expire: exactly one CAS leaves PENDING; the winner alone owns the task.
 //! - reset ∥ expire: the shard's CAS expects the deadline it read; a reset that lands first
 //!   makes that CAS fail, and the shard re-reads the later deadline and files it again.
+//! - cancel ∥ link: the shard sets LINKED with a `fetch_or` as it files the entry. A cancel
+//!   that lands first is seen by the shard, which then does not file it; a cancel that lands
+//!   after sees LINKED and sends the unlink notice. So an entry cancelled before its shard
+//!   got to it costs no notice at all, and a filed one always gets one.
 //! - CANCELLED and EXPIRED are final: no method here moves a timeout out of them.
 //!
 //! Orderings: the task itself needs none from this word. It is stored before the entry is
@@ -37,15 +43,18 @@ const STATE_MASK: u64 = 0b11;
 const PENDING: u64 = 0;
 const CANCELLED: u64 = 1;
 const EXPIRED: u64 = 2;
-/// The deadline sits above the two state bits.
-const DEADLINE_SHIFT: u32 = 2;
+/// Set by the owning shard when it files the entry in its wheel.
+const LINKED: u64 = 0b100;
+/// The deadline sits above the state bits and the LINKED flag.
+const DEADLINE_SHIFT: u32 = 3;
 
 /// The largest deadline the word can hold; it stands for "never" (`Duration::MAX`, or a
-/// deadline so far out that its tick count does not fit). A timeout at `NEVER` stays
-/// pending until it is cancelled or the service stops.
+/// deadline so far out that its tick count does not fit: 2⁶¹ ticks, 73,000 years at the
+/// smallest tick). A timeout at `NEVER` stays pending until it is cancelled or the service
+/// stops.
 pub(crate) const NEVER: u64 = u64::MAX >> DEADLINE_SHIFT;
 
-/// A decoded state word.
+/// A decoded state word (the LINKED flag aside).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
     Pending { deadline: u64 },
@@ -89,6 +98,15 @@ pub(crate) enum Reset {
     Earlier,
 }
 
+/// What a winning cancel found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cancelled {
+    /// The shard had filed the entry: it must be told, to take it out of its wheel.
+    Linked,
+    /// The shard had not filed it yet, and now never will.
+    Unlinked,
+}
+
 /// One timeout's state word.
 #[derive(Debug)]
 pub(crate) struct StateCell {
@@ -97,9 +115,7 @@ pub(crate) struct StateCell {
 
 impl StateCell {
     pub(crate) fn new_pending(deadline: u64) -> StateCell {
-        StateCell {
-            word: AtomicU64::new(pack(PENDING, deadline.min(NEVER))),
-        }
+        StateCell { word: AtomicU64::new(pack(PENDING, deadline.min(NEVER))) }
     }
 
     pub(crate) fn load(&self) -> State {
@@ -108,38 +124,43 @@ impl StateCell {
         State::decode(self.word.load(Ordering::Acquire))
     }
 
-    /// PENDING(d) → CANCELLED. True iff this call made the move; then the caller alone owns
-    /// the task.
-    pub(crate) fn try_cancel(&self) -> bool {
+    /// PENDING(d) → CANCELLED. `Some` iff this call made the move; then the caller alone owns
+    /// the task, and learns whether the shard had filed the entry.
+    pub(crate) fn try_cancel(&self) -> Option<Cancelled> {
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
             if cur & STATE_MASK != PENDING {
-                return false;
+                return None;
             }
             let new = (cur & !STATE_MASK) | CANCELLED;
             // AcqRel on success / Acquire on failure: see the module docs.
-            match self
-                .word
-                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return true,
+            match self.word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) if cur & LINKED != 0 => return Some(Cancelled::Linked),
+                Ok(_) => return Some(Cancelled::Unlinked),
                 Err(actual) => cur = actual,
             }
         }
     }
 
-    /// PENDING(deadline) → EXPIRED, for the owning shard once `deadline ≤ now`. Fails if the
-    /// word moved (a cancel, or a reset to another deadline): the shard then re-reads it.
-    pub(crate) fn try_expire(&self, deadline: u64) -> bool {
-        let cur = pack(PENDING, deadline);
-        // A strong CAS: a spurious failure would send the shard round its re-read loop for
-        // nothing. AcqRel/Acquire: see the module docs.
-        self.word
-            .compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+    /// Sets LINKED, for the owning shard as it files the entry. `false` if the timeout is no
+    /// longer pending: a cancel came first, and the entry must not be filed.
+    pub(crate) fn try_link(&self) -> bool {
+        // AcqRel: the flag publishes nothing, but as a read-modify-write it is ordered with
+        // the cancel's CAS on the same word, which is all the cancel ∥ link race needs.
+        self.word.fetch_or(LINKED, Ordering::AcqRel) & STATE_MASK == PENDING
     }
 
-    /// PENDING(d) → PENDING(new). Says whether the new deadline is earlier than the old.
+    /// PENDING(deadline), filed → EXPIRED, for the owning shard once `deadline ≤ now`. Fails
+    /// if the word moved (a cancel, or a reset to another deadline): the shard then re-reads.
+    pub(crate) fn try_expire(&self, deadline: u64) -> bool {
+        let cur = pack(PENDING, deadline) | LINKED;
+        // A strong CAS: a spurious failure would send the shard round its re-read loop for
+        // nothing. AcqRel/Acquire: see the module docs.
+        self.word.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// PENDING(d) → PENDING(new), keeping the LINKED flag. Says whether the new deadline is
+    /// earlier than the old.
     pub(crate) fn try_reset(&self, new: u64) -> Reset {
         let new = new.min(NEVER);
         let mut cur = self.word.load(Ordering::Acquire);
@@ -148,13 +169,11 @@ impl StateCell {
                 return Reset::NotPending;
             }
             let old = cur >> DEADLINE_SHIFT;
+            let next = pack(PENDING, new) | (cur & LINKED);
             // AcqRel/Acquire: a reset publishes nothing but the word itself, but it must
             // read-modify-write the latest value, and the release lets the shard's Acquire
             // re-read see a consistent word.
-            match self
-                .word
-                .compare_exchange_weak(cur, pack(PENDING, new), Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.word.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return if new < old { Reset::Earlier } else { Reset::Later },
                 Err(actual) => cur = actual,
             }
@@ -175,6 +194,7 @@ mod tests {
                 (EXPIRED, State::Expired { deadline }),
             ] {
                 assert_eq!(State::decode(pack(bits, deadline)), want);
+                assert_eq!(State::decode(pack(bits, deadline) | LINKED), want, "LINKED is not part of the state");
                 assert_eq!(want.deadline(), deadline);
             }
         }
@@ -183,24 +203,39 @@ mod tests {
     #[test]
     fn cancel_wins_once_and_is_final() {
         let s = StateCell::new_pending(10);
-        assert!(s.try_cancel());
-        assert!(!s.try_cancel());
+        assert_eq!(s.try_cancel(), Some(Cancelled::Unlinked));
+        assert_eq!(s.try_cancel(), None);
         assert!(!s.try_expire(10));
         assert_eq!(s.try_reset(5), Reset::NotPending);
+        assert!(!s.try_link(), "a cancelled entry must not be filed");
         assert_eq!(s.load(), State::Cancelled { deadline: 10 });
+    }
+
+    #[test]
+    fn a_cancel_after_linking_says_so() {
+        let s = StateCell::new_pending(10);
+        assert!(s.try_link());
+        assert_eq!(s.try_reset(20), Reset::Later);
+        assert_eq!(s.try_cancel(), Some(Cancelled::Linked), "reset keeps LINKED");
     }
 
     #[test]
     fn expire_needs_the_current_deadline_and_is_final() {
         let s = StateCell::new_pending(10);
+        assert!(s.try_link());
         assert_eq!(s.try_reset(20), Reset::Later);
-        assert!(
-            !s.try_expire(10),
-            "a reset moved the deadline; the old one must not expire"
-        );
+        assert!(!s.try_expire(10), "a reset moved the deadline; the old one must not expire");
         assert!(s.try_expire(20));
-        assert!(!s.try_cancel());
+        assert_eq!(s.try_cancel(), None);
         assert_eq!(s.load(), State::Expired { deadline: 20 });
+    }
+
+    #[test]
+    fn only_a_filed_entry_expires() {
+        let s = StateCell::new_pending(10);
+        assert!(!s.try_expire(10));
+        assert!(s.try_link());
+        assert!(s.try_expire(10));
     }
 
     #[test]
@@ -210,9 +245,6 @@ mod tests {
         assert_eq!(s.try_reset(3), Reset::Earlier);
         assert_eq!(s.try_reset(u64::MAX), Reset::Later);
         assert_eq!(s.load(), State::Pending { deadline: NEVER });
-        assert_eq!(
-            StateCell::new_pending(u64::MAX).load(),
-            State::Pending { deadline: NEVER }
-        );
+        assert_eq!(StateCell::new_pending(u64::MAX).load(), State::Pending { deadline: NEVER });
     }
 }

@@ -3,7 +3,7 @@
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::Command;
 use crate::shard::Shard;
-use crate::state::{Reset, State};
+use crate::state::{Cancelled, Reset, State};
 use crate::sync::Arc;
 use crate::task::TimerTask;
 use std::fmt;
@@ -49,14 +49,18 @@ impl Timeout {
     /// [`cancelled`](TimerTask::cancelled) has run on this thread, and the task has been
     /// dropped, all before `cancel` returns.
     pub fn cancel(&self) -> bool {
-        let Some(task) = self.entry.cancel() else {
+        let Some((task, linked)) = self.entry.cancel() else {
             return false;
         };
         self.shard.release();
         self.shard.counters.cancelled();
         // The notice only gives back the wheel's node and the entry's memory; the cancel is
-        // already decided. A closed mailbox means the shard is gone with its wheel.
-        let _ = self.shard.mailbox.send(Command::Unlink(self.entry.clone()), None);
+        // already decided. An entry the shard had not filed yet needs none: the shard sees the
+        // cancel when it gets to the arm, and drops it. A closed mailbox means the shard is
+        // gone with its wheel.
+        if linked == Cancelled::Linked {
+            let _ = self.shard.mailbox.send(Command::Unlink(self.entry.clone()), None);
+        }
         task.cancelled();
         true
     }
@@ -169,8 +173,6 @@ impl Unfired {
 
 impl fmt::Debug for Unfired {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Unfired")
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
+        f.debug_struct("Unfired").field("timeout", &self.timeout).finish_non_exhaustive()
     }
 }

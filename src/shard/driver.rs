@@ -44,11 +44,8 @@ const_thread_local! {
 pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
     let _driving = routing::enter_driver(shard.service, shard.index);
     LOCAL.with(|l| {
-        *l.borrow_mut() = Some(Local {
-            shard: shard.clone(),
-            wheel: Wheel::new(),
-            due: Vec::with_capacity(EXPIRY_BUDGET),
-        })
+        *l.borrow_mut() =
+            Some(Local { shard: shard.clone(), wheel: Wheel::new(), due: Vec::with_capacity(EXPIRY_BUDGET) })
     });
     let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
     while !shard.mailbox.is_closed() {
@@ -64,9 +61,7 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
             sleep(&shard, next);
         }
     }
-    let mut local = LOCAL
-        .with(|l| l.borrow_mut().take())
-        .expect("the driver's state is set above");
+    let mut local = LOCAL.with(|l| l.borrow_mut().take()).expect("the driver's state is set above");
     local.shut_down()
 }
 
@@ -130,8 +125,17 @@ impl Local {
         true
     }
 
-    /// Files an entry at the deadline its state word holds now; a cancelled one is dropped.
+    /// Files a new entry at the deadline its state word holds now, and marks it LINKED; one
+    /// cancelled before that is dropped (its canceller sent no unlink notice).
     fn arm(&mut self, entry: EntryRef) {
+        if entry.state().try_link() {
+            self.file(entry);
+        }
+    }
+
+    /// Files a linked entry at the deadline its state word holds now; a cancelled one is
+    /// dropped (its unlink notice will find no key).
+    fn file(&mut self, entry: EntryRef) {
         if let State::Pending { deadline } = entry.state().load() {
             let key = self.wheel.insert(deadline, entry.clone());
             entry.set_key(Some(key));
@@ -153,7 +157,7 @@ impl Local {
         if let Some(key) = entry.key() {
             entry.set_key(None);
             let entry = self.wheel.remove(key);
-            self.arm(entry);
+            self.file(entry);
         }
     }
 
@@ -214,15 +218,9 @@ impl Local {
     }
 
     fn take_back(&self, entry: EntryRef, unfired: &mut Vec<Unfired>) {
-        if let Some(task) = entry.cancel() {
+        if let Some((task, _)) = entry.cancel() {
             self.shard.release();
-            unfired.push(Unfired::new(
-                Timeout {
-                    entry,
-                    shard: self.shard.clone(),
-                },
-                task,
-            ));
+            unfired.push(Unfired::new(Timeout { entry, shard: self.shard.clone() }, task));
         }
     }
 }

@@ -55,10 +55,7 @@ impl Shard {
             if cur >= self.max_pending {
                 return false;
             }
-            match self
-                .pending
-                .compare_exchange_weak(cur, cur + 1, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.pending.compare_exchange_weak(cur, cur + 1, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
             }

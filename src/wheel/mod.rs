@@ -107,10 +107,7 @@ fn slot_for(deadline: u64, level: usize) -> usize {
 
 impl<T> Wheel<T> {
     pub(crate) fn new() -> Wheel<T> {
-        const EMPTY_LEVEL: Level = Level {
-            occupied: 0,
-            slots: [List::EMPTY; SLOTS_PER_LEVEL],
-        };
+        const EMPTY_LEVEL: Level = Level { occupied: 0, slots: [List::EMPTY; SLOTS_PER_LEVEL] };
         Wheel {
             elapsed: 0,
             levels: Box::new([EMPTY_LEVEL; LEVELS]),
@@ -185,9 +182,7 @@ impl<T> Wheel<T> {
         if !self.ready.is_empty() || self.processing.is_some() {
             return Some(self.elapsed);
         }
-        self.next_slot()
-            .map(|(_, _, start)| start)
-            .or_else(|| self.horizon_wake())
+        self.next_slot().map(|(_, _, start)| start).or_else(|| self.horizon_wake())
     }
 
     /// Advances to tick `now`, appending to `out` the values that fire, in firing order, and
@@ -306,11 +301,7 @@ impl<T> Wheel<T> {
         self.levels.iter().enumerate().find_map(|(level, lvl)| {
             let shift = SLOT_BITS * level as u32;
             let here = slot_for(self.elapsed, level);
-            debug_assert_eq!(
-                lvl.occupied & ((1u64 << here) - 1),
-                0,
-                "a slot behind elapsed is occupied"
-            );
+            debug_assert_eq!(lvl.occupied & ((1u64 << here) - 1), 0, "a slot behind elapsed is occupied");
             let ahead = lvl.occupied & (u64::MAX << here);
             (ahead != 0).then(|| {
                 let slot = ahead.trailing_zeros() as usize;

@@ -45,11 +45,7 @@ pub(super) struct Slab<T> {
 
 impl<T> Slab<T> {
     pub(super) fn new() -> Slab<T> {
-        Slab {
-            nodes: Vec::new(),
-            free: NIL,
-            len: 0,
-        }
+        Slab { nodes: Vec::new(), free: NIL, len: 0 }
     }
 
     #[cfg(test)]
@@ -69,13 +65,7 @@ impl<T> Slab<T> {
     /// Stores a value on no list yet; returns its key.
     pub(super) fn alloc(&mut self, deadline: u64, value: T) -> u32 {
         self.len += 1;
-        let node = Node {
-            value: Some(value),
-            deadline,
-            list: 0,
-            prev: NIL,
-            next: NIL,
-        };
+        let node = Node { value: Some(value), deadline, list: 0, prev: NIL, next: NIL };
         if self.free != NIL {
             let key = self.free;
             self.free = self.nodes[key as usize].next;

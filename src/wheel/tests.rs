@@ -129,11 +129,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Advance(by) | Op::AdvanceBudget(by, _) => {
                 now = now.saturating_add(by).min(NEVER - 1);
-                let budget = if let Op::AdvanceBudget(_, b) = op {
-                    b
-                } else {
-                    usize::MAX
-                };
+                let budget = if let Op::AdvanceBudget(_, b) = op { b } else { usize::MAX };
                 loop {
                     out.clear();
                     let more = wheel.poll(now, budget, &mut out);
@@ -151,12 +147,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 // The next wake-up is never later than the earliest model deadline.
                 if let Some((&(eff, _), _)) = model.queue.iter().next().filter(|((e, _), _)| *e != NEVER) {
                     let next = wheel.next_deadline();
-                    prop_assert!(
-                        next.is_some_and(|t| t <= eff && t > now),
-                        "next {:?}, due {}",
-                        next,
-                        eff
-                    );
+                    prop_assert!(next.is_some_and(|t| t <= eff && t > now), "next {:?}, due {}", next, eff);
                 }
             }
         }
@@ -167,10 +158,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 /// 512 cases unless `PROPTEST_CASES` says otherwise (CI's valgrind run asks for fewer).
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512)
 }
 
 proptest! {
@@ -186,11 +174,7 @@ proptest! {
 fn fires_at_deadline_never_before() {
     let mut wheel = Wheel::new();
     wheel.insert(100, "a");
-    assert_eq!(
-        wheel.next_deadline(),
-        Some(64),
-        "the level-1 slot holding 100 starts at 64"
-    );
+    assert_eq!(wheel.next_deadline(), Some(64), "the level-1 slot holding 100 starts at 64");
     let mut out = Vec::new();
     assert!(!wheel.poll(99, usize::MAX, &mut out));
     assert!(out.is_empty());
