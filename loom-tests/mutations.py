@@ -19,21 +19,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (id, what it breaks, file, exact old text, new text, test target, test name filter)
 MUTATIONS = [
     ("M1", "cancel's CAS becomes a blind store", "src/state.rs",
-     """            match self
-                .word
-                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return true,
+     """            match self.word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) if cur & LINKED != 0 => return Some(Cancelled::Linked),
+                Ok(_) => return Some(Cancelled::Unlinked),
                 Err(actual) => cur = actual,
             }""",
      """            self.word.store(new, Ordering::Release);
             let _ = &mut cur;
-            return true;""",
+            return Some(if cur & LINKED != 0 { Cancelled::Linked } else { Cancelled::Unlinked });""",
      "loom_state", "cancel_races_expire"),
     ("M2", "expiry's CAS becomes a blind store (ignores cancel and reset)", "src/state.rs",
-     """        self.word
-            .compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()""",
+     """        self.word.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire).is_ok()""",
      """        let _ = cur;
         self.word.store(pack(EXPIRED, deadline), Ordering::Release);
         true""",
@@ -101,8 +97,8 @@ MUTATIONS = [
      """        if linked == Cancelled::Linked && false {""",
      "loom_mailbox", "arm_in_mailbox_races_cancel"),
     ("M14", "expiry's CAS weakened from AcqRel to Relaxed", "src/state.rs",
-     """.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
-     """.compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",
+     """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
+     """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",
      "loom_state", "cancel_races_expire"),
 ]
 
