@@ -74,11 +74,7 @@ fn a_tick_above_the_maximum_is_an_error() {
 #[test]
 fn the_tick_limits_themselves_are_accepted() {
     for tick in [Builder::MIN_TICK, Builder::MAX_TICK] {
-        let timers = TimerService::builder()
-            .shards(1)
-            .tick(tick)
-            .build()
-            .expect("a tick at the limit is valid");
+        let timers = TimerService::builder().shards(1).tick(tick).build().expect("a tick at the limit is valid");
         assert_eq!(timers.tick(), tick);
     }
 }
@@ -104,9 +100,7 @@ fn defaults_build_and_work() {
     assert_eq!(timers.shard_count(), cores);
     assert_eq!(timers.tick(), Duration::from_millis(1));
     let (tx, rx) = mpsc::channel();
-    timers
-        .schedule(Duration::from_millis(1), ChanTask::new(0, &tx))
-        .unwrap();
+    timers.schedule(Duration::from_millis(1), ChanTask::new(0, &tx)).unwrap();
     assert_eq!(events(&rx, 1)[0].id, 0);
 }
 
@@ -114,23 +108,13 @@ fn defaults_build_and_work() {
 fn more_shards_than_cores_work() {
     const SHARDS: usize = 8;
     for pin in [true, false] {
-        let timers = TimerService::builder()
-            .shards(SHARDS)
-            .pin_threads(pin)
-            .thread_name("many")
-            .build()
-            .unwrap();
+        let timers = TimerService::builder().shards(SHARDS).pin_threads(pin).thread_name("many").build().unwrap();
         assert_eq!(timers.shard_count(), SHARDS);
         let (tx, rx) = mpsc::channel();
         for k in 0..SHARDS {
-            timers
-                .schedule_on(k, Duration::from_millis(1), ChanTask::new(k, &tx))
-                .unwrap();
+            timers.schedule_on(k, Duration::from_millis(1), ChanTask::new(k, &tx)).unwrap();
         }
-        let mut ran: Vec<_> = events(&rx, SHARDS)
-            .into_iter()
-            .map(|e| (e.id, e.thread_name.unwrap()))
-            .collect();
+        let mut ran: Vec<_> = events(&rx, SHARDS).into_iter().map(|e| (e.id, e.thread_name.unwrap())).collect();
         ran.sort();
         let expected: Vec<_> = (0..SHARDS).map(|k| (k, format!("many-{k}"))).collect();
         assert_eq!(ran, expected);

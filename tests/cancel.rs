@@ -26,11 +26,7 @@ fn cancel_is_true_exactly_once() {
     assert!(!timeout.cancel(), "a second cancel loses");
     assert!(!clone.cancel(), "a clone speaks for the same timeout");
     assert_eq!(next_event(&rx).kind, Kind::Cancelled);
-    assert_eq!(
-        rx.try_recv().unwrap_err(),
-        TryRecvError::Empty,
-        "cancelled() ran more than once"
-    );
+    assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty, "cancelled() ran more than once");
     assert_eq!(timers.stats().cancelled, 1);
 }
 
@@ -42,9 +38,7 @@ fn racing_cancels_from_many_threads_have_exactly_one_winner() {
     let drops = DropCounter::new(ROUNDS);
     let (tx, rx) = mpsc::channel();
     for round in 0..ROUNDS {
-        let timeout = timers
-            .schedule(FAR, ChanTask::with_token(round, &tx, drops.token(round)))
-            .unwrap();
+        let timeout = timers.schedule(FAR, ChanTask::with_token(round, &tx, drops.token(round))).unwrap();
         let barrier = Arc::new(Barrier::new(THREADS));
         let winners: usize = std::thread::scope(|s| {
             let handles: Vec<_> = (0..THREADS)
@@ -60,11 +54,7 @@ fn racing_cancels_from_many_threads_have_exactly_one_winner() {
         });
         assert_eq!(winners, 1, "round {round}: {winners} cancels returned true");
         assert!(timeout.is_cancelled());
-        assert_eq!(
-            drops.count(round),
-            1,
-            "round {round}: the task was not dropped by the winning cancel"
-        );
+        assert_eq!(drops.count(round), 1, "round {round}: the task was not dropped by the winning cancel");
     }
     let events: Vec<_> = rx.try_iter().collect();
     assert_eq!(events.len(), ROUNDS, "cancelled() must run once per timeout");
@@ -80,9 +70,7 @@ fn cancelled_runs_on_the_cancelling_thread_before_cancel_returns() {
     let drops = DropCounter::new(2);
     let (tx, rx) = mpsc::channel();
     // Cancel from the test thread, and from another thread (not a shard thread either).
-    let first = timers
-        .schedule_on(0, FAR, ChanTask::with_token(0, &tx, drops.token(0)))
-        .unwrap();
+    let first = timers.schedule_on(0, FAR, ChanTask::with_token(0, &tx, drops.token(0))).unwrap();
     assert!(first.cancel());
     // Already there: cancelled() ran, and the task was dropped, before cancel() returned.
     let event = rx.try_recv().expect("cancelled() had not run when cancel() returned");
@@ -90,9 +78,7 @@ fn cancelled_runs_on_the_cancelling_thread_before_cancel_returns() {
     assert_eq!(event.thread, std::thread::current().id());
     assert_eq!(drops.count(0), 1, "the task must be dropped before cancel() returns");
 
-    let second = timers
-        .schedule_on(1, FAR, ChanTask::with_token(1, &tx, drops.token(1)))
-        .unwrap();
+    let second = timers.schedule_on(1, FAR, ChanTask::with_token(1, &tx, drops.token(1))).unwrap();
     let (me, event, dropped) = std::thread::spawn(move || {
         assert!(second.cancel());
         (std::thread::current().id(), rx.try_recv(), drops.count(1))
@@ -108,20 +94,13 @@ fn cancelled_runs_on_the_cancelling_thread_before_cancel_returns() {
 fn a_cancelled_task_never_runs() {
     let timers = service(1);
     let (tx, rx) = mpsc::channel();
-    let timeouts: Vec<_> = (0..50)
-        .map(|id| {
-            timers
-                .schedule(Duration::from_millis(30), ChanTask::new(id, &tx))
-                .unwrap()
-        })
-        .collect();
+    let timeouts: Vec<_> =
+        (0..50).map(|id| timers.schedule(Duration::from_millis(30), ChanTask::new(id, &tx)).unwrap()).collect();
     for timeout in &timeouts {
         assert!(timeout.cancel());
     }
     // A sentinel due after all of them: once it ran, any of them that was going to run did.
-    timers
-        .schedule(Duration::from_millis(60), ChanTask::new(1000, &tx))
-        .unwrap();
+    timers.schedule(Duration::from_millis(60), ChanTask::new(1000, &tx)).unwrap();
     let mut ids = Vec::new();
     loop {
         let event = next_event(&rx);
@@ -141,9 +120,7 @@ fn a_cancelled_task_never_runs() {
 fn cancel_after_expiry_returns_false_and_changes_nothing() {
     let timers = service(1);
     let (tx, rx) = mpsc::channel();
-    let timeout = timers
-        .schedule(Duration::from_millis(1), ChanTask::new(0, &tx))
-        .unwrap();
+    let timeout = timers.schedule(Duration::from_millis(1), ChanTask::new(0, &tx)).unwrap();
     assert_eq!(next_event(&rx).kind, Kind::Ran);
     assert_eq!(timeout.state(), TimeoutState::Expired);
     let before = timers.stats();
@@ -152,11 +129,7 @@ fn cancel_after_expiry_returns_false_and_changes_nothing() {
     assert_eq!(timeout.state(), TimeoutState::Expired);
     assert_eq!(timeout.deadline(), deadline);
     assert_eq!(timers.stats(), before);
-    assert_eq!(
-        rx.try_recv().unwrap_err(),
-        TryRecvError::Empty,
-        "cancelled() must not run after expiry"
-    );
+    assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty, "cancelled() must not run after expiry");
 }
 
 #[test]
@@ -175,9 +148,7 @@ fn states_follow_the_timeout() {
     assert!(!doomed.reset(Duration::ZERO), "cancelled is final");
     assert_eq!(doomed.state(), TimeoutState::Cancelled);
 
-    let fired = timers
-        .schedule(Duration::from_millis(1), ChanTask::new(1, &tx))
-        .unwrap();
+    let fired = timers.schedule(Duration::from_millis(1), ChanTask::new(1, &tx)).unwrap();
     assert_eq!(next_event(&rx).kind, Kind::Cancelled);
     assert_eq!(next_event(&rx).kind, Kind::Ran);
     assert_eq!(fired.state(), TimeoutState::Expired);
@@ -194,18 +165,13 @@ fn cancel_racing_expiry_ends_each_timeout_exactly_once() {
     let (tx, rx) = mpsc::channel();
     let mut won = vec![false; N];
     for (id, won) in won.iter_mut().enumerate() {
-        let timeout = timers
-            .schedule(Duration::ZERO, ChanTask::with_token(id, &tx, drops.token(id)))
-            .unwrap();
+        let timeout = timers.schedule(Duration::ZERO, ChanTask::with_token(id, &tx, drops.token(id))).unwrap();
         if id % 3 != 0 {
             std::hint::spin_loop();
         }
         *won = timeout.cancel();
         if !*won {
-            assert!(
-                timeout.is_expired(),
-                "cancel() lost, so the shard must have committed to run it"
-            );
+            assert!(timeout.is_expired(), "cancel() lost, so the shard must have committed to run it");
         }
     }
     let events = common::events(&rx, N);
@@ -220,10 +186,7 @@ fn cancel_racing_expiry_ends_each_timeout_exactly_once() {
             }
         }
     }
-    assert!(
-        seen.iter().all(|&n| n == 1),
-        "some timeout ended more than once or never"
-    );
+    assert!(seen.iter().all(|&n| n == 1), "some timeout ended more than once or never");
     assert!(common::wait_until(|| drops.total() == N, common::PATIENCE));
     drops.assert_each_dropped_once();
     let cancelled = won.iter().filter(|&&w| w).count() as u64;

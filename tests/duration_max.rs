@@ -21,29 +21,17 @@ fn far_deadlines_neither_panic_nor_fire_and_stay_pending() {
             timers.schedule(Duration::MAX, ChanTask::new(0, &tx)).unwrap(),
             timers.schedule(TEN_YEARS, ChanTask::new(1, &tx)).unwrap(),
             timers.schedule_at(now + TEN_YEARS, ChanTask::new(2, &tx)).unwrap(),
-            timers
-                .schedule_on(0, Duration::from_secs(u64::MAX / 2), ChanTask::new(3, &tx))
-                .unwrap(),
+            timers.schedule_on(0, Duration::from_secs(u64::MAX / 2), ChanTask::new(3, &tx)).unwrap(),
         ];
         // A near timeout on the same shard: once it fired, the shard has been through its
         // wheel at least once with the far ones in it.
-        timers
-            .schedule(Duration::from_millis(20), ChanTask::new(9, &tx))
-            .unwrap();
+        timers.schedule(Duration::from_millis(20), ChanTask::new(9, &tx)).unwrap();
         assert_eq!(next_event(&rx).id, 9, "a far timeout fired (tick {tick:?})");
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(
-            rx.try_recv().unwrap_err(),
-            TryRecvError::Empty,
-            "a far timeout fired (tick {tick:?})"
-        );
+        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty, "a far timeout fired (tick {tick:?})");
         for t in &far {
             assert_eq!(t.state(), TimeoutState::Pending);
-            assert!(
-                t.deadline() >= now + TEN_YEARS,
-                "deadline() {:?} is not far",
-                t.deadline()
-            );
+            assert!(t.deadline() >= now + TEN_YEARS, "deadline() {:?} is not far", t.deadline());
         }
         assert_eq!(timers.pending(), far.len());
     }
@@ -54,9 +42,7 @@ fn far_timeouts_are_cancellable() {
     let timers = TimerService::builder().shards(2).build().unwrap();
     let (tx, rx) = mpsc::channel();
     let max = timers.schedule(Duration::MAX, ChanTask::new(0, &tx)).unwrap();
-    let ten = timers
-        .schedule_at(Instant::now() + TEN_YEARS, ChanTask::new(1, &tx))
-        .unwrap();
+    let ten = timers.schedule_at(Instant::now() + TEN_YEARS, ChanTask::new(1, &tx)).unwrap();
     assert!(max.cancel());
     assert!(ten.cancel());
     assert_eq!(next_event(&rx).kind, Kind::Cancelled);
@@ -88,9 +74,7 @@ fn resets_to_and_from_far_deadlines() {
     let timers = TimerService::builder().shards(1).build().unwrap();
     let (tx, rx) = mpsc::channel();
     // Pushed out to never: does not fire at the old deadline.
-    let pushed = timers
-        .schedule(Duration::from_millis(10), ChanTask::new(0, &tx))
-        .unwrap();
+    let pushed = timers.schedule(Duration::from_millis(10), ChanTask::new(0, &tx)).unwrap();
     assert!(pushed.reset(Duration::MAX));
     // Pulled in from never: fires.
     let pulled = timers.schedule(Duration::MAX, ChanTask::new(1, &tx)).unwrap();

@@ -17,21 +17,14 @@ const LATE_SLACK: Duration = Duration::from_millis(50);
 const TICK: Duration = Duration::from_millis(1);
 
 fn service(tick: Duration, shards: usize) -> TimerService {
-    TimerService::builder()
-        .shards(shards)
-        .tick(tick)
-        .build()
-        .expect("valid settings")
+    TimerService::builder().shards(shards).tick(tick).build().expect("valid settings")
 }
 
 /// Checks one firing against the deadline the test asked for.
 fn check_fired(id: usize, requested: Instant, fired: Instant, tick: Duration) {
     assert!(fired >= requested, "timeout {id} fired {:?} early", requested - fired);
     let late = fired - requested;
-    assert!(
-        late <= tick + LATE_SLACK,
-        "timeout {id} fired {late:?} late (tick {tick:?}, slack {LATE_SLACK:?})"
-    );
+    assert!(late <= tick + LATE_SLACK, "timeout {id} fired {late:?} late (tick {tick:?}, slack {LATE_SLACK:?})");
 }
 
 /// Schedules one timeout per delay (relative delays), waits for all, checks each firing.
@@ -44,25 +37,15 @@ fn fire_all(timers: &TimerService, delays: &[Duration]) {
         let timeout = timers.schedule(delay, ChanTask::new(id, &tx)).expect("schedule");
         if delay.is_zero() {
             // A deadline already reached is held as the tick under way: due at once.
-            assert!(
-                timeout.deadline() <= requested,
-                "deadline() {id} of a zero delay is in the future"
-            );
+            assert!(timeout.deadline() <= requested, "deadline() {id} of a zero delay is in the future");
         } else {
-            assert!(
-                timeout.deadline() >= requested,
-                "deadline() {id} is before the requested deadline"
-            );
+            assert!(timeout.deadline() >= requested, "deadline() {id} is before the requested deadline");
         }
         scheduled.push((requested, timeout));
     }
     for event in events(&rx, delays.len()) {
         let (requested, timeout) = &scheduled[event.id];
-        assert!(
-            event.at >= timeout.deadline(),
-            "timeout {} fired before its deadline()",
-            event.id
-        );
+        assert!(event.at >= timeout.deadline(), "timeout {} fired before its deadline()", event.id);
         check_fired(event.id, *requested, event.at, timers.tick());
         assert!(timeout.is_expired());
     }
@@ -74,10 +57,8 @@ fn never_early_and_at_most_a_tick_plus_slack_late() {
     let timers = service(TICK, 2);
     let mut rng = XorShift::new(0x5eed_0001);
     // Level boundaries of the wheel (64 and 4096 ticks) and a spread of random delays.
-    let mut delays: Vec<Duration> = [0, 1, 2, 3, 63, 64, 65, 127, 128, 129, 191, 255, 256]
-        .iter()
-        .map(|&ms| Duration::from_millis(ms))
-        .collect();
+    let mut delays: Vec<Duration> =
+        [0, 1, 2, 3, 63, 64, 65, 127, 128, 129, 191, 255, 256].iter().map(|&ms| Duration::from_millis(ms)).collect();
     delays.extend((0..300).map(|_| Duration::from_micros(rng.below(250_000))));
     fire_all(&timers, &delays);
 }
@@ -102,9 +83,7 @@ fn zero_delay_fires_on_the_next_turn() {
         let event = next_event(&rx);
         assert_eq!(event.id, round);
         check_fired(round, asked, event.at, TICK);
-        timers
-            .schedule(Duration::from_secs(3600), ChanTask::new(99, &tx))
-            .unwrap();
+        timers.schedule(Duration::from_secs(3600), ChanTask::new(99, &tx)).unwrap();
     }
 }
 
@@ -134,21 +113,13 @@ fn schedule_at_fires_at_the_instant_rounded_up_to_the_tick() {
     let (tx, rx) = mpsc::channel();
     let base = Instant::now();
     let mut rng = XorShift::new(0x5eed_0003);
-    let instants: Vec<Instant> = (0..60)
-        .map(|_| base + Duration::from_micros(20_000 + rng.below(100_000)))
-        .collect();
-    let timeouts: Vec<_> = instants
-        .iter()
-        .enumerate()
-        .map(|(id, &at)| timers.schedule_at(at, ChanTask::new(id, &tx)).unwrap())
-        .collect();
+    let instants: Vec<Instant> = (0..60).map(|_| base + Duration::from_micros(20_000 + rng.below(100_000))).collect();
+    let timeouts: Vec<_> =
+        instants.iter().enumerate().map(|(id, &at)| timers.schedule_at(at, ChanTask::new(id, &tx)).unwrap()).collect();
     for (timeout, &at) in timeouts.iter().zip(&instants) {
         // deadline() is the requested instant rounded up to the next tick boundary.
         let deadline = timeout.deadline();
-        assert!(
-            deadline >= at && deadline - at < tick,
-            "deadline() {deadline:?} is not `at` rounded up to a tick"
-        );
+        assert!(deadline >= at && deadline - at < tick, "deadline() {deadline:?} is not `at` rounded up to a tick");
     }
     for event in events(&rx, instants.len()) {
         check_fired(event.id, instants[event.id], event.at, tick);
@@ -177,9 +148,7 @@ fn an_earlier_deadline_wakes_a_shard_asleep_until_a_later_one() {
 fn a_timeout_armed_from_a_task_fires_on_time() {
     let timers = service(TICK, 1);
     let (tx, rx) = mpsc::channel();
-    timers
-        .schedule(Duration::from_millis(1500), ChanTask::new(1, &tx))
-        .unwrap();
+    timers.schedule(Duration::from_millis(1500), ChanTask::new(1, &tx)).unwrap();
     let inner = timers.clone();
     let (asked_tx, asked_rx) = mpsc::channel();
     timers

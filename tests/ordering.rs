@@ -9,11 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn one_shard() -> TimerService {
-    TimerService::builder()
-        .shards(1)
-        .tick(Duration::from_millis(1))
-        .build()
-        .unwrap()
+    TimerService::builder().shards(1).tick(Duration::from_millis(1)).build().unwrap()
 }
 
 #[test]
@@ -31,15 +27,10 @@ fn distinct_deadlines_fire_in_deadline_order() {
     let base = Instant::now() + Duration::from_millis(30);
     let mut deadlines = vec![None; N];
     for &rank in &order {
-        let timeout = timers
-            .schedule_at(base + Duration::from_millis(rank as u64), ChanTask::new(rank, &tx))
-            .unwrap();
+        let timeout = timers.schedule_at(base + Duration::from_millis(rank as u64), ChanTask::new(rank, &tx)).unwrap();
         deadlines[rank] = Some(timeout.deadline());
     }
-    assert!(
-        deadlines.windows(2).all(|w| w[0] < w[1]),
-        "the test needs distinct, increasing deadlines"
-    );
+    assert!(deadlines.windows(2).all(|w| w[0] < w[1]), "the test needs distinct, increasing deadlines");
     let fired: Vec<usize> = events(&rx, N).into_iter().map(|e| e.id).collect();
     assert_eq!(fired, (0..N).collect::<Vec<_>>(), "fired out of deadline order");
 }
@@ -53,13 +44,7 @@ fn distinct_delays_from_schedule_on_fire_in_deadline_order() {
         .iter()
         .enumerate()
         .map(|(id, &ms)| {
-            (
-                timers
-                    .schedule_on(2, Duration::from_millis(ms), ChanTask::new(id, &tx))
-                    .unwrap()
-                    .deadline(),
-                id,
-            )
+            (timers.schedule_on(2, Duration::from_millis(ms), ChanTask::new(id, &tx)).unwrap().deadline(), id)
         })
         .collect();
     by_deadline.sort();
@@ -79,11 +64,7 @@ fn the_same_deadline_fires_in_arming_order() {
         timers.schedule_at(at, ChanTask::new(id, &tx)).unwrap();
     }
     let fired: Vec<usize> = events(&rx, N).into_iter().map(|e| e.id).collect();
-    assert_eq!(
-        fired,
-        (0..N).collect::<Vec<_>>(),
-        "same-deadline timeouts fired out of arming order"
-    );
+    assert_eq!(fired, (0..N).collect::<Vec<_>>(), "same-deadline timeouts fired out of arming order");
 }
 
 #[test]

@@ -43,24 +43,16 @@ fn a_panicking_task_is_counted_and_the_shard_goes_on() {
     let (tx, rx) = mpsc::channel();
     timers.schedule(Duration::from_millis(5), boom).unwrap();
     timers.schedule(Duration::from_millis(10), Panicky).unwrap();
-    timers
-        .schedule(Duration::from_millis(30), ChanTask::new(0, &tx))
-        .unwrap();
+    timers.schedule(Duration::from_millis(30), ChanTask::new(0, &tx)).unwrap();
     let event = next_event(&rx);
-    assert_eq!(
-        (event.id, event.kind),
-        (0, Kind::Ran),
-        "the shard stopped firing after a panic"
-    );
+    assert_eq!((event.id, event.kind), (0, Kind::Ran), "the shard stopped firing after a panic");
     // The panics came first on the same shard thread, so they are counted by now.
     let stats = timers.stats();
     assert_eq!(stats.panicked, 2);
     assert_eq!(stats.expired, 3, "a task that panicked still expired");
     assert_eq!(stats.pending, 0);
     // And it keeps going: a later schedule still fires.
-    timers
-        .schedule(Duration::from_millis(1), ChanTask::new(1, &tx))
-        .unwrap();
+    timers.schedule(Duration::from_millis(1), ChanTask::new(1, &tx)).unwrap();
     assert_eq!(next_event(&rx).id, 1);
 }
 
@@ -77,11 +69,7 @@ fn a_panic_does_not_skip_the_rest_of_its_batch() {
     }
     timers.schedule_at(at, ChanTask::new(1, &tx)).unwrap();
     assert_eq!(next_event(&rx).id, 0);
-    assert_eq!(
-        next_event(&rx).id,
-        1,
-        "the tasks after a panicking one in its batch must run"
-    );
+    assert_eq!(next_event(&rx).id, 1, "the tasks after a panicking one in its batch must run");
     let stats = timers.stats();
     assert_eq!((stats.panicked, stats.expired), (3, 5));
 }
@@ -94,9 +82,7 @@ fn many_panics_do_not_wear_the_shard_out() {
     for _ in 0..200 {
         timers.schedule(Duration::ZERO, boom).unwrap();
     }
-    timers
-        .schedule(Duration::from_millis(5), ChanTask::new(0, &tx))
-        .unwrap();
+    timers.schedule(Duration::from_millis(5), ChanTask::new(0, &tx)).unwrap();
     assert_eq!(next_event(&rx).kind, Kind::Ran);
     assert_eq!(timers.stats().panicked, 200);
     assert!(timers.stop().unwrap().is_empty());

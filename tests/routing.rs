@@ -14,27 +14,16 @@ const FAR: Duration = Duration::from_secs(3600);
 #[test]
 fn schedule_on_lands_on_that_shard_and_runs_on_its_thread() {
     const SHARDS: usize = 3;
-    let timers = TimerService::builder()
-        .shards(SHARDS)
-        .thread_name("route")
-        .build()
-        .unwrap();
+    let timers = TimerService::builder().shards(SHARDS).thread_name("route").build().unwrap();
     assert_eq!(timers.shard_count(), SHARDS);
     let (tx, rx) = mpsc::channel();
     for k in 0..SHARDS {
-        let timeout = timers
-            .schedule_on(k, Duration::from_millis(1), ChanTask::new(k, &tx))
-            .unwrap();
+        let timeout = timers.schedule_on(k, Duration::from_millis(1), ChanTask::new(k, &tx)).unwrap();
         assert_eq!(timeout.shard(), k);
     }
     for event in events(&rx, SHARDS) {
         let expected = format!("route-{}", event.id);
-        assert_eq!(
-            event.thread_name.as_deref(),
-            Some(expected.as_str()),
-            "task for shard {} ran elsewhere",
-            event.id
-        );
+        assert_eq!(event.thread_name.as_deref(), Some(expected.as_str()), "task for shard {} ran elsewhere", event.id);
     }
 }
 
@@ -56,29 +45,16 @@ fn schedule_on_a_missing_shard_hands_the_task_back() {
 fn a_user_thread_always_gets_the_same_home_shard() {
     let timers = TimerService::builder().shards(4).build().unwrap();
     let shards: BTreeSet<usize> = (0..50).map(|_| timers.schedule(FAR, || ()).unwrap().shard()).collect();
-    assert_eq!(
-        shards.len(),
-        1,
-        "one thread's timeouts went to several shards: {shards:?}"
-    );
+    assert_eq!(shards.len(), 1, "one thread's timeouts went to several shards: {shards:?}");
     // Also from a thread of its own, and with schedule_at.
     let other = std::thread::spawn({
         let timers = timers.clone();
         move || {
             let first = timers.schedule(FAR, || ()).unwrap().shard();
-            (0..50).all(|_| {
-                timers
-                    .schedule_at(std::time::Instant::now() + FAR, || ())
-                    .unwrap()
-                    .shard()
-                    == first
-            })
+            (0..50).all(|_| timers.schedule_at(std::time::Instant::now() + FAR, || ()).unwrap().shard() == first)
         }
     });
-    assert!(
-        other.join().unwrap(),
-        "a spawned thread's timeouts went to several shards"
-    );
+    assert!(other.join().unwrap(), "a spawned thread's timeouts went to several shards");
 }
 
 #[test]
@@ -89,25 +65,16 @@ fn different_threads_are_spread_over_the_shards() {
     let mut used = [0usize; SHARDS];
     for _ in 0..32 {
         let timers = timers.clone();
-        let shard = std::thread::spawn(move || timers.schedule(FAR, || ()).unwrap().shard())
-            .join()
-            .unwrap();
+        let shard = std::thread::spawn(move || timers.schedule(FAR, || ()).unwrap().shard()).join().unwrap();
         used[shard] += 1;
     }
-    assert!(
-        used.iter().all(|&n| n > 0),
-        "32 threads did not reach all {SHARDS} shards: {used:?}"
-    );
+    assert!(used.iter().all(|&n| n > 0), "32 threads did not reach all {SHARDS} shards: {used:?}");
 }
 
 #[test]
 fn a_task_that_schedules_lands_on_its_own_shard() {
     const SHARDS: usize = 3;
-    let timers = TimerService::builder()
-        .shards(SHARDS)
-        .thread_name("self")
-        .build()
-        .unwrap();
+    let timers = TimerService::builder().shards(SHARDS).thread_name("self").build().unwrap();
     let (handles_tx, handles_rx) = mpsc::channel::<(usize, Timeout)>();
     let (tx, rx) = mpsc::channel();
     for k in 0..SHARDS {
@@ -121,12 +88,7 @@ fn a_task_that_schedules_lands_on_its_own_shard() {
     }
     for _ in 0..SHARDS {
         let (k, timeout) = handles_rx.recv_timeout(PATIENCE).unwrap();
-        assert_eq!(
-            timeout.shard(),
-            k,
-            "a task on shard {k} scheduled onto shard {}",
-            timeout.shard()
-        );
+        assert_eq!(timeout.shard(), k, "a task on shard {k} scheduled onto shard {}", timeout.shard());
     }
     for event in events(&rx, SHARDS) {
         assert_eq!(event.thread_name, Some(format!("self-{}", event.id)));

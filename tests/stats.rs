@@ -36,16 +36,11 @@ fn counts_are_exact_at_rest_and_add_up() {
     let mut next = || id.next().unwrap();
     // Spread over both shards, to check the sums.
     for i in 0..FIRE {
-        timers
-            .schedule_on(i % 2, Duration::from_millis(i as u64 % 7), ChanTask::new(next(), &tx))
-            .unwrap();
+        timers.schedule_on(i % 2, Duration::from_millis(i as u64 % 7), ChanTask::new(next(), &tx)).unwrap();
     }
-    let cancel: Vec<_> = (0..CANCEL)
-        .map(|i| timers.schedule_on(i % 2, FAR, ChanTask::new(next(), &tx)).unwrap())
-        .collect();
-    let keep: Vec<_> = (0..KEEP)
-        .map(|i| timers.schedule_on(i % 2, FAR, ChanTask::new(next(), &tx)).unwrap())
-        .collect();
+    let cancel: Vec<_> =
+        (0..CANCEL).map(|i| timers.schedule_on(i % 2, FAR, ChanTask::new(next(), &tx)).unwrap()).collect();
+    let keep: Vec<_> = (0..KEEP).map(|i| timers.schedule_on(i % 2, FAR, ChanTask::new(next(), &tx)).unwrap()).collect();
     for timeout in &cancel {
         assert!(timeout.cancel());
     }
@@ -85,20 +80,14 @@ fn pending_follows_each_step_exactly() {
     assert_eq!(timers.pending(), 1);
     let _b = timers.schedule(FAR, ChanTask::new(1, &tx)).unwrap();
     assert_eq!(timers.pending(), 2);
-    let c = timers
-        .schedule(Duration::from_millis(2), ChanTask::new(2, &tx))
-        .unwrap();
+    let c = timers.schedule(Duration::from_millis(2), ChanTask::new(2, &tx)).unwrap();
     assert!(c.reset(FAR));
     assert_eq!(timers.pending(), 3, "a reset changes no count");
     assert!(c.reset(Duration::from_millis(1)));
     assert_eq!(next_event(&rx).id, 2);
     assert_eq!(timers.pending(), 2, "pending() drops when the timeout expires");
     assert!(a.cancel());
-    assert_eq!(
-        timers.pending(),
-        1,
-        "pending() drops at the winning cancel, not at a later tick"
-    );
+    assert_eq!(timers.pending(), 1, "pending() drops at the winning cancel, not at a later tick");
     assert!(!a.cancel());
     assert_eq!(timers.pending(), 1);
     assert_eq!(timers.stats().pending, 1);
@@ -106,11 +95,7 @@ fn pending_follows_each_step_exactly() {
 
 #[test]
 fn rejected_schedules_are_counted_but_not_scheduled() {
-    let timers = TimerService::builder()
-        .shards(1)
-        .max_pending_per_shard(1)
-        .build()
-        .unwrap();
+    let timers = TimerService::builder().shards(1).max_pending_per_shard(1).build().unwrap();
     timers.schedule(FAR, || ()).unwrap();
     for _ in 0..5 {
         assert!(matches!(timers.schedule(FAR, || ()), Err(ScheduleError::Rejected(_))));
@@ -124,11 +109,7 @@ fn rejected_schedules_are_counted_but_not_scheduled() {
 fn an_idle_service_makes_no_wakeups() {
     let timers = TimerService::builder().shards(2).build().unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        timers.stats().wakeups,
-        0,
-        "a service with nothing scheduled must not wake up"
-    );
+    assert_eq!(timers.stats().wakeups, 0, "a service with nothing scheduled must not wake up");
 }
 
 #[test]
@@ -140,11 +121,7 @@ fn a_far_future_timeout_makes_no_wakeups() {
     let after_arm = timers.stats().wakeups;
     assert!(after_arm <= 1, "arming one timeout woke the shard {after_arm} times");
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        timers.stats().wakeups,
-        after_arm,
-        "a timeout an hour away must not wake the shard now"
-    );
+    assert_eq!(timers.stats().wakeups, after_arm, "a timeout an hour away must not wake the shard now");
     // Duration::MAX, likewise.
     timers.schedule(Duration::MAX, || ()).unwrap();
     std::thread::sleep(Duration::from_millis(50));
@@ -176,9 +153,7 @@ fn wakeups_are_counted_when_the_shard_sleeps_and_wakes() {
     let timers = TimerService::builder().shards(1).build().unwrap();
     let (tx, rx) = mpsc::channel();
     for id in 0..3 {
-        timers
-            .schedule(Duration::from_millis(10), ChanTask::new(id, &tx))
-            .unwrap();
+        timers.schedule(Duration::from_millis(10), ChanTask::new(id, &tx)).unwrap();
         next_event(&rx);
     }
     assert!(timers.stats().wakeups >= 1);

@@ -44,11 +44,7 @@ fn stop_returns_every_pending_timeout_including_those_still_in_a_mailbox() {
         s.spawn(|| {
             (0..N)
                 .map(|id| {
-                    let task = Counted {
-                        id,
-                        ran: ran.clone(),
-                        cancelled: cancelled.clone(),
-                    };
+                    let task = Counted { id, ran: ran.clone(), cancelled: cancelled.clone() };
                     timers.schedule_on(id % 2, FAR, task).unwrap()
                 })
                 .collect::<Vec<_>>()
@@ -58,33 +54,19 @@ fn stop_returns_every_pending_timeout_including_those_still_in_a_mailbox() {
     });
     let unfired = timers.stop().expect("stop from a user thread");
     assert_eq!(unfired.len(), N, "stop() must return every pending timeout");
-    assert!(
-        timeouts.iter().all(|t| t.is_cancelled()),
-        "every handle must now read Cancelled"
-    );
+    assert!(timeouts.iter().all(|t| t.is_cancelled()), "every handle must now read Cancelled");
     for u in unfired {
         assert!(u.timeout().is_cancelled());
-        assert!(
-            timeouts.iter().any(|t| t.ptr_eq(u.timeout())),
-            "stop() returned a timeout nobody scheduled"
-        );
+        assert!(timeouts.iter().any(|t| t.ptr_eq(u.timeout())), "stop() returned a timeout nobody scheduled");
         u.into_task().run();
     }
     // Running each returned task once marked each id once: each was the right task, once.
     for (id, slot) in ran.iter().enumerate() {
-        assert_eq!(
-            slot.load(Ordering::SeqCst),
-            1,
-            "task {id} came back {} times",
-            slot.load(Ordering::SeqCst)
-        );
+        assert_eq!(slot.load(Ordering::SeqCst), 1, "task {id} came back {} times", slot.load(Ordering::SeqCst));
     }
     assert_eq!(cancelled.load(Ordering::SeqCst), 0, "stop() must not call cancelled()");
     let stats = timers.stats();
-    assert_eq!(
-        (stats.scheduled, stats.unfired, stats.pending, stats.cancelled),
-        (N as u64, N as u64, 0, 0)
-    );
+    assert_eq!((stats.scheduled, stats.unfired, stats.pending, stats.cancelled), (N as u64, N as u64, 0, 0));
     assert_eq!(timers.pending(), 0);
 }
 
@@ -110,16 +92,7 @@ fn stop_returns_timeouts_still_in_the_mailbox_of_a_busy_shard() {
         .map(|id| {
             // Half of them due at once: they still cannot fire, the shard is busy.
             let delay = if id % 2 == 0 { Duration::ZERO } else { FAR };
-            timers
-                .schedule(
-                    delay,
-                    Counted {
-                        id,
-                        ran: ran.clone(),
-                        cancelled: cancelled.clone(),
-                    },
-                )
-                .unwrap()
+            timers.schedule(delay, Counted { id, ran: ran.clone(), cancelled: cancelled.clone() }).unwrap()
         })
         .collect();
     std::thread::scope(|s| {
@@ -134,10 +107,7 @@ fn stop_returns_timeouts_still_in_the_mailbox_of_a_busy_shard() {
             u.into_task().run();
         }
     });
-    assert!(
-        ran.iter().all(|s| s.load(Ordering::SeqCst) == 1),
-        "each task comes back exactly once"
-    );
+    assert!(ran.iter().all(|s| s.load(Ordering::SeqCst) == 1), "each task comes back exactly once");
     assert_eq!(cancelled.load(Ordering::SeqCst), 0);
     let stats = timers.stats();
     assert_eq!((stats.expired, stats.unfired, stats.pending), (1, N as u64, 0));
@@ -160,11 +130,7 @@ fn stop_does_not_return_fired_or_cancelled_timeouts() {
     // The handle can no longer cancel it: stop() already did, without calling cancelled().
     assert!(!kept.cancel());
     let event = next_event(&rx);
-    assert_eq!(
-        (event.id, event.kind),
-        (1, Kind::Cancelled),
-        "only the real cancel reports"
-    );
+    assert_eq!((event.id, event.kind), (1, Kind::Cancelled), "only the real cancel reports");
     assert!(rx.try_recv().is_err());
 }
 
@@ -175,10 +141,7 @@ fn a_second_stop_returns_an_empty_list() {
     timers.schedule(FAR, || ()).unwrap();
     assert_eq!(timers.stop().unwrap().len(), 1);
     assert!(timers.stop().unwrap().is_empty());
-    assert!(
-        clone.stop().unwrap().is_empty(),
-        "clones share the shards, and their stop"
-    );
+    assert!(clone.stop().unwrap().is_empty(), "clones share the shards, and their stop");
 }
 
 #[test]
@@ -201,11 +164,7 @@ fn concurrent_stops_return_each_timeout_once_between_them() {
         stoppers.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(lens.iter().sum::<usize>(), N, "{lens:?}");
-    assert_eq!(
-        lens.iter().filter(|&&n| n > 0).count(),
-        1,
-        "one stop gets them all: {lens:?}"
-    );
+    assert_eq!(lens.iter().filter(|&&n| n > 0).count(), 1, "one stop gets them all: {lens:?}");
 }
 
 #[test]
@@ -218,24 +177,16 @@ fn schedule_after_stop_fails_with_shutdown_and_hands_the_task_back() {
         other => panic!("expected Shutdown, got {other:?}"),
     };
     assert_eq!(back.id, 7);
-    let err = timers
-        .schedule_at(std::time::Instant::now(), ChanTask::new(8, &tx))
-        .unwrap_err();
+    let err = timers.schedule_at(std::time::Instant::now(), ChanTask::new(8, &tx)).unwrap_err();
     assert!(matches!(err, ScheduleError::Shutdown(_)));
     assert_eq!(err.into_task().id, 8);
-    let err = timers
-        .schedule_on(1, Duration::ZERO, ChanTask::new(9, &tx))
-        .unwrap_err();
+    let err = timers.schedule_on(1, Duration::ZERO, ChanTask::new(9, &tx)).unwrap_err();
     assert!(matches!(err, ScheduleError::Shutdown(_)));
     // The task handed back is the caller's, and works.
     Box::new(err.into_task()).run();
     assert_eq!(next_event(&rx).id, 9);
     let stats = timers.stats();
-    assert_eq!(
-        (stats.scheduled, stats.pending),
-        (0, 0),
-        "a refused schedule is not counted"
-    );
+    assert_eq!((stats.scheduled, stats.pending), (0, 0), "a refused schedule is not counted");
 }
 
 #[test]
@@ -273,11 +224,7 @@ thread_local! {
 #[test]
 fn dropping_the_last_clone_stops_the_shards_and_drops_pending_tasks() {
     const N: usize = 100;
-    let timers = TimerService::builder()
-        .shards(2)
-        .thread_name("drop-test")
-        .build()
-        .unwrap();
+    let timers = TimerService::builder().shards(2).thread_name("drop-test").build().unwrap();
     let drops = DropCounter::new(N);
     let (exit_tx, exit_rx) = mpsc::channel();
     let (tx, rx) = mpsc::channel();
@@ -297,11 +244,7 @@ fn dropping_the_last_clone_stops_the_shards_and_drops_pending_tasks() {
     drop(exit_tx);
     let (task_tx, task_rx) = mpsc::channel();
     let timeouts: Vec<_> = (0..N)
-        .map(|id| {
-            timers
-                .schedule_on(id % 2, FAR, ChanTask::with_token(id, &task_tx, drops.token(id)))
-                .unwrap()
-        })
+        .map(|id| timers.schedule_on(id % 2, FAR, ChanTask::with_token(id, &task_tx, drops.token(id))).unwrap())
         .collect();
     let clone = timers.clone();
     drop(timers);
@@ -310,14 +253,10 @@ fn dropping_the_last_clone_stops_the_shards_and_drops_pending_tasks() {
     drop(clone);
     // The drop joined the shards: every pending task has been dropped, unrun, exactly once.
     drops.assert_each_dropped_once();
-    assert!(
-        task_rx.try_recv().is_err(),
-        "a dropped service must not run or cancel-notify its tasks"
-    );
+    assert!(task_rx.try_recv().is_err(), "a dropped service must not run or cancel-notify its tasks");
     assert!(timeouts.iter().all(|t| t.is_cancelled() && !t.cancel()));
-    let mut exited: Vec<String> = (0..2)
-        .map(|_| exit_rx.recv_timeout(PATIENCE).expect("a shard thread lives on"))
-        .collect();
+    let mut exited: Vec<String> =
+        (0..2).map(|_| exit_rx.recv_timeout(PATIENCE).expect("a shard thread lives on")).collect();
     exited.sort();
     assert_eq!(exited, ["drop-test-0", "drop-test-1"]);
 }
@@ -353,11 +292,7 @@ fn schedules_racing_stop_are_never_lost() {
                             attempted.push(id);
                             // Half fire at once, half would wait an hour.
                             let delay = if i % 2 == 0 { Duration::ZERO } else { FAR };
-                            let task = Counted {
-                                id,
-                                ran: ran.clone(),
-                                cancelled: cancelled.clone(),
-                            };
+                            let task = Counted { id, ran: ran.clone(), cancelled: cancelled.clone() };
                             match timers.schedule(delay, task) {
                                 Ok(timeout) => accepted.push(timeout),
                                 Err(ScheduleError::Shutdown(task)) => refused.push(task),
@@ -387,26 +322,15 @@ fn schedules_racing_stop_are_never_lost() {
             (attempted, accepted, refused, unfired)
         });
         assert_eq!(accepted.len() + refused.len(), attempted.len());
-        assert!(
-            !refused.is_empty() && !accepted.is_empty(),
-            "round {round}: stop() did not land mid-loop"
-        );
+        assert!(!refused.is_empty() && !accepted.is_empty(), "round {round}: stop() did not land mid-loop");
         // Every shard thread has been joined: what fired has fired.
         let fired: usize = ran.iter().map(|s| usize::from(s.load(Ordering::SeqCst))).sum();
         assert!(ran.iter().all(|s| s.load(Ordering::SeqCst) <= 1), "a task ran twice");
         let expired = accepted.iter().filter(|t| t.is_expired()).count();
         let came_back = accepted.iter().filter(|t| t.is_cancelled()).count();
-        assert_eq!(
-            expired + came_back,
-            accepted.len(),
-            "an accepted timeout is still pending after stop()"
-        );
+        assert_eq!(expired + came_back, accepted.len(), "an accepted timeout is still pending after stop()");
         assert_eq!(fired, expired);
-        assert_eq!(
-            unfired.len(),
-            came_back,
-            "an accepted, unfired timeout is missing from stop()'s list"
-        );
+        assert_eq!(unfired.len(), came_back, "an accepted, unfired timeout is missing from stop()'s list");
         for u in unfired {
             assert!(u.timeout().is_cancelled());
             u.into_task().run();
@@ -434,19 +358,11 @@ fn schedules_racing_stop_are_never_lost() {
 #[test]
 fn dropping_the_last_clone_from_a_task_stops_the_shards_too() {
     const N: usize = 20;
-    let timers = TimerService::builder()
-        .shards(2)
-        .thread_name("drop-inside")
-        .build()
-        .unwrap();
+    let timers = TimerService::builder().shards(2).thread_name("drop-inside").build().unwrap();
     let drops = DropCounter::new(N);
     let (tx, rx) = mpsc::channel();
     let timeouts: Vec<_> = (0..N)
-        .map(|id| {
-            timers
-                .schedule_on(id % 2, FAR, ChanTask::with_token(id, &tx, drops.token(id)))
-                .unwrap()
-        })
+        .map(|id| timers.schedule_on(id % 2, FAR, ChanTask::with_token(id, &tx, drops.token(id))).unwrap())
         .collect();
     let (done_tx, done_rx) = mpsc::channel();
     let last = timers.clone();
@@ -459,13 +375,8 @@ fn dropping_the_last_clone_from_a_task_stops_the_shards_too() {
     drop(timers);
     // The task held the last clone; dropping it on a shard thread must neither deadlock
     // (waiting for its own thread) nor leave the shards running.
-    done_rx
-        .recv_timeout(PATIENCE)
-        .expect("dropping the last clone inside a task returned");
-    assert!(
-        wait_until(|| drops.total() == N, PATIENCE),
-        "pending tasks were not dropped"
-    );
+    done_rx.recv_timeout(PATIENCE).expect("dropping the last clone inside a task returned");
+    assert!(wait_until(|| drops.total() == N, PATIENCE), "pending tasks were not dropped");
     drops.assert_each_dropped_once();
     assert!(timeouts.iter().all(|t| t.is_cancelled()));
     assert!(rx.try_recv().is_err());

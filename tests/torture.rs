@@ -41,11 +41,7 @@ impl TimerTask for Tortured {
 
 /// A random delay: mostly short (0..20 ms, so it fires during the test), sometimes far.
 fn delay(rng: &mut XorShift) -> Duration {
-    if rng.below(10) == 0 {
-        FAR
-    } else {
-        Duration::from_micros(rng.below(20_000))
-    }
+    if rng.below(10) == 0 { FAR } else { Duration::from_micros(rng.below(20_000)) }
 }
 
 struct Outcome {
@@ -70,10 +66,7 @@ fn produce(timers: &TimerService, books: &Arc<Books>, shared: &Mutex<Vec<Timeout
         match rng.below(4) {
             0 | 1 => {
                 let id = p * OPS_PER_PRODUCER + op;
-                let task = Tortured {
-                    id,
-                    books: books.clone(),
-                };
+                let task = Tortured { id, books: books.clone() };
                 let d = delay(&mut rng);
                 let timeout = if rng.below(4) == 0 {
                     let shard = rng.below(timers.shard_count() as u64) as usize;
@@ -137,11 +130,7 @@ fn every_timeout_ends_exactly_once_and_the_counts_add_up() {
 
 fn torture(seed: u64) {
     let started = Instant::now();
-    let timers = TimerService::builder()
-        .shards(2)
-        .tick(Duration::from_millis(1))
-        .build()
-        .unwrap();
+    let timers = TimerService::builder().shards(2).tick(Duration::from_millis(1)).build().unwrap();
     let books = Arc::new(Books {
         slots: (0..PRODUCERS * OPS_PER_PRODUCER).map(|_| AtomicU8::new(0)).collect(),
         ran: AtomicUsize::new(0),
@@ -163,10 +152,7 @@ fn torture(seed: u64) {
     // Wait for every timeout that is due to fire: what stays pending is far off.
     let horizon = Instant::now() + FAR / 2;
     assert!(
-        wait_until(
-            || armed.iter().all(|(_, t)| !t.is_pending() || t.deadline() > horizon),
-            PATIENCE
-        ),
+        wait_until(|| armed.iter().all(|(_, t)| !t.is_pending() || t.deadline() > horizon), PATIENCE),
         "timeouts that were due did not fire"
     );
     let unfired = timers.stop().unwrap();
@@ -177,16 +163,10 @@ fn torture(seed: u64) {
     }
     let ran = books.ran.load(Ordering::SeqCst);
     let cancelled_calls = books.cancelled.load(Ordering::SeqCst);
-    assert_eq!(
-        cancelled_calls, cancel_wins,
-        "cancelled() must run once per winning cancel(), and only then"
-    );
+    assert_eq!(cancelled_calls, cancel_wins, "cancelled() must run once per winning cancel(), and only then");
     for u in unfired.iter() {
         assert!(u.timeout().is_cancelled());
-        assert!(
-            u.timeout().deadline() > horizon,
-            "stop() returned a timeout that was due"
-        );
+        assert!(u.timeout().deadline() > horizon, "stop() returned a timeout that was due");
     }
     let unfired_count = unfired.len();
     for u in unfired {
@@ -202,15 +182,8 @@ fn torture(seed: u64) {
 
     // The handles agree.
     let expired = armed.iter().filter(|(_, t)| t.state() == TimeoutState::Expired).count();
-    let cancelled = armed
-        .iter()
-        .filter(|(_, t)| t.state() == TimeoutState::Cancelled)
-        .count();
-    assert_eq!(
-        expired + cancelled,
-        armed.len(),
-        "a timeout is still pending after stop()"
-    );
+    let cancelled = armed.iter().filter(|(_, t)| t.state() == TimeoutState::Cancelled).count();
+    assert_eq!(expired + cancelled, armed.len(), "a timeout is still pending after stop()");
     assert_eq!(expired, ran);
     assert_eq!(cancelled, cancel_wins + unfired_count);
     assert_eq!(ran + cancel_wins + unfired_count, armed.len());
@@ -222,14 +195,8 @@ fn torture(seed: u64) {
     assert_eq!(stats.cancelled, cancel_wins as u64);
     assert_eq!(stats.unfired, unfired_count as u64);
     assert_eq!((stats.pending, stats.rejected, stats.panicked), (0, 0, 0));
-    assert_eq!(
-        stats.scheduled,
-        stats.expired + stats.cancelled + stats.unfired + stats.pending
-    );
-    assert!(
-        ran > 0 && cancel_wins > 0 && unfired_count > 0,
-        "the mix did not exercise every ending"
-    );
+    assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
+    assert!(ran > 0 && cancel_wins > 0 && unfired_count > 0, "the mix did not exercise every ending");
     eprintln!(
         "torture (seed {seed:#x}): {} armed, {ran} fired, {cancel_wins} cancelled, {unfired_count} unfired, in {:?}",
         armed.len(),

@@ -27,10 +27,7 @@ struct Ledger {
 
 impl Ledger {
     fn new(n: usize) -> Ledger {
-        Ledger {
-            fate: (0..n).map(|_| AtomicU8::new(0)).collect(),
-            drops: (0..n).map(|_| AtomicU8::new(0)).collect(),
-        }
+        Ledger { fate: (0..n).map(|_| AtomicU8::new(0)).collect(), drops: (0..n).map(|_| AtomicU8::new(0)).collect() }
     }
 }
 
@@ -88,10 +85,7 @@ fn producer(t: usize, timers: TimerService, ledger: Arc<Ledger>, tally: Arc<Tall
         if roll < 5 || held.is_empty() {
             // Arm: delays from "now" to 40 ms, on the home shard or a random one.
             let id = first_id + op;
-            let task = Task {
-                id,
-                ledger: ledger.clone(),
-            };
+            let task = Task { id, ledger: ledger.clone() };
             let delay = Duration::from_micros(rng.below(40_000));
             let result = if rng.below(2) == 0 {
                 timers.schedule(delay, task)
@@ -180,16 +174,8 @@ fn storm(stop_midway: bool) {
     let cancel_true = tally.cancel_true.load(Ordering::SeqCst);
     let shutdown = tally.shutdown.load(Ordering::SeqCst);
     let dropped: u64 = ledger.drops.iter().map(|d| u64::from(d.load(Ordering::SeqCst))).sum();
-    assert_eq!(
-        ran + cancel_true + returned,
-        scheduled,
-        "every scheduled timeout ends exactly once"
-    );
-    assert_eq!(
-        cb,
-        cancel_true + returned,
-        "cancelled() once per winning cancel and per unfired task"
-    );
+    assert_eq!(ran + cancel_true + returned, scheduled, "every scheduled timeout ends exactly once");
+    assert_eq!(cb, cancel_true + returned, "cancelled() once per winning cancel and per unfired task");
     assert_eq!(dropped, scheduled + shutdown, "every task is dropped exactly once");
     assert_eq!(stats.scheduled, scheduled);
     assert_eq!(stats.expired, ran);
@@ -198,10 +184,7 @@ fn storm(stop_midway: bool) {
     assert_eq!(stats.pending, 0);
     assert_eq!(stats.panicked, 0);
     if stop_midway {
-        assert!(
-            shutdown > 0,
-            "the stop landed after every producer had finished; the race was not exercised"
-        );
+        assert!(shutdown > 0, "the stop landed after every producer had finished; the race was not exercised");
     }
     println!(
         "storm (stop midway: {stop_midway}): {} ops in {:?}: scheduled {scheduled}, fired {ran}, \

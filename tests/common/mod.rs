@@ -50,16 +50,11 @@ impl Drop for DropToken {
 
 impl DropCounter {
     pub fn new(n: usize) -> DropCounter {
-        DropCounter {
-            slots: (0..n).map(|_| AtomicUsize::new(0)).collect(),
-        }
+        DropCounter { slots: (0..n).map(|_| AtomicUsize::new(0)).collect() }
     }
 
     pub fn token(&self, id: usize) -> DropToken {
-        DropToken {
-            slots: self.slots.clone(),
-            id,
-        }
+        DropToken { slots: self.slots.clone(), id }
     }
 
     pub fn count(&self, id: usize) -> usize {
@@ -108,19 +103,11 @@ pub struct ChanTask {
 
 impl ChanTask {
     pub fn new(id: usize, tx: &Sender<Event>) -> ChanTask {
-        ChanTask {
-            id,
-            tx: tx.clone(),
-            token: None,
-        }
+        ChanTask { id, tx: tx.clone(), token: None }
     }
 
     pub fn with_token(id: usize, tx: &Sender<Event>, token: DropToken) -> ChanTask {
-        ChanTask {
-            id,
-            tx: tx.clone(),
-            token: Some(token),
-        }
+        ChanTask { id, tx: tx.clone(), token: Some(token) }
     }
 
     fn report(&self, kind: Kind) {
@@ -158,8 +145,7 @@ pub fn events(rx: &Receiver<Event>, n: usize) -> Vec<Event> {
     (0..n)
         .map(|i| {
             let left = deadline.saturating_duration_since(Instant::now());
-            rx.recv_timeout(left)
-                .unwrap_or_else(|e| panic!("only {i} of {n} events arrived: {e}"))
+            rx.recv_timeout(left).unwrap_or_else(|e| panic!("only {i} of {n} events arrived: {e}"))
         })
         .collect()
 }
