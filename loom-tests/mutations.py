@@ -70,7 +70,7 @@ MUTATIONS = [
      """        while let Some(cmd) = None::<Command> {""",
      "loom_shutdown", "schedule_races_stop"),
     ("M11", "shard leaks the entries it unlinks", "src/shard/driver.rs",
-     """            drop(self.wheel.remove(key));""",
+     """            self.wheel.remove(key).release_to(&self.shard.returned);""",
      """            std::mem::forget(self.wheel.remove(key));""",
      "loom_mailbox", "arm_in_mailbox_races_cancel"),
     ("M12", "a winning cancel forgets the task instead of dropping it", "src/timeout.rs",

@@ -220,27 +220,113 @@ impl Clone for EntryRef {
     }
 }
 
-impl Drop for EntryRef {
-    fn drop(&mut self) {
+impl EntryRef {
+    /// Drops this reference; if it was the last, the cell, emptied of its task, is returned.
+    fn release(self) -> Option<EmptyCell> {
+        let this = ManuallyDrop::new(self);
         // Release: every use of the cell through this reference happens before the free;
         // pairs with the Acquire fence below in whichever thread drops the last reference
         // (as `Arc::drop`).
-        if self.header().refs.fetch_sub(1, Ordering::Release) != 1 {
-            return;
+        if this.header().refs.fetch_sub(1, Ordering::Release) != 1 {
+            return None;
         }
         fence(Ordering::Acquire);
-        let vtable = self.header().vtable;
-        if matches!(self.state().load(), crate::state::State::Pending { .. }) {
+        if matches!(this.state().load(), crate::state::State::Pending { .. }) {
             // SAFETY: the last reference, so no other thread can reach the cell; the entry
             // never left PENDING, so its task is still in place and nobody took the right
             // to it.
-            unsafe { (vtable.drop_task)(self.ptr) };
+            unsafe { (this.header().vtable.drop_task)(this.ptr) };
         }
         #[cfg(loom)]
         loom_live::add(-1);
-        // SAFETY: the last reference; the task is gone (dropped above, or moved out by the
-        // winner of the terminal CAS, whose `OwnedTask` held a reference until it was done).
-        unsafe { (vtable.dealloc)(self.ptr) };
+        // The task is gone (dropped above, or moved out by the winner of the terminal CAS,
+        // whose `OwnedTask` held a reference until it was done).
+        Some(EmptyCell { ptr: this.ptr })
+    }
+
+    /// Drops this reference on a shard's thread: if it was the last, the cell goes back to
+    /// be freed by the thread that schedules next on this shard (see [`Returned`]).
+    pub(crate) fn release_to(self, returned: &Returned) {
+        if let Some(cell) = self.release() {
+            returned.put(cell);
+        }
+    }
+}
+
+impl Drop for EntryRef {
+    fn drop(&mut self) {
+        let this = EntryRef { ptr: self.ptr };
+        if let Some(cell) = this.release() {
+            drop(cell);
+        }
+    }
+}
+
+/// A cell no reference points to any more, its task gone: only its memory is left.
+struct EmptyCell {
+    ptr: NonNull<Header>,
+}
+
+// SAFETY: the cell is unreachable from anywhere else and holds no task; freeing it on any
+// thread is sound.
+unsafe impl Send for EmptyCell {}
+
+impl Drop for EmptyCell {
+    fn drop(&mut self) {
+        // SAFETY: nothing else refers to the cell and its task is gone (`EntryRef::release`).
+        unsafe { (self.ptr.as_ref().vtable.dealloc)(self.ptr) };
+    }
+}
+
+/// Cells whose last reference a shard let go of, waiting to be freed by a thread that
+/// schedules on that shard.
+///
+/// Why: a cell is allocated by the scheduling thread and, as often as not, let go of last by
+/// the shard (after an expiry, an unlink, or an arm found already cancelled). Freed there,
+/// the memory lands in the shard thread's allocator cache while the scheduling thread's
+/// stays empty, and with glibc's malloc both sides fall to their slow paths: measured with
+/// callgrind, that was about a third of all instructions of an arm-and-cancel loop. Handed
+/// back, the free lands where the next allocation of the same size will find it. The queue
+/// is bounded: past [`RETURN_MAX`] cells the shard frees them itself.
+pub(crate) struct Returned {
+    queue: ReturnQueue,
+}
+
+/// Cells held for their producers at most; beyond, the shard frees them itself.
+const RETURN_MAX: usize = 4096;
+
+#[cfg(not(loom))]
+type ReturnQueue = crossbeam_queue::ArrayQueue<EmptyCell>;
+#[cfg(loom)]
+type ReturnQueue = crate::mailbox::LoomQueue<EmptyCell>;
+
+impl Returned {
+    pub(crate) fn new() -> Returned {
+        #[cfg(not(loom))]
+        return Returned { queue: crossbeam_queue::ArrayQueue::new(RETURN_MAX) };
+        #[cfg(loom)]
+        return Returned { queue: crate::mailbox::LoomQueue::new() };
+    }
+
+    /// Shard side: keeps the cell for a producer, or frees it if too many wait.
+    fn put(&self, cell: EmptyCell) {
+        #[cfg(not(loom))]
+        let _ = self.queue.push(cell);
+        #[cfg(loom)]
+        if self.queue.len() < RETURN_MAX {
+            self.queue.push(cell);
+        }
+    }
+
+    /// Producer side: frees one returned cell, if any, on the calling thread.
+    pub(crate) fn free_one(&self) {
+        drop(self.queue.pop());
+    }
+}
+
+impl std::fmt::Debug for Returned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Returned").field("len", &self.queue.len()).finish()
     }
 }
 
@@ -293,11 +379,22 @@ impl OwnedTask {
     }
 
     /// Runs the task (on the shard, after a won expiry).
+    #[cfg(test)]
     pub(crate) fn run(self) {
         let entry = self.into_entry();
         // SAFETY: we won the terminal CAS, so the task is in place and ours; `entry` keeps
         // the cell alive during the call.
         unsafe { (entry.header().vtable.run)(entry.ptr) };
+    }
+
+    /// Runs the task on its shard, then lets go of the entry there (see [`Returned`]). If
+    /// the task panics, the reference is dropped as the panic unwinds.
+    pub(crate) fn run_on_shard(self, returned: &Returned) {
+        let entry = self.into_entry();
+        // SAFETY: we won the terminal CAS, so the task is in place and ours; `entry` keeps
+        // the cell alive during the call.
+        unsafe { (entry.header().vtable.run)(entry.ptr) };
+        entry.release_to(returned);
     }
 
     /// Tells the task it was cancelled (after a won `cancel()`).

@@ -208,6 +208,9 @@ type Queue<T> = crossbeam_queue::SegQueue<T>;
 type Queue<T> = loom_queue::Queue<T>;
 
 #[cfg(loom)]
+pub(crate) use loom_queue::Queue as LoomQueue;
+
+#[cfg(loom)]
 mod loom_queue {
     use loom::sync::atomic::{AtomicUsize, Ordering};
     use loom::sync::{Mutex, MutexGuard};

@@ -185,6 +185,8 @@ impl TimerService {
             return Err(ScheduleError::Rejected(task));
         }
         let deadline = deadline(&self.inner.clock);
+        // Free a cell the shard let go of, here, where this allocation can reuse it.
+        shard.returned.free_one();
         let entry = EntryRef::new(deadline, task);
         shard.counters.scheduled(1);
         let timeout = Timeout { entry: entry.clone(), shard: shard.clone() };

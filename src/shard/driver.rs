@@ -117,7 +117,7 @@ impl Local {
         for _ in 0..budget {
             match self.shard.mailbox.pop() {
                 Some(Command::Arm(entry)) => self.arm(entry),
-                Some(Command::Unlink(entry)) => self.unlink(&entry),
+                Some(Command::Unlink(entry)) => self.unlink(entry),
                 Some(Command::Refile(entry)) => self.refile(entry),
                 None => return false,
             }
@@ -130,25 +130,34 @@ impl Local {
     fn arm(&mut self, entry: EntryRef) {
         if entry.state().try_link() {
             self.file(entry);
+        } else {
+            entry.release_to(&self.shard.returned);
         }
     }
 
     /// Files a linked entry at the deadline its state word holds now; a cancelled one is
     /// dropped (its unlink notice will find no key).
     fn file(&mut self, entry: EntryRef) {
-        if let State::Pending { deadline } = entry.state().load() {
-            let key = self.wheel.insert(deadline, entry.clone());
-            entry.set_key(Some(key));
+        match entry.state().load() {
+            State::Pending { deadline } => self.insert(deadline, entry),
+            _ => entry.release_to(&self.shard.returned),
         }
     }
 
+    /// Puts a linked entry in the wheel and records where.
+    fn insert(&mut self, deadline: u64, entry: EntryRef) {
+        let key = self.wheel.insert(deadline, entry);
+        self.wheel.get(key).expect("just inserted").set_key(Some(key));
+    }
+
     /// Takes a cancelled entry out of the wheel, if it is in.
-    fn unlink(&mut self, entry: &EntryRef) {
+    fn unlink(&mut self, entry: EntryRef) {
         if let Some(key) = entry.key() {
-            debug_assert!(self.wheel.get(key).is_some_and(|e| e.ptr_eq(entry)));
+            debug_assert!(self.wheel.get(key).is_some_and(|e| e.ptr_eq(&entry)));
             entry.set_key(None);
-            drop(self.wheel.remove(key));
+            self.wheel.remove(key).release_to(&self.shard.returned);
         }
+        entry.release_to(&self.shard.returned);
     }
 
     /// Files an entry again at its (earlier) deadline, if it is in the wheel. If it is not,
@@ -156,9 +165,10 @@ impl Local {
     fn refile(&mut self, entry: EntryRef) {
         if let Some(key) = entry.key() {
             entry.set_key(None);
-            let entry = self.wheel.remove(key);
-            self.file(entry);
+            let filed = self.wheel.remove(key);
+            self.file(filed);
         }
+        entry.release_to(&self.shard.returned);
     }
 
     /// Polls the wheel up to `now` and commits what is due; `true` if more is due.
@@ -171,11 +181,13 @@ impl Local {
             loop {
                 match entry.state().load() {
                     // Cancelled after the wheel filed it: the unlink notice will find no key.
-                    State::Cancelled { .. } => break,
+                    State::Cancelled { .. } => {
+                        entry.release_to(&self.shard.returned);
+                        break;
+                    }
                     // Reset to later: file it again (the lazy re-arm).
                     State::Pending { deadline } if deadline > now => {
-                        let key = self.wheel.insert(deadline, entry.clone());
-                        entry.set_key(Some(key));
+                        self.insert(deadline, entry);
                         break;
                     }
                     State::Pending { deadline } => {
@@ -184,6 +196,7 @@ impl Local {
                             self.shard.release();
                             expired += 1;
                             batch.push(task);
+                            entry.release_to(&self.shard.returned);
                             break;
                         }
                     }
@@ -228,7 +241,7 @@ impl Local {
 /// Runs the committed tasks with nothing borrowed, catching panics.
 fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
     for task in batch.drain(..) {
-        if catch_unwind(AssertUnwindSafe(|| task.run())).is_err() {
+        if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
             shard.counters.panicked();
         }
     }

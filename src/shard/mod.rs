@@ -12,6 +12,7 @@
 pub(crate) mod driver;
 
 use crate::clock::Clock;
+use crate::entry::Returned;
 use crate::mailbox::Mailbox;
 use crate::stats::Counters;
 use crate::sync::{AtomicUsize, Ordering};
@@ -24,6 +25,8 @@ pub(crate) struct Shard {
     pub(crate) clock: Clock,
     pub(crate) mailbox: Mailbox,
     pub(crate) counters: Counters,
+    /// Cells this shard let go of last, for the threads that schedule here to free.
+    pub(crate) returned: Returned,
     /// `usize::MAX` when unbounded.
     max_pending: usize,
     pending: CachePadded<AtomicUsize>,
@@ -37,6 +40,7 @@ impl Shard {
             clock,
             mailbox: Mailbox::new(),
             counters: Counters::default(),
+            returned: Returned::new(),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
