@@ -1,7 +1,13 @@
-//! Command-line options, parsed by hand: `--name value` or `--name=value`.
+//! The command line (clap): the scenario's knobs, checked, and what to output.
+//!
+//! Every usage error (an unknown option, a value that does not parse, a fraction outside
+//! 0..=1, settings that contradict each other) is a clap error: a clear message on stderr,
+//! the usage line, and exit status 2.
 
+use clap::error::ErrorKind;
+use clap::{ArgAction, CommandFactory, Parser};
 use shardwheel::Builder;
-use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The scenario's settings.
@@ -22,21 +28,15 @@ pub struct Config {
     pub seed: u64,
 }
 
-/// What the command line asks for.
-#[derive(Debug)]
-pub enum Parsed {
-    Run(Config),
-    Help,
-}
-
-/// A bad command line; the message names the option and what is wrong with it.
-#[derive(Debug)]
-pub struct ArgError(String);
-
-impl fmt::Display for ArgError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// What to print besides running the scenario.
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    /// A JSON report on stdout instead of the text report.
+    pub json: bool,
+    /// Where to write the lateness histogram (SVG).
+    pub plot: Option<PathBuf>,
+    /// Run the same scenario on the peers and print a ratio table.
+    pub compare: bool,
 }
 
 /// The cores available to the process: the default for producers and shards.
@@ -68,222 +68,238 @@ impl Default for Config {
     }
 }
 
-/// One option: its name, the placeholder of its value, and what it does.
-struct Opt {
-    name: &'static str,
-    value: &'static str,
-    help: &'static str,
+const ABOUT: &str = "A connection simulator for the shardwheel timer service";
+
+const LONG_ABOUT: &str = "\
+A connection simulator for the shardwheel timer service.
+
+Simulates many connections, each with an idle timeout that activity pushes out
+(Timeout::reset) and that fires when the connection goes quiet, plus one request timeout per
+activity event that the response almost always cancels. Reports rates, expiry lateness and
+memory, and checks that every timeout ended exactly once.
+
+With --compare it runs literally the same workload (same connections, rates, durations and
+seed) on the peers a user would pick instead, and prints a ratio table.";
+
+const AFTER_HELP: &str = "\
+Numbers may contain '_' separators (1_000_000).
+Exit status: 0 when every self-check passes, 1 when one fails, 2 for a bad command line.
+
+Examples:
+  shardwheel-sim                                    the default scenario (1,000,000 connections)
+  shardwheel-sim --connections 100_000 --json       a smaller run, machine-readable
+  shardwheel-sim --plot lateness.svg                also draw the lateness histogram
+  cargo run --release --features compare -- --compare   ratio table, tokio included";
+
+/// The command line as clap sees it; [`Cli::resolve`] checks it and turns it into a
+/// [`Config`] and an [`Output`].
+#[derive(Debug, Parser)]
+#[command(
+    name = "shardwheel-sim",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    max_term_width = 110
+)]
+pub struct Cli {
+    /// Simulated connections
+    ///
+    /// Each has an idle timeout, armed at start.
+    #[arg(long, value_name = "N", default_value = "1_000_000", value_parser = whole::<usize>)]
+    connections: usize,
+
+    /// Idle timeout of a connection, in ms
+    ///
+    /// Activity pushes it out with Timeout::reset; it fires when the connection goes quiet.
+    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "5_000", value_parser = whole::<u64>)]
+    idle_timeout_ms: u64,
+
+    /// Fraction of connections that go quiet (0..=1)
+    ///
+    /// They go quiet at a random time, early enough that their idle timeouts fire within the
+    /// run. 0.1 means 10 %.
+    #[arg(long, value_name = "F", default_value = "0.1", value_parser = fraction)]
+    idle_fraction: f64,
+
+    /// Request timeout, in ms
+    ///
+    /// Every activity event sends a request and arms its timeout; the response cancels it.
+    #[arg(long = "request-timeout-ms", value_name = "MS", default_value = "1_000", value_parser = whole::<u64>)]
+    request_timeout_ms: u64,
+
+    /// Fraction of requests never answered (0..=1)
+    ///
+    /// Their request timeouts fire. 0.001 means 0.1 %.
+    #[arg(long, value_name = "F", default_value = "0.001", value_parser = fraction)]
+    lost_fraction: f64,
+
+    /// Requests in flight per producer
+    ///
+    /// A request's response arrives (its timeout is cancelled) after N more requests.
+    #[arg(long, value_name = "N", default_value = "1_024", value_parser = whole::<usize>)]
+    in_flight: usize,
+
+    /// Producer threads [default: the cores available]
+    ///
+    /// Each owns a disjoint slice of the connections and paces activity over it at its share
+    /// of the rate.
+    #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+    producers: Option<usize>,
+
+    /// Timer shards, one thread each [default: the cores available]
+    ///
+    /// With --compare, tokio's runtime gets as many worker threads; the other peers have one
+    /// thread.
+    #[arg(long, value_name = "N", value_parser = whole::<usize>)]
+    shards: Option<usize>,
+
+    /// Timer wheel tick, in µs
+    ///
+    /// A timeout fires at the first tick at or after its deadline. The Netty-style peer ticks
+    /// at the same rate.
+    #[arg(long = "tick-us", value_name = "US", default_value = "1_000", value_parser = whole::<u64>)]
+    tick_us: u64,
+
+    /// Pin shard i to core i
+    ///
+    /// true: shard i runs on core i; false: the OS places the shard threads.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "true",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = ArgAction::Set,
+        value_parser = boolean
+    )]
+    pin_threads: bool,
+
+    /// Activity events per second
+    ///
+    /// Over all producers. Each event resets a connection's idle timeout, arms a request
+    /// timeout and cancels an older one.
+    #[arg(long, value_name = "N", default_value = "300_000", value_parser = whole::<u64>)]
+    rate: u64,
+
+    /// Length of the steady state, in seconds
+    ///
+    /// Fractions allowed (2.5). Arming before and stopping after come on top.
+    #[arg(long = "duration-secs", value_name = "S", default_value = "10", value_parser = seconds)]
+    duration_secs: f64,
+
+    /// Seed of the random choices
+    ///
+    /// Which connections go quiet and when, which requests are lost: the same for every timer.
+    #[arg(long, value_name = "N", default_value = "24301", value_parser = whole::<u64>)]
+    seed: u64,
+
+    /// Print the report as JSON
+    ///
+    /// On stdout, instead of the text report: configuration, rates, lateness percentiles,
+    /// memory, CPU, stats, self-check, and the ratio rows with --compare.
+    #[arg(long)]
+    json: bool,
+
+    /// Draw the lateness histogram (SVG)
+    ///
+    /// Idle and request expiries on a log lateness axis, the tick marked; with --compare, a
+    /// second panel with every timer.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+
+    /// Run the same scenario on the peers too; print a ratio table
+    ///
+    /// The peers: a Netty-architecture hashed wheel, a Mutex<BinaryHeap> timer, and tokio's
+    /// timers when built with --features compare.
+    #[arg(long)]
+    compare: bool,
 }
 
-const OPTS: &[Opt] = &[
-    Opt {
-        name: "connections",
-        value: "N",
-        help: "simulated connections, each with an idle timeout armed at start",
-    },
-    Opt {
-        name: "idle-timeout-ms",
-        value: "MS",
-        help: "idle timeout; activity pushes it out with Timeout::reset, it fires when a connection goes quiet",
-    },
-    Opt {
-        name: "idle-fraction",
-        value: "F",
-        help: "fraction of connections (0..=1) that go quiet at a random time, so their idle timeouts fire",
-    },
-    Opt {
-        name: "request-timeout-ms",
-        value: "MS",
-        help: "per-request timeout, armed by every activity event and cancelled when the response arrives",
-    },
-    Opt {
-        name: "lost-fraction",
-        value: "F",
-        help: "fraction of requests (0..=1) that never get a response, so their timeouts fire",
-    },
-    Opt {
-        name: "in-flight",
-        value: "N",
-        help: "requests in flight per producer: a response arrives (its timeout is cancelled) after N more requests",
-    },
-    Opt {
-        name: "producers",
-        value: "N",
-        help: "producer threads; each owns a disjoint slice of the connections",
-    },
-    Opt {
-        name: "shards",
-        value: "N",
-        help: "timer service shards (one thread each)",
-    },
-    Opt {
-        name: "tick-us",
-        value: "US",
-        help: "timer wheel tick in microseconds",
-    },
-    Opt {
-        name: "pin-threads",
-        value: "BOOL",
-        help: "pin shard i to core i (true) or let the OS place the shard threads (false)",
-    },
-    Opt {
-        name: "rate",
-        value: "N",
-        help: "activity events per second, over all producers (each: one reset + one request)",
-    },
-    Opt {
-        name: "duration-secs",
-        value: "S",
-        help: "length of the steady state in seconds (fractions allowed)",
-    },
-    Opt {
-        name: "seed",
-        value: "N",
-        help: "seed of the random choices (which connections go quiet and when, which requests are lost)",
-    },
-];
+/// A value that parses: the message clap prints after "invalid value '…' for '--…'".
+type Parsed<T> = Result<T, String>;
 
-/// The text of `--help`.
-pub fn help() -> String {
-    let d = Config::default();
-    let default_of = |name: &str| -> String {
-        match name {
-            "connections" => group(d.connections as u64),
-            "idle-timeout-ms" => group(d.idle_timeout.as_millis() as u64),
-            "idle-fraction" => d.idle_fraction.to_string(),
-            "request-timeout-ms" => group(d.request_timeout.as_millis() as u64),
-            "lost-fraction" => d.lost_fraction.to_string(),
-            "in-flight" => group(d.in_flight as u64),
-            "producers" => format!("{} (cores available)", d.producers),
-            "shards" => format!("{} (cores available)", d.shards),
-            "tick-us" => group(d.tick.as_micros() as u64),
-            "pin-threads" => d.pin_threads.to_string(),
-            "rate" => group(d.rate),
-            "duration-secs" => d.duration.as_secs_f64().to_string(),
-            "seed" => d.seed.to_string(),
-            _ => unreachable!("every option has a default"),
-        }
-    };
-    let mut out = String::from(
-        "shardwheel-sim: a connection simulator for the shardwheel timer service\n\
-         \n\
-         Simulates many connections, each with an idle timeout that activity pushes out\n\
-         (Timeout::reset) and that fires when the connection goes quiet, plus one request\n\
-         timeout per activity event that the response almost always cancels. Reports rates,\n\
-         expiry lateness and memory, and checks that every timeout ended exactly once.\n\
-         \n\
-         USAGE:\n    shardwheel-sim [--option value]...   (or --option=value)\n\
-         \n\
-         OPTIONS:\n",
-    );
-    for opt in OPTS {
-        let flag = format!("--{} <{}>", opt.name, opt.value);
-        out.push_str(&format!("    {flag:<28}{}\n", opt.help));
-        out.push_str(&format!("    {:<28}[default: {}]\n", "", default_of(opt.name)));
-    }
-    out.push_str(&format!("    {:<28}print this help and exit\n", "-h, --help"));
-    out.push_str(
-        "\nNumbers may contain '_' separators (1_000_000).\n\
-         Exit status: 0 when the self-check passes, 1 when it fails, 2 for a bad command line.\n",
-    );
-    out
+fn strip(value: &str) -> String {
+    value.trim().chars().filter(|&c| c != '_').collect()
 }
 
-/// Parses the arguments (without the program name).
-pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, ArgError> {
-    let mut config = Config::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        if arg == "-h" || arg == "--help" {
-            return Ok(Parsed::Help);
-        }
-        let Some(body) = arg.strip_prefix("--") else {
-            return Err(ArgError(format!(
-                "unexpected argument '{arg}': options look like --name value"
-            )));
-        };
-        let (name, inline) = match body.split_once('=') {
-            Some((name, value)) => (name, Some(value.to_owned())),
-            None => (body, None),
-        };
-        if !OPTS.iter().any(|o| o.name == name) {
-            return Err(ArgError(format!("unknown option '--{name}'")));
-        }
-        let value = match inline {
-            Some(v) => v,
-            None => args
-                .next()
-                .ok_or_else(|| ArgError(format!("option '--{name}' needs a value")))?,
-        };
-        set(&mut config, name, &value)?;
-    }
-    validate(&config)?;
-    Ok(Parsed::Run(config))
+fn whole<T: std::str::FromStr>(value: &str) -> Parsed<T> {
+    strip(value).parse().map_err(|_| "expected a whole number (0 or more, within range)".to_owned())
 }
 
-fn set(c: &mut Config, name: &str, value: &str) -> Result<(), ArgError> {
-    match name {
-        "connections" => c.connections = int(name, value)?,
-        "idle-timeout-ms" => c.idle_timeout = Duration::from_millis(int(name, value)?),
-        "idle-fraction" => c.idle_fraction = fraction(name, value)?,
-        "request-timeout-ms" => c.request_timeout = Duration::from_millis(int(name, value)?),
-        "lost-fraction" => c.lost_fraction = fraction(name, value)?,
-        "in-flight" => c.in_flight = int(name, value)?,
-        "producers" => c.producers = int(name, value)?,
-        "shards" => c.shards = int(name, value)?,
-        "tick-us" => c.tick = Duration::from_micros(int(name, value)?),
-        "pin-threads" => {
-            c.pin_threads = match value.trim().to_ascii_lowercase().as_str() {
-                "true" | "yes" | "on" | "1" => true,
-                "false" | "no" | "off" | "0" => false,
-                _ => return Err(bad(name, value, "expected true or false")),
-            }
-        }
-        "rate" => c.rate = int(name, value)?,
-        "duration-secs" => {
-            let secs = float(name, value)?;
-            if !(secs > 0.0 && secs <= 86_400.0) {
-                return Err(bad(name, value, "must be more than 0 and at most 86,400 (one day)"));
-            }
-            c.duration = Duration::from_secs_f64(secs);
-        }
-        "seed" => c.seed = int(name, value)?,
-        _ => unreachable!("names are checked against OPTS"),
-    }
-    Ok(())
-}
-
-fn bad(name: &str, value: &str, why: &str) -> ArgError {
-    ArgError(format!("invalid value '{value}' for --{name}: {why}"))
-}
-
-fn int<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, ArgError> {
-    let digits: String = value.trim().chars().filter(|&c| c != '_').collect();
-    digits
-        .parse()
-        .map_err(|_| bad(name, value, "expected a whole number (0 or more, within range)"))
-}
-
-fn float(name: &str, value: &str) -> Result<f64, ArgError> {
-    let digits: String = value.trim().chars().filter(|&c| c != '_').collect();
-    match digits.parse::<f64>() {
+fn number(value: &str) -> Parsed<f64> {
+    match strip(value).parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(bad(name, value, "expected a number")),
+        _ => Err("expected a number".to_owned()),
     }
 }
 
-fn fraction(name: &str, value: &str) -> Result<f64, ArgError> {
-    let f = float(name, value)?;
-    if (0.0..=1.0).contains(&f) {
-        Ok(f)
+fn fraction(value: &str) -> Parsed<f64> {
+    let f = number(value)?;
+    if (0.0..=1.0).contains(&f) { Ok(f) } else { Err("must be between 0 and 1 (0.1 means 10 %)".to_owned()) }
+}
+
+fn seconds(value: &str) -> Parsed<f64> {
+    let secs = number(value)?;
+    if secs > 0.0 && secs <= 86_400.0 {
+        Ok(secs)
     } else {
-        Err(bad(name, value, "must be between 0 and 1 (0.1 means 10 %)"))
+        Err("must be more than 0 and at most 86,400 (one day)".to_owned())
     }
 }
 
-/// Checks the settings against each other and against the library's limits.
-fn validate(c: &Config) -> Result<(), ArgError> {
-    let err = |name: &str, why: String| Err(ArgError(format!("invalid --{name}: {why}")));
+fn boolean(value: &str) -> Parsed<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err("expected true or false".to_owned()),
+    }
+}
+
+impl Cli {
+    /// Checks the settings against each other and against the library's limits.
+    pub fn resolve(self) -> Result<(Config, Output), clap::Error> {
+        let c = Config {
+            connections: self.connections,
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            idle_fraction: self.idle_fraction,
+            request_timeout: Duration::from_millis(self.request_timeout_ms),
+            lost_fraction: self.lost_fraction,
+            in_flight: self.in_flight,
+            producers: self.producers.unwrap_or_else(cores),
+            shards: self.shards.unwrap_or_else(cores),
+            tick: Duration::from_micros(self.tick_us),
+            pin_threads: self.pin_threads,
+            rate: self.rate,
+            duration: Duration::from_secs_f64(self.duration_secs),
+            seed: self.seed,
+        };
+        validate(&c)?;
+        if let Some(path) = &self.plot
+            && path.as_os_str().is_empty()
+        {
+            return Err(invalid("plot", "needs a file name, such as lateness.svg".into()));
+        }
+        Ok((c, Output { json: self.json, plot: self.plot, compare: self.compare }))
+    }
+}
+
+/// Parses the arguments (with the program name first) and checks them.
+pub fn parse<I, T>(args: I) -> Result<(Config, Output), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::try_parse_from(args)?.resolve()
+}
+
+/// A usage error about one option, formatted (and exiting with status 2) as clap's own.
+fn invalid(name: &str, why: String) -> clap::Error {
+    Cli::command().error(ErrorKind::ValueValidation, format!("invalid --{name}: {why}"))
+}
+
+fn validate(c: &Config) -> Result<(), clap::Error> {
+    let err = |name: &str, why: String| Err(invalid(name, why));
     if c.connections == 0 {
         return err("connections", "at least one connection is needed".into());
     }
@@ -299,20 +315,14 @@ fn validate(c: &Config) -> Result<(), ArgError> {
     if c.producers > c.connections {
         return err(
             "producers",
-            format!(
-                "{} producers for {} connections: each producer needs a connection",
-                c.producers, c.connections
-            ),
+            format!("{} producers for {} connections: each producer needs a connection", c.producers, c.connections),
         );
     }
     if c.shards == 0 {
         return err("shards", "at least one shard is needed".into());
     }
     if c.shards > Builder::MAX_SHARDS {
-        return err(
-            "shards",
-            format!("at most {} shards", group(Builder::MAX_SHARDS as u64)),
-        );
+        return err("shards", format!("at most {} shards", group(Builder::MAX_SHARDS as u64)));
     }
     if c.tick < Builder::MIN_TICK || c.tick > Builder::MAX_TICK {
         return err(
@@ -429,54 +439,97 @@ pub fn group(n: u64) -> String {
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_owned).collect()
+    fn parse_str(s: &str) -> Result<(Config, Output), clap::Error> {
+        parse(std::iter::once("shardwheel-sim").chain(s.split_whitespace()))
     }
 
-    fn run(s: &str) -> Config {
-        match parse(args(s)) {
-            Ok(Parsed::Run(c)) => c,
-            other => panic!("{s}: {other:?}"),
-        }
+    fn run(s: &str) -> (Config, Output) {
+        parse_str(s).unwrap_or_else(|e| panic!("{s}: {e}"))
     }
 
     #[test]
-    fn defaults_and_overrides() {
-        let c = run("");
-        assert_eq!(c.connections, 1_000_000);
-        let c = run("--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100");
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_match_config_default() {
+        let (c, out) = run("");
+        let d = Config::default();
+        assert_eq!(c.connections, d.connections);
+        assert_eq!(c.idle_timeout, d.idle_timeout);
+        assert_eq!(c.idle_fraction, d.idle_fraction);
+        assert_eq!(c.request_timeout, d.request_timeout);
+        assert_eq!(c.lost_fraction, d.lost_fraction);
+        assert_eq!(c.in_flight, d.in_flight);
+        assert_eq!(c.producers, d.producers);
+        assert_eq!(c.shards, d.shards);
+        assert_eq!(c.tick, d.tick);
+        assert_eq!(c.pin_threads, d.pin_threads);
+        assert_eq!(c.rate, d.rate);
+        assert_eq!(c.duration, d.duration);
+        assert_eq!(c.seed, d.seed);
+        assert!(!out.json && !out.compare && out.plot.is_none());
+    }
+
+    #[test]
+    fn overrides() {
+        let (c, out) =
+            run("--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 --pin-threads false \
+             --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare");
         assert_eq!(c.connections, 10_000);
         assert_eq!(c.duration, Duration::from_secs(2));
         assert_eq!(c.idle_fraction, 0.5);
         assert_eq!(c.tick, Duration::from_micros(100));
+        assert!(!c.pin_threads);
+        assert_eq!((c.producers, c.shards, c.seed), (3, 5, 7));
+        assert!(out.json && out.compare);
+        assert_eq!(out.plot, Some(PathBuf::from("x.svg")));
+        // A bare --pin-threads means true.
+        assert!(run("--pin-threads").0.pin_threads);
+        assert!(!run("--pin-threads=off").0.pin_threads);
     }
 
     #[test]
-    fn help_wins() {
-        assert!(matches!(parse(args("--connections 5 --help")), Ok(Parsed::Help)));
-        assert!(matches!(parse(args("-h")), Ok(Parsed::Help)));
-        assert!(help().contains("--idle-timeout-ms"));
+    fn help_and_version_exit_zero() {
+        for flag in ["--help", "-h", "--version"] {
+            let e = parse_str(flag).unwrap_err();
+            assert_eq!(e.exit_code(), 0, "{flag}");
+        }
+        let help = Cli::command().render_long_help().to_string();
+        for option in ["--idle-timeout-ms", "--compare", "--json", "--plot", "[default: 1_000_000]"] {
+            assert!(help.contains(option), "--help lacks {option}:\n{help}");
+        }
     }
 
     #[test]
-    fn bad_arguments_are_errors() {
-        for bad in [
-            "--connections",
-            "--connections abc",
-            "--connections -5",
-            "--connections 0",
-            "--nope 1",
-            "stray",
-            "--idle-fraction 1.5",
-            "--lost-fraction nan",
-            "--tick-us 1",
-            "--duration-secs 0",
-            "--producers 0",
-            "--connections 2 --producers 3",
-            "--rate 0",
-            "--pin-threads maybe",
+    fn bad_arguments_are_usage_errors_with_status_2() {
+        for (bad, says) in [
+            ("--connections", "a value is required"),
+            ("--connections abc", "expected a whole number"),
+            ("--connections -5", "unexpected argument"),
+            ("--connections 0", "at least one connection"),
+            ("--nope 1", "unexpected argument '--nope'"),
+            ("stray", "unexpected argument 'stray'"),
+            ("--idle-fraction 1.5", "between 0 and 1"),
+            ("--lost-fraction nan", "expected a number"),
+            ("--lost-fraction -0.1", "unexpected argument"),
+            ("--tick-us 1", "the tick must be between"),
+            ("--duration-secs 0", "more than 0"),
+            ("--producers 0", "at least one producer"),
+            ("--connections 2 --producers 3", "each producer needs a connection"),
+            ("--rate 0", "at least one event"),
+            ("--pin-threads maybe", "expected true or false"),
+            ("--in-flight 0", "in flight"),
+            ("--shards 100000", "at most 4,096 shards"),
         ] {
-            assert!(parse(args(bad)).is_err(), "{bad} should be rejected");
+            let e = match parse_str(bad) {
+                Ok(_) => panic!("{bad} should be rejected"),
+                Err(e) => e,
+            };
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let text = e.to_string();
+            assert!(text.contains(says), "{bad}: {text}");
         }
     }
 
@@ -491,18 +544,22 @@ mod tests {
 
     #[test]
     fn slices_cover_every_connection() {
-        let c = run("--connections 10 --producers 3");
+        let (c, _) = run("--connections 10 --producers 3");
         assert_eq!((0..3).map(|p| c.connections_of(p)).sum::<usize>(), 10);
         assert_eq!(c.connections_of(0), 4);
     }
 
     #[test]
     fn default_rate_keeps_active_connections_alive() {
-        let c = Config {
-            producers: 2,
-            shards: 2,
-            ..Config::default()
-        };
+        let c = Config { producers: 2, shards: 2, ..Config::default() };
         assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    }
+
+    #[test]
+    fn warnings_name_the_knob_to_turn() {
+        let (c, _) = run("--connections 1_000_000 --rate 1_000 --duration-secs 1");
+        let w = c.warnings().join("\n");
+        assert!(w.contains("--rate 1,000 is too low"), "{w}");
+        assert!(w.contains("not longer than the idle timeout"), "{w}");
     }
 }

@@ -137,6 +137,28 @@ impl Snapshot {
         (self.count > 0).then(|| self.sum as f64 / self.count as f64)
     }
 
+    /// The sum of two snapshots (as if every value of both had been recorded in one).
+    pub fn merged(&self, other: &Snapshot) -> Snapshot {
+        Snapshot {
+            counts: self.counts.iter().zip(&other.counts).map(|(a, b)| a + b).collect(),
+            count: self.count + other.count,
+            sum: self.sum.saturating_add(other.sum),
+            max: match (self.max(), other.max()) {
+                (Some(a), Some(b)) => a.max(b),
+                (a, b) => a.or(b).unwrap_or(0),
+            },
+        }
+    }
+
+    /// The buckets that hold values: `(smallest, largest, count)`, smallest values first.
+    /// The last one's `largest` is clamped to the exact maximum.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.counts.iter().enumerate().filter(|&(_, &n)| n > 0).map(|(i, &n)| {
+            let (low, high) = bounds(i);
+            (low, high.min(self.max.max(low)), n)
+        })
+    }
+
     /// The smallest bucket bound `v` such that at least a fraction `q` (0.0..=1.0) of the
     /// values are ≤ `v`, clamped to the exact maximum; `None` if the histogram is empty.
     pub fn quantile(&self, q: f64) -> Option<u64> {
@@ -252,6 +274,38 @@ mod tests {
         assert_eq!(s.quantile(0.5), Some(bounds(index(1_500)).1));
         h.record_corrected(u64::MAX, 0);
         assert_eq!(h.snapshot().count(), 5);
+    }
+
+    #[test]
+    fn merged_adds_counts_and_keeps_the_max() {
+        let a = Histogram::new();
+        let b = Histogram::new();
+        for v in [1, 5, 100] {
+            a.record(v);
+        }
+        b.record(7_000);
+        let m = a.snapshot().merged(&b.snapshot());
+        assert_eq!(m.count(), 4);
+        assert_eq!(m.max(), Some(7_000));
+        assert_eq!(m.mean(), Some(7_106.0 / 4.0));
+        let empty = Histogram::new().snapshot();
+        assert_eq!(empty.merged(&empty).max(), None);
+        assert_eq!(a.snapshot().merged(&empty).max(), Some(100));
+    }
+
+    #[test]
+    fn buckets_list_what_was_recorded() {
+        let h = Histogram::new();
+        for v in [0, 0, 3, 1_000, 1_001] {
+            h.record(v);
+        }
+        let b: Vec<_> = h.snapshot().buckets().collect();
+        assert_eq!(b.len(), 3, "{b:?}");
+        assert_eq!(b[0], (0, 0, 2));
+        assert_eq!(b[1], (3, 3, 1));
+        let (low, high, n) = b[2];
+        assert!(low <= 1_000 && high == 1_001 && n == 2, "{b:?}");
+        assert_eq!(b.iter().map(|x| x.2).sum::<u64>(), 5);
     }
 
     #[test]

@@ -1,24 +1,30 @@
 //! The scenario: connections with idle timeouts, requests with request timeouts, producer
 //! threads that pace activity over them, and the tallies every thread writes.
 //!
+//! The scenario is generic over [`SimTimer`]: shardwheel and every peer of `--compare` run
+//! this same code, with the same tasks, rates and random choices.
+//!
 //! Threads and what they write:
 //! - each producer owns a slice of the connections, arms their idle timeouts, then drives
 //!   activity over them at its share of the rate; it counts in plain locals and publishes
 //!   them into its own cache-line-sized [`ProducerTally`] once per batch;
-//! - the shard threads run the tasks, which record lateness and count firings in
+//! - the timer's threads run the tasks, which record lateness and count firings in
 //!   [`FiredTally`] and the histograms;
 //! - every task carries a [`TaskGuard`] whose `Drop` counts the task's drop, on whichever
-//!   thread drops it (the producer on a winning cancel, the shard after running it, the
-//!   main thread for the tasks `stop()` hands back);
-//! - the main thread prints progress, stops the producers and the service, and reads it all.
+//!   thread drops it (the producer on a winning cancel, the timer thread after running it,
+//!   the main thread for the tasks `stop()` hands back or the handles still hold);
+//! - the main thread shows progress, stops the producers and the timer, and reads it all.
 
-use crate::args::Config;
+use crate::args::{Config, group};
 use crate::histogram::{Histogram, Snapshot};
+use crate::measure::{self, Usage};
+use crate::progress::Progress;
 use crate::report;
-use shardwheel::{BuildError, Stats, Timeout, TimerService};
+use crate::timer::SimTimer;
+use shardwheel::Stats;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -51,9 +57,11 @@ pub struct Counts {
     pub cancels_failed: u64,
     /// Requests that never get a response (their handles are dropped, so they fire).
     pub lost: u64,
-    /// `schedule_on` calls that returned an error (the task came back and was dropped).
-    pub schedule_failed: u64,
-    /// Tasks built (idle, request); each carries a drop guard.
+    /// Arms the timer refused (the task was dropped): idle ones at setup, request ones.
+    pub idle_failed: u64,
+    pub request_failed: u64,
+    /// Tasks built (idle, request); each carries a drop guard. Beyond one per idle arm,
+    /// idle tasks are built for timers that reset by arming again.
     pub created_idle: u64,
     pub created_request: u64,
     /// Connections chosen to go quiet.
@@ -70,7 +78,8 @@ impl Counts {
         self.cancels_ok += o.cancels_ok;
         self.cancels_failed += o.cancels_failed;
         self.lost += o.lost;
-        self.schedule_failed += o.schedule_failed;
+        self.idle_failed += o.idle_failed;
+        self.request_failed += o.request_failed;
         self.created_idle += o.created_idle;
         self.created_request += o.created_request;
         self.quiet += o.quiet;
@@ -78,6 +87,17 @@ impl Counts {
 
     pub fn scheduled(&self) -> u64 {
         self.idle_armed + self.request_armed
+    }
+
+    /// Arms the timer refused.
+    pub fn schedule_failed(&self) -> u64 {
+        self.idle_failed + self.request_failed
+    }
+
+    /// Idle tasks built for resets that arm again (each either replaced a pending idle
+    /// timeout, whose task was dropped, or was dropped unused when the reset lost).
+    pub fn reset_tasks(&self) -> u64 {
+        self.created_idle - self.idle_armed - self.idle_failed
     }
 }
 
@@ -88,9 +108,12 @@ impl Counts {
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct ProducerTally {
-    published: [AtomicU64; 12],
+    published: [AtomicU64; 13],
     dropped_idle: AtomicU64,
     dropped_request: AtomicU64,
+    /// Of those, the tasks dropped without having run (cancelled, or unfired at the end).
+    unrun_idle: AtomicU64,
+    unrun_request: AtomicU64,
 }
 
 impl ProducerTally {
@@ -104,7 +127,8 @@ impl ProducerTally {
             c.cancels_ok,
             c.cancels_failed,
             c.lost,
-            c.schedule_failed,
+            c.idle_failed,
+            c.request_failed,
             c.created_idle,
             c.created_request,
             c.quiet,
@@ -126,10 +150,11 @@ impl ProducerTally {
             cancels_ok: v[5],
             cancels_failed: v[6],
             lost: v[7],
-            schedule_failed: v[8],
-            created_idle: v[9],
-            created_request: v[10],
-            quiet: v[11],
+            idle_failed: v[8],
+            request_failed: v[9],
+            created_idle: v[10],
+            created_request: v[11],
+            quiet: v[12],
         }
     }
 }
@@ -141,7 +166,7 @@ pub struct Drops {
     pub request: u64,
 }
 
-/// What the tasks saw when they ran. Written by the shard threads.
+/// What the tasks saw when they ran. Written by the timer's threads.
 #[derive(Debug, Default)]
 pub struct FiredTally {
     pub idle: AtomicU64,
@@ -188,11 +213,18 @@ impl Shared {
         d
     }
 
+    /// Tasks dropped without having run.
+    fn unrun(&self) -> Drops {
+        let mut d = Drops::default();
+        for p in self.producers.iter() {
+            d.idle += p.unrun_idle.load(Ordering::Relaxed);
+            d.request += p.unrun_request.load(Ordering::Relaxed);
+        }
+        d
+    }
+
     fn expired(&self) -> (u64, u64) {
-        (
-            self.fired.idle.load(Ordering::Relaxed),
-            self.fired.request.load(Ordering::Relaxed),
-        )
+        (self.fired.idle.load(Ordering::Relaxed), self.fired.request.load(Ordering::Relaxed))
     }
 
     /// Nanoseconds from the time origin to `at`.
@@ -202,7 +234,7 @@ impl Shared {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
     Idle,
     Request,
 }
@@ -214,12 +246,14 @@ struct TaskGuard {
     shared: &'static Shared,
     producer: u32,
     kind: Kind,
+    /// Set when the task runs, just before the guard drops.
+    ran: bool,
 }
 
 impl TaskGuard {
     /// The task runs: measure how late it is against `deadline_ns` (ns since the time
     /// origin), then drop the guard.
-    fn fire(self, deadline_ns: u64) {
+    fn fire(mut self, deadline_ns: u64) {
         let now = self.shared.nanos(Instant::now());
         let (counter, histogram) = match self.kind {
             Kind::Idle => (&self.shared.fired.idle, &self.shared.idle_lateness),
@@ -228,15 +262,47 @@ impl TaskGuard {
         counter.fetch_add(1, Ordering::Relaxed);
         if now < deadline_ns {
             self.shared.fired.early.fetch_add(1, Ordering::Relaxed);
-            self.shared
-                .fired
-                .worst_early_ns
-                .fetch_max(deadline_ns - now, Ordering::Relaxed);
+            self.shared.fired.worst_early_ns.fetch_max(deadline_ns - now, Ordering::Relaxed);
         } else {
             let late_us = (now - deadline_ns) / 1_000;
             histogram.record(late_us);
             self.shared.fired.interval_max_us.fetch_max(late_us, Ordering::Relaxed);
         }
+        self.ran = true;
+    }
+}
+
+/// What every timer runs when a timeout fires: records the lateness and the firing, counts
+/// its own drop. 32 bytes, the size of the closures a server would arm.
+#[derive(Debug)]
+pub struct Task {
+    guard: TaskGuard,
+    what: What,
+}
+
+#[derive(Debug)]
+enum What {
+    /// A connection's idle timeout: its current requested deadline is in the table, since
+    /// resets move it.
+    Idle { table: Arc<DeadlineTable>, at: u32 },
+    /// A request timeout: its deadline never moves.
+    Request { deadline_ns: u64 },
+}
+
+impl Task {
+    /// The timeout fired: measure its lateness against its requested deadline, count it,
+    /// drop the task.
+    pub fn run(self) {
+        let deadline = match &self.what {
+            What::Idle { table, at } => table.deadline_ns[*at as usize].load(Ordering::Relaxed),
+            What::Request { deadline_ns } => *deadline_ns,
+        };
+        self.guard.fire(deadline);
+    }
+
+    /// Idle or request.
+    pub fn kind(&self) -> Kind {
+        self.guard.kind
     }
 }
 
@@ -247,28 +313,29 @@ impl Drop for TaskGuard {
             Kind::Idle => tally.dropped_idle.fetch_add(1, Ordering::Relaxed),
             Kind::Request => tally.dropped_request.fetch_add(1, Ordering::Relaxed),
         };
+        if !self.ran {
+            match self.kind {
+                Kind::Idle => tally.unrun_idle.fetch_add(1, Ordering::Relaxed),
+                Kind::Request => tally.unrun_request.fetch_add(1, Ordering::Relaxed),
+            };
+        }
     }
 }
 
 // ─── Connections ────────────────────────────────────────────────────────────────────────
 
-/// One connection: 32 bytes.
-#[derive(Debug, Default)]
-struct Conn {
-    /// The idle timeout's handle, set once when it is armed.
-    idle: OnceLock<Timeout>,
-    /// The idle timeout's current requested deadline, in ns since the time origin, which
-    /// the idle task measures its lateness against. See `Producer::activity` for why a
-    /// stale read can only overstate lateness.
-    deadline_ns: AtomicU64,
+/// The requested deadlines of a producer's connections' idle timeouts, in ns since the time
+/// origin, shared with their idle tasks (one `Arc` per producer, so the reference count is
+/// only bumped by that producer and by the tasks that end). See `Producer::activity` for
+/// why a stale read can only overstate lateness.
+#[derive(Debug)]
+pub struct DeadlineTable {
+    deadline_ns: Box<[AtomicU64]>,
 }
 
-/// A producer's connections, shared with their idle tasks (one `Arc` per producer, so the
-/// reference count is only bumped by that producer and by the tasks that end).
-#[derive(Debug)]
-struct ConnTable {
-    conns: Box<[Conn]>,
-}
+/// The simulator's own bytes per connection, whatever the timer: the requested deadline
+/// (8 B) and the time it goes quiet (4 B). The handle is counted as the timer's.
+pub const SIM_BYTES_PER_CONNECTION: u64 = 12;
 
 /// SplitMix64: small, fast, and good enough to pick which connections go quiet.
 #[derive(Debug)]
@@ -311,49 +378,87 @@ const CLOSED: u32 = 0;
 /// Phases the main thread and the producers step through together.
 #[derive(Debug)]
 struct Phase {
-    /// Every producer has armed its idle timeouts (and the main thread has measured memory).
-    armed: Barrier,
-    /// Start of the steady state, set by the main thread before it passes `go`.
+    /// Start of the steady state: set by the main thread once every producer has armed its
+    /// idle timeouts and the memory is measured; the producers wait for it.
     steady_start: OnceLock<Instant>,
-    go: Barrier,
+    /// Set when activity must stop (the end of the steady state, or the main thread giving up).
     stop: AtomicBool,
 }
 
-struct Producer {
+impl Phase {
+    /// Waits for the steady state to start; `None` if told to stop first.
+    fn wait_for_start(&self) -> Option<Instant> {
+        loop {
+            if let Some(&start) = self.steady_start.get() {
+                return Some(start);
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+/// Sets the stop flag when dropped: if the main thread unwinds out of the run, the producers
+/// and the baseline thread still finish, so that the scope can join them.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One producer thread's connections and requests. Returned to the main thread at the end,
+/// so that its handles live until the timer has stopped.
+struct Producer<T: SimTimer> {
     index: usize,
     shared: &'static Shared,
-    service: TimerService,
-    table: Arc<ConnTable>,
-    /// Shards this producer's connections are spread over (connection j: `shards[j % len]`).
-    shards: Vec<usize>,
+    /// The idle timeouts' handles, by connection; `None` where the timer refused to arm.
+    idle: Vec<Option<T::Handle>>,
+    table: Arc<DeadlineTable>,
+    /// Lanes (shards) this producer's connections are spread over (connection j:
+    /// `lanes[j % len]`).
+    lanes: Vec<usize>,
     /// When each connection goes quiet, in ms since the steady state began.
     quiet_at_ms: Vec<u32>,
     cursor: usize,
     /// Requests waiting for their response, oldest first.
-    in_flight: VecDeque<Timeout>,
+    in_flight: VecDeque<T::Handle>,
     ring: usize,
     rng: Rng,
     config: Config,
     counts: Counts,
 }
 
-/// The shards producer `p` of `producers` schedules on: its own when there are as many
-/// shards as producers (an event loop with a home shard), spread so every shard serves
-/// some producer when the counts differ.
-fn shards_of(p: usize, producers: usize, shards: usize) -> Vec<usize> {
-    if shards >= producers {
-        (p..shards).step_by(producers).collect()
-    } else {
-        vec![p % shards]
-    }
+/// The lanes producer `p` of `producers` arms on: its own when there are as many lanes as
+/// producers (an event loop with a home shard), spread so every lane serves some producer
+/// when the counts differ.
+fn lanes_of(p: usize, producers: usize, lanes: usize) -> Vec<usize> {
+    if lanes >= producers { (p..lanes).step_by(producers).collect() } else { vec![p % lanes] }
 }
 
-impl Producer {
-    fn new(index: usize, shared: &'static Shared, service: TimerService, config: &Config) -> Producer {
+/// Builds a task and counts it (`counts` and `shared` are split from the producer's other
+/// fields so that a reset can build one while the producer holds the handle).
+fn new_task(shared: &'static Shared, producer: usize, counts: &mut Counts, what: What) -> Task {
+    let kind = match what {
+        What::Idle { .. } => {
+            counts.created_idle += 1;
+            Kind::Idle
+        }
+        What::Request { .. } => {
+            counts.created_request += 1;
+            Kind::Request
+        }
+    };
+    Task { guard: TaskGuard { shared, producer: producer as u32, kind, ran: false }, what }
+}
+
+impl<T: SimTimer> Producer<T> {
+    fn new(index: usize, shared: &'static Shared, timer: &T, config: &Config) -> Producer<T> {
         let n = config.connections_of(index);
-        let table = Arc::new(ConnTable {
-            conns: (0..n).map(|_| Conn::default()).collect(),
-        });
+        let table = Arc::new(DeadlineTable { deadline_ns: (0..n).map(|_| AtomicU64::new(0)).collect() });
         let mut rng = Rng::new(config.seed, index as u64);
         // Quiet connections go quiet at a uniformly random time early enough that their idle
         // timeout fires within the run (or at once, if the run is too short for that).
@@ -378,19 +483,16 @@ impl Producer {
         Producer {
             index,
             shared,
-            shards: shards_of(index, config.producers, service.shard_count()),
-            service,
+            idle: Vec::with_capacity(n),
             table,
+            lanes: lanes_of(index, config.producers, timer.lanes()),
             quiet_at_ms,
             cursor: 0,
             in_flight: VecDeque::with_capacity(config.in_flight),
             ring: config.in_flight,
             rng,
             config: config.clone(),
-            counts: Counts {
-                quiet,
-                ..Counts::default()
-            },
+            counts: Counts { quiet, ..Counts::default() },
         }
     }
 
@@ -398,47 +500,30 @@ impl Producer {
         &self.shared.producers[self.index]
     }
 
-    fn guard(&mut self, kind: Kind) -> TaskGuard {
-        match kind {
-            Kind::Idle => self.counts.created_idle += 1,
-            Kind::Request => self.counts.created_request += 1,
-        }
-        TaskGuard {
-            shared: self.shared,
-            producer: self.index as u32,
-            kind,
-        }
+    fn task(&mut self, what: What) -> Task {
+        new_task(self.shared, self.index, &mut self.counts, what)
     }
 
     /// Arms the idle timeout of every connection of this producer.
-    fn arm_idle(&mut self) {
+    fn arm_idle(&mut self, timer: &T) {
         let idle = self.config.idle_timeout;
         let idle_ns = idle.as_nanos() as u64;
-        for j in 0..self.table.conns.len() {
-            // The requested deadline is taken from an instant *before* the schedule call,
-            // so it is never later than the one the service computes: lateness measured
-            // against it can only be overstated, never turn into a false "early".
+        for j in 0..self.table.deadline_ns.len() {
+            // The requested deadline is taken from an instant *before* the arm call, so it is
+            // never later than the one the timer computes: lateness measured against it can
+            // only be overstated, never turn into a false "early".
             let deadline = self.shared.nanos(Instant::now()) + idle_ns;
-            self.table.conns[j].deadline_ns.store(deadline, Ordering::Relaxed);
-            let guard = self.guard(Kind::Idle);
-            let table = self.table.clone();
-            let at = j as u32;
-            let task = move || {
-                let deadline = table.conns[at as usize].deadline_ns.load(Ordering::Relaxed);
-                guard.fire(deadline);
-            };
-            let shard = self.shards[j % self.shards.len()];
-            match self.service.schedule_on(shard, idle, task) {
-                Ok(timeout) => {
-                    self.counts.idle_armed += 1;
-                    // A fresh OnceLock: the set cannot fail.
-                    let _ = self.table.conns[j].idle.set(timeout);
-                }
-                Err(_task_back) => {
-                    self.counts.schedule_failed += 1;
-                    self.quiet_at_ms[j] = CLOSED;
-                }
+            self.table.deadline_ns[j].store(deadline, Ordering::Relaxed);
+            let task = self.task(What::Idle { table: self.table.clone(), at: j as u32 });
+            let lane = self.lanes[j % self.lanes.len()];
+            let handle = timer.arm(lane, idle, task);
+            if handle.is_some() {
+                self.counts.idle_armed += 1;
+            } else {
+                self.counts.idle_failed += 1;
+                self.quiet_at_ms[j] = CLOSED;
             }
+            self.idle.push(handle);
             if j % 65_536 == 0 {
                 self.tally().publish(&self.counts);
             }
@@ -462,25 +547,24 @@ impl Producer {
     /// One activity event: push out a connection's idle timeout, send a request (arm its
     /// timeout), and let the oldest in-flight request's response arrive (cancel it).
     /// Returns false if no connection is active any more.
-    fn activity(&mut self, steady_start: Instant) -> bool {
+    fn activity(&mut self, timer: &T, steady_start: Instant) -> bool {
         let now = Instant::now();
-        let now_ms = now
-            .saturating_duration_since(steady_start)
-            .as_millis()
-            .min(u128::from(u32::MAX)) as u32;
+        let now_ms = now.saturating_duration_since(steady_start).as_millis().min(u128::from(u32::MAX)) as u32;
         let Some(j) = self.next_active(now_ms) else {
             return false;
         };
         self.counts.events += 1;
         let now_ns = self.shared.nanos(now);
-        let conn = &self.table.conns[j];
-        let Some(idle) = conn.idle.get() else {
+        let Some(idle) = self.idle[j].as_mut() else {
             self.quiet_at_ms[j] = CLOSED;
             return true;
         };
-        if idle.reset(self.config.idle_timeout) {
+        // A timer that resets by arming again gets a fresh idle task.
+        let (shared, index, counts, table) = (self.shared, self.index, &mut self.counts, &self.table);
+        let fresh = || new_task(shared, index, counts, What::Idle { table: table.clone(), at: j as u32 });
+        if timer.reset(idle, self.config.idle_timeout, fresh) {
             // Publish the new requested deadline for the idle task. `now` was read before
-            // `reset`, so this is never later than the deadline the service now holds.
+            // `reset`, so this is never later than the deadline the timer now holds.
             //
             // Why a stale read in the task is harmless: the value is stored only *after* the
             // reset succeeded, so when the timeout fires the task may still read an older
@@ -489,8 +573,7 @@ impl Producer {
             // earlier one: it can only make the lateness look larger, never make a firing
             // look early. Relaxed suffices for the same reason: any value the task can read
             // is at most the deadline the timeout actually fired for.
-            conn.deadline_ns
-                .store(now_ns + self.config.idle_timeout.as_nanos() as u64, Ordering::Relaxed);
+            self.table.deadline_ns[j].store(now_ns + self.config.idle_timeout.as_nanos() as u64, Ordering::Relaxed);
             self.counts.resets_ok += 1;
         } else {
             // The idle timeout fired although the connection was active: a real server has
@@ -501,21 +584,20 @@ impl Producer {
         }
 
         // The request: its deadline is captured in the task.
-        let deadline = now_ns + self.config.request_timeout.as_nanos() as u64;
-        let guard = self.guard(Kind::Request);
-        let task = move || guard.fire(deadline);
-        let shard = self.shards[j % self.shards.len()];
-        match self.service.schedule_on(shard, self.config.request_timeout, task) {
-            Ok(timeout) => {
+        let task = self.task(What::Request { deadline_ns: now_ns + self.config.request_timeout.as_nanos() as u64 });
+        let lane = self.lanes[j % self.lanes.len()];
+        match timer.arm(lane, self.config.request_timeout, task) {
+            Some(timeout) => {
                 self.counts.request_armed += 1;
                 if self.rng.chance(self.config.lost_fraction) {
-                    // No response will ever come: drop the handle (that does not cancel).
+                    // No response will ever come: give up the handle (that does not cancel).
                     self.counts.lost += 1;
+                    timer.detach(timeout);
                 } else {
                     if self.in_flight.len() == self.ring
                         && let Some(oldest) = self.in_flight.pop_front()
                     {
-                        if oldest.cancel() {
+                        if timer.cancel(oldest) {
                             self.counts.cancels_ok += 1;
                         } else {
                             self.counts.cancels_failed += 1;
@@ -524,7 +606,7 @@ impl Producer {
                     self.in_flight.push_back(timeout);
                 }
             }
-            Err(_task_back) => self.counts.schedule_failed += 1,
+            None => self.counts.request_failed += 1,
         }
         true
     }
@@ -532,8 +614,8 @@ impl Producer {
     /// Paces activity at this producer's share of the rate until told to stop: sleeps
     /// between batches of `BATCH` worth of events, and catches up (in bursts of at most
     /// `MAX_BURST`) when it fell behind.
-    fn steady(&mut self, phase: &Phase) {
-        let start = *phase.steady_start.get().expect("set before the go barrier");
+    fn steady(&mut self, timer: &T, phase: &Phase) {
+        let start = *phase.steady_start.get().expect("set before the producers start");
         let rate = self.config.rate_per_producer();
         let batch = ((rate * BATCH.as_secs_f64()).ceil() as u64).max(1);
         let mut done: u64 = 0;
@@ -548,7 +630,7 @@ impl Producer {
             }
             let n = (due - done).min(MAX_BURST);
             for _ in 0..n {
-                if !self.activity(start) {
+                if !self.activity(timer, start) {
                     // Every connection went quiet or closed: nothing left to do.
                     self.tally().publish(&self.counts);
                     while !phase.stop.load(Ordering::Relaxed) {
@@ -566,15 +648,29 @@ impl Producer {
 
 // ─── The run ────────────────────────────────────────────────────────────────────────────
 
-/// Everything the report needs.
+/// Everything the report needs about one timer's run.
 #[derive(Debug)]
 pub struct Outcome {
-    pub shard_count: usize,
+    /// The timer's name and setup.
+    pub timer: &'static str,
+    pub describe: String,
+    /// Threads that fire timeouts.
+    pub lanes: usize,
     pub tick: Duration,
-    /// Time to arm every idle timeout (all producers in parallel).
+    /// Time to arm every idle timeout (all producers in parallel, unpaced).
     pub setup: Duration,
     pub rss_before: Option<u64>,
     pub rss_after: Option<u64>,
+    /// How long the timer took, after the last arm returned, to file every arm (see
+    /// `SimTimer::settle`); the memory is measured then.
+    pub settle: Duration,
+    /// Live heap bytes (counting allocator) before and after arming the idle timeouts.
+    pub heap_before: u64,
+    pub heap_after: u64,
+    /// Live heap bytes once activity stopped (the cancelled entries a timer keeps count).
+    pub heap_at_end: u64,
+    /// `size_of` the slot a producer keeps per connection for the idle timeout's handle.
+    pub handle_bytes: u64,
     /// The steady state's actual length.
     pub steady: Duration,
     pub counts: Counts,
@@ -586,20 +682,40 @@ pub struct Outcome {
     pub idle_lateness: Snapshot,
     pub request_lateness: Snapshot,
     pub sleep_lateness: Snapshot,
-    /// `pending()` once activity stopped.
-    pub pending_at_end: usize,
-    /// Returned by `stop()`, by kind (counted by the drops of their tasks).
+    /// `pending()` once activity stopped, if the timer can tell.
+    pub pending_at_end: Option<usize>,
+    /// Tasks dropped without having run from the stop on (by the timer while stopping, from
+    /// its list, or with the handles), by kind: the timeouts that ended unfired.
     pub unfired: Drops,
-    pub unfired_len: usize,
+    /// Unfired timeouts by the timer's own count: the length of `stop()`'s list, for timers
+    /// that hand them back.
+    pub unfired_listed: Option<u64>,
+    /// Tasks dropped without having run before the stop, by kind: cancelled requests, idle
+    /// tasks replaced by resets that arm again, and tasks of refused arms.
+    pub unrun_before_stop: Drops,
     pub stop_time: Duration,
     /// All task drops, once everything was dropped.
     pub drops: Drops,
-    pub stats: Stats,
+    /// The service's counters after stop (shardwheel only).
+    pub stats: Option<Stats>,
+    /// CPU time the process used from arming to the last drop.
+    pub cpu: Option<Usage>,
+    /// Wall time of the whole run (setup, steady state, stop).
     pub total: Duration,
 }
 
-/// Runs the scenario; progress goes to stderr.
-pub fn run(config: &Config, began: Instant) -> Result<Outcome, BuildError> {
+impl Outcome {
+    /// Idle and request lateness together.
+    pub fn all_lateness(&self) -> Snapshot {
+        self.idle_lateness.merged(&self.request_lateness)
+    }
+}
+
+/// Runs the scenario on `timer`; progress goes to `ui` (stderr).
+pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Outcome {
+    let began = Instant::now();
+    let name = timer.name();
+    let describe = timer.describe();
     let shared: &'static Shared = Box::leak(Box::new(Shared {
         start: Instant::now(),
         producers: (0..config.producers).map(|_| ProducerTally::default()).collect(),
@@ -608,116 +724,151 @@ pub fn run(config: &Config, began: Instant) -> Result<Outcome, BuildError> {
         request_lateness: Histogram::new(),
         sleep_lateness: Histogram::new(),
     }));
-    let service = TimerService::builder()
-        .shards(config.shards)
-        .tick(config.tick)
-        .pin_threads(config.pin_threads)
-        .thread_name("sim-timer")
-        .build()?;
-    let phase = Arc::new(Phase {
-        armed: Barrier::new(config.producers + 1),
-        steady_start: OnceLock::new(),
-        go: Barrier::new(config.producers + 1),
-        stop: AtomicBool::new(false),
-    });
+    let phase = Phase { steady_start: OnceLock::new(), stop: AtomicBool::new(false) };
+    let cpu_before = measure::cpu_time();
+    let rss_before = measure::rss_bytes();
+    let heap_before = measure::heap_live();
+    ui.line(&format!(
+        "arming {} idle timeouts on {} producer threads ({})…",
+        group(config.connections as u64),
+        config.producers,
+        describe
+    ));
 
-    let rss_before = report::rss_bytes();
-    eprintln!(
-        "arming {} idle timeouts on {} producer threads…",
-        crate::args::group(config.connections as u64),
-        config.producers
-    );
-    let arming = Instant::now();
-    let producers: Vec<_> = (0..config.producers)
-        .map(|p| {
-            let service = service.clone();
-            let phase = phase.clone();
-            let config = config.clone();
-            thread::Builder::new()
-                .name(format!("sim-producer-{p}"))
-                .spawn(move || {
-                    let mut producer = Producer::new(p, shared, service, &config);
-                    producer.arm_idle();
-                    phase.armed.wait();
-                    phase.go.wait();
-                    producer.steady(&phase);
-                    producer.counts
-                })
-                .expect("spawn a producer thread")
-        })
-        .collect();
-    phase.armed.wait();
-    let setup = arming.elapsed();
-    let rss_after = report::rss_bytes();
-    eprintln!(
-        "armed in {:.3} s; steady state for {:.1} s",
-        setup.as_secs_f64(),
-        config.duration.as_secs_f64()
-    );
+    let mut setup = Duration::ZERO;
+    let mut settle = Duration::ZERO;
+    let mut rss_after = None;
+    let mut heap_after = 0;
+    let mut steady = Duration::ZERO;
+    // The producers share the timer while they run; the handles they return do not borrow it.
+    let shared_timer: &T = timer;
+    let producers: Vec<Producer<T>> = thread::scope(|s| {
+        let timer = shared_timer;
+        let _stop_on_unwind = StopOnDrop(&phase.stop);
+        let (armed_tx, armed_rx) = mpsc::channel::<()>();
+        let arming = Instant::now();
+        ui.arming(config.connections as u64);
+        let phase = &phase;
+        let producers: Vec<_> = (0..config.producers)
+            .map(|p| {
+                let armed = armed_tx.clone();
+                thread::Builder::new()
+                    .name(format!("sim-producer-{p}"))
+                    .spawn_scoped(s, move || {
+                        timer.producer_context(|| {
+                            let mut producer = Producer::new(p, shared, timer, config);
+                            producer.arm_idle(timer);
+                            let _ = armed.send(());
+                            if phase.wait_for_start().is_some() {
+                                producer.steady(timer, phase);
+                            }
+                            producer
+                        })
+                    })
+                    .expect("spawn a producer thread")
+            })
+            .collect();
+        drop(armed_tx);
+        let mut armed = 0;
+        while armed < config.producers {
+            match armed_rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(()) => armed += 1,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                // Every sender is gone: a producer panicked (handled below).
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            let c = shared.counts();
+            ui.armed(c.idle_armed + c.idle_failed);
+        }
+        if armed < config.producers {
+            // A producer panicked: stop the others, and pass its panic on.
+            phase.stop.store(true, Ordering::Relaxed);
+            for h in producers {
+                if let Err(panic) = h.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            unreachable!("a producer stopped arming without panicking");
+        }
+        setup = arming.elapsed();
+        // Memory once the timer has filed every arm (some file them through a queue).
+        let settling = Instant::now();
+        timer.settle();
+        settle = settling.elapsed();
+        rss_after = measure::rss_bytes();
+        heap_after = measure::heap_live();
+        ui.finish();
+        ui.line(&format!(
+            "armed in {:.3} s; steady state for {:.1} s",
+            setup.as_secs_f64(),
+            config.duration.as_secs_f64()
+        ));
 
-    let steady_start = Instant::now();
-    phase.steady_start.set(steady_start).expect("set once");
-    phase.go.wait();
-    let baseline = {
-        let phase = phase.clone();
+        let steady_start = Instant::now();
+        phase.steady_start.set(steady_start).expect("set once");
         let tick = config.tick;
-        thread::Builder::new()
+        let baseline = thread::Builder::new()
             .name("sim-baseline".into())
-            .spawn(move || {
+            .spawn_scoped(s, move || {
                 while !phase.stop.load(Ordering::Relaxed) {
                     let slept = Instant::now();
                     thread::sleep(tick);
                     let over = slept.elapsed().saturating_sub(tick);
-                    shared
-                        .sleep_lateness
-                        .record_corrected(over.as_micros() as u64, tick.as_micros() as u64);
+                    shared.sleep_lateness.record_corrected(over.as_micros() as u64, tick.as_micros() as u64);
                 }
             })
-            .expect("spawn the baseline thread")
-    };
-    progress(config, shared, &service, steady_start);
-    phase.stop.store(true, Ordering::Relaxed);
-    baseline.join().expect("the baseline thread does not panic");
+            .expect("spawn the baseline thread");
+        progress(config, shared, timer, steady_start, ui);
+        phase.stop.store(true, Ordering::Relaxed);
+        baseline.join().expect("the baseline thread does not panic");
+        let producers =
+            producers.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect();
+        steady = steady_start.elapsed();
+        producers
+    });
     let mut counts = Counts::default();
-    for handle in producers {
-        match handle.join() {
-            Ok(c) => counts.add(&c),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+    for p in &producers {
+        counts.add(&p.counts);
     }
-    let steady = steady_start.elapsed();
 
-    // Activity has stopped: what is still pending?
-    let pending_at_end = service.pending();
-    eprintln!(
-        "activity stopped; {} timeouts pending; stopping the service…",
-        crate::args::group(pending_at_end as u64)
-    );
+    // Activity has stopped: what is still pending, and what does it hold?
+    let pending_at_end = timer.pending();
+    let heap_at_end = measure::heap_live();
+    ui.line(&format!(
+        "activity stopped; {} timeouts pending; stopping the timer…",
+        pending_at_end.map_or("?".to_owned(), |p| group(p as u64))
+    ));
+    // The producers are joined: every cancel and reset has returned, and every task it
+    // replaced is dropped. From here on, a task dropped without having run is one that never
+    // ended before the stop: whether the timer drops it while stopping, hands it back in its
+    // list, or a handle still holds it. Counting those by kind, up to the last drop, gives
+    // the unfired.
+    let before = shared.unrun();
     let stopping = Instant::now();
-    let unfired_list = service.stop().expect("stop() from the main thread");
+    let unfired_list = timer.stop();
     let stop_time = stopping.elapsed();
-    // The shard threads are joined: every task that ran or was cancelled has been dropped.
-    // What the unfired tasks' drops add now is exactly what stop() handed back, by kind.
-    let before = shared.drops();
-    let unfired_len = unfired_list.len();
-    for unfired in unfired_list {
-        drop(unfired.into_task());
-    }
-    let after = shared.drops();
-    let unfired = Drops {
-        idle: after.idle - before.idle,
-        request: after.request - before.request,
-    };
-    let stats = service.stats();
-    drop(service);
+    let unfired_listed = timer.hands_back_unfired().then_some(unfired_list.len() as u64);
+    drop(unfired_list);
+    drop(producers);
+    let after = shared.unrun();
+    let unfired = Drops { idle: after.idle - before.idle, request: after.request - before.request };
+    let stats = timer.stats();
+    let cpu = measure::cpu_since(cpu_before);
 
     let (fired_idle, fired_request) = shared.expired();
-    Ok(Outcome {
-        shard_count: config.shards,
+    Outcome {
+        timer: name,
+        describe,
+        lanes: timer.lanes(),
         tick: config.tick,
         setup,
+        settle,
         rss_before,
         rss_after,
+        heap_before,
+        heap_after,
+        heap_at_end,
+        handle_bytes: std::mem::size_of::<Option<T::Handle>>() as u64,
         steady,
         counts,
         fired_idle,
@@ -729,45 +880,54 @@ pub fn run(config: &Config, began: Instant) -> Result<Outcome, BuildError> {
         sleep_lateness: shared.sleep_lateness.snapshot(),
         pending_at_end,
         unfired,
-        unfired_len,
+        unfired_listed,
+        unrun_before_stop: before,
         stop_time,
         drops: shared.drops(),
         stats,
+        cpu,
         total: began.elapsed(),
-    })
+    }
 }
 
-/// One line per second to stderr until the steady state is over.
-fn progress(config: &Config, shared: &Shared, service: &TimerService, start: Instant) {
+/// Progress until the steady state is over: the bar moves ten times a second; the rates
+/// are taken once a second.
+fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Instant, ui: &mut Progress) {
+    ui.steady(config.duration);
     let end = start + config.duration;
     let mut prev = (start, shared.counts(), shared.expired());
     let mut second = 1u32;
     loop {
         let target = (start + Duration::from_secs(u64::from(second))).min(end);
-        thread::sleep(target.saturating_duration_since(Instant::now()));
+        loop {
+            let now = Instant::now();
+            if now >= target {
+                break;
+            }
+            thread::sleep((target - now).min(Duration::from_millis(100)));
+            ui.at(start.elapsed());
+        }
         let now = Instant::now();
         let counts = shared.counts();
         let expired = shared.expired();
         let secs = now.duration_since(prev.0).as_secs_f64().max(1e-9);
         let per_sec = |a: u64, b: u64| (a - b) as f64 / secs;
-        eprintln!(
-            "{}",
-            report::progress_line(
-                now.duration_since(start),
-                per_sec(counts.scheduled(), prev.1.scheduled()),
-                per_sec(counts.resets_ok, prev.1.resets_ok),
-                per_sec(counts.cancels_ok, prev.1.cancels_ok),
-                per_sec(expired.0 + expired.1, prev.2.0 + prev.2.1),
-                shared.fired.interval_max_us.swap(0, Ordering::Relaxed),
-                service.pending(),
-            )
-        );
+        ui.second(&report::Second {
+            elapsed: now.duration_since(start),
+            arms: per_sec(counts.scheduled(), prev.1.scheduled()),
+            resets: per_sec(counts.resets_ok, prev.1.resets_ok),
+            cancels: per_sec(counts.cancels_ok, prev.1.cancels_ok),
+            expiries: per_sec(expired.0 + expired.1, prev.2.0 + prev.2.1),
+            max_late_us: shared.fired.interval_max_us.swap(0, Ordering::Relaxed),
+            pending: timer.pending(),
+        });
         prev = (now, counts, expired);
         if target >= end {
             break;
         }
         second += 1;
     }
+    ui.finish();
 }
 
 #[cfg(test)]
@@ -775,12 +935,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shards_are_spread_over_producers() {
-        assert_eq!(shards_of(0, 2, 2), vec![0]);
-        assert_eq!(shards_of(1, 2, 2), vec![1]);
-        assert_eq!(shards_of(0, 2, 5), vec![0, 2, 4]);
-        assert_eq!(shards_of(1, 2, 5), vec![1, 3]);
-        assert_eq!(shards_of(3, 4, 2), vec![1]);
+    fn lanes_are_spread_over_producers() {
+        assert_eq!(lanes_of(0, 2, 2), vec![0]);
+        assert_eq!(lanes_of(1, 2, 2), vec![1]);
+        assert_eq!(lanes_of(0, 2, 5), vec![0, 2, 4]);
+        assert_eq!(lanes_of(1, 2, 5), vec![1, 3]);
+        assert_eq!(lanes_of(3, 4, 2), vec![1]);
+        assert_eq!(lanes_of(1, 2, 1), vec![0]);
     }
 
     #[test]
@@ -794,7 +955,7 @@ mod tests {
     }
 
     #[test]
-    fn conn_is_small() {
-        assert_eq!(std::mem::size_of::<Conn>(), 32);
+    fn task_is_small() {
+        assert_eq!(std::mem::size_of::<Task>(), 32);
     }
 }

@@ -1,0 +1,182 @@
+//! Arm a 30 s timeout and cancel it at once: the per-request timeout of a server, where
+//! almost every timeout is cancelled. From 1 and 2 producer threads, with 0, 10 k and 1 M
+//! timeouts already pending (due between 60 s and 660 s, spread evenly, so none fires
+//! during the run). One iteration = one arm + cancel pair per producer; throughput is
+//! pairs/s over all producers. Every row gets a fresh peer, so no row inherits another's
+//! leftovers (the heap's dead entries, say). `DelayQueue` is single-threaded: 1 producer.
+//!
+//! `cargo bench --bench arm_cancel` prints a ratio table at the end.
+//!
+//! Profiling mode, without criterion (for `perf` and `valgrind --tool=callgrind`):
+//! `arm_cancel --pairs PEER PENDING PRODUCERS N` pre-arms `PENDING`, runs `N` pairs on each
+//! of `PRODUCERS` threads, prints the time, and exits. Running it for two values of `N`
+//! and subtracting gives the cost of the pairs alone (instructions, with callgrind).
+
+#[path = "baselines/mod.rs"]
+mod baselines;
+
+use baselines::delay_queue::DelayQueuePeer;
+use baselines::heap::HeapPeer;
+use baselines::netty::NettyPeer;
+use baselines::report::{self, OtherLoad, Row};
+use baselines::shardwheel::ShardwheelPeer;
+use baselines::tokio_timers::TokioSleepPeer;
+use baselines::{Peer, count_label, prearm, run_threads};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const PENDING: [usize; 3] = [0, 10_000, 1_000_000];
+const PRODUCERS: [usize; 2] = [1, 2];
+const DELAY: Duration = Duration::from_secs(30);
+const PEERS: [&str; 5] = ["shardwheel", "tokio", "DelayQueue", "Mutex<BinaryHeap>", "netty-wheel"];
+
+/// `iters` arm + cancel pairs, each with a closure capturing a `u64`.
+fn pairs<P: Peer>(peer: &P, iters: u64) {
+    let mut lost = 0u64;
+    for i in 0..iters {
+        let handle = peer.arm(DELAY, move || {
+            black_box(i);
+        });
+        lost += u64::from(!peer.cancel(black_box(handle)));
+    }
+    assert_eq!(lost, 0, "{}: a cancel of a pending 30 s timeout lost", peer.name());
+}
+
+fn group_name(pending: usize) -> String {
+    format!("arm_cancel_pending_{}", count_label(pending))
+}
+
+/// A row on `producers` fresh threads.
+fn threaded<P: Peer + Sync>(g: &mut BenchmarkGroup<'_, WallTime>, new: impl Fn() -> P, pending: usize) {
+    for producers in PRODUCERS {
+        let peer = new();
+        if !report::wanted(&format!("{}/{}/{producers}p", group_name(pending), peer.name())) {
+            continue;
+        }
+        let handles = prearm(&peer, pending);
+        g.throughput(Throughput::Elements(producers as u64));
+        let (mut ran, load) = (false, OtherLoad::start());
+        g.bench_function(BenchmarkId::new(peer.name(), format!("{producers}p")), |b| {
+            ran = true;
+            b.iter_custom(|iters| run_threads(&peer, producers, |peer, _| pairs(peer, iters)))
+        });
+        if ran {
+            let load = load.cores();
+            report::note_load(&group_name(pending), peer.name(), &format!("{producers}p"), load);
+            eprintln!(
+                "  [{} {producers}p, {pending} pending] {}; other processes: {load:.2} cores",
+                peer.name(),
+                peer.diagnostics(),
+            );
+        }
+        drop(handles);
+    }
+}
+
+/// A single-producer row on this thread (a peer that is not `Sync`).
+fn local<P: Peer>(g: &mut BenchmarkGroup<'_, WallTime>, peer: P, pending: usize) {
+    if !report::wanted(&format!("{}/{}/1p", group_name(pending), peer.name())) {
+        return;
+    }
+    let handles = prearm(&peer, pending);
+    g.throughput(Throughput::Elements(1));
+    let (mut ran, load) = (false, OtherLoad::start());
+    g.bench_function(BenchmarkId::new(peer.name(), "1p"), |b| {
+        ran = true;
+        b.iter_custom(|iters| {
+            peer.enter(|| {
+                let t = Instant::now();
+                pairs(&peer, iters);
+                t.elapsed()
+            })
+        })
+    });
+    if ran {
+        let load = load.cores();
+        report::note_load(&group_name(pending), peer.name(), "1p", load);
+        eprintln!("  [{} 1p, {pending} pending] {}; other processes: {load:.2} cores", peer.name(), peer.diagnostics(),);
+    }
+    drop(handles);
+}
+
+fn arm_cancel(c: &mut Criterion) {
+    for pending in PENDING {
+        let mut g = c.benchmark_group(group_name(pending));
+        g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2));
+        threaded(&mut g, || ShardwheelPeer::new(2), pending);
+        threaded(&mut g, TokioSleepPeer::new, pending);
+        local(&mut g, DelayQueuePeer::new(), pending);
+        threaded(&mut g, HeapPeer::new, pending);
+        threaded(&mut g, NettyPeer::new, pending);
+        g.finish();
+    }
+}
+
+fn profile_threaded<P: Peer + Sync>(peer: P, pending: usize, producers: usize, n: u64) {
+    let handles = prearm(&peer, pending);
+    let t = run_threads(&peer, producers, |peer, _| pairs(peer, n));
+    let total = n * producers as u64;
+    println!(
+        "{}: {total} pairs in {t:.2?} ({:.1} ns/pair, {}pairs/s)",
+        peer.name(),
+        t.as_nanos() as f64 / total as f64,
+        report::si(total as f64 / t.as_secs_f64())
+    );
+    eprintln!("  {}", peer.diagnostics());
+    drop(handles);
+}
+
+/// `--pairs PEER PENDING PRODUCERS N`.
+fn profile(args: &[String]) {
+    let [name, pending, producers, n] = args else {
+        panic!("usage: arm_cancel --pairs PEER PENDING PRODUCERS N");
+    };
+    let pending: usize = pending.parse().expect("PENDING: a number");
+    let producers: usize = producers.parse().expect("PRODUCERS: a number");
+    let n: u64 = n.parse().expect("N: a number");
+    match name.as_str() {
+        "shardwheel" => profile_threaded(ShardwheelPeer::new(2), pending, producers, n),
+        "tokio" => profile_threaded(TokioSleepPeer::new(), pending, producers, n),
+        "Mutex<BinaryHeap>" | "heap" => profile_threaded(HeapPeer::new(), pending, producers, n),
+        "netty-wheel" | "netty" => profile_threaded(NettyPeer::new(), pending, producers, n),
+        "DelayQueue" => {
+            assert_eq!(producers, 1, "DelayQueue is single-threaded");
+            let peer = DelayQueuePeer::new();
+            let handles = prearm(&peer, pending);
+            let t = peer.enter(|| {
+                let t = Instant::now();
+                pairs(&peer, n);
+                t.elapsed()
+            });
+            println!("DelayQueue: {n} pairs in {t:.2?} ({:.1} ns/pair)", t.as_nanos() as f64 / n as f64);
+            drop(handles);
+        }
+        other => panic!("no peer named {other:?}"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--pairs") {
+        return profile(&args[at + 1..]);
+    }
+    report::mark_start();
+    baselines::self_check_all();
+    let mut c = Criterion::default().configure_from_args();
+    arm_cancel(&mut c);
+    c.final_summary();
+    let rows: Vec<Row> = PENDING
+        .iter()
+        .flat_map(|&pending| {
+            PRODUCERS.map(|producers| Row {
+                label: format!("{} pending, {producers}p", count_label(pending)),
+                group: group_name(pending),
+                parameter: format!("{producers}p"),
+                ops_per_iter: producers as f64,
+            })
+        })
+        .collect();
+    report::print_table("arm + cancel (30 s timeout), pairs/s; ×N = shardwheel ÷ peer", "", &rows, &PEERS);
+}

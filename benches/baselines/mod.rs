@@ -1,0 +1,203 @@
+//! The peers every benchmark runs the same workload on, behind one small trait.
+//!
+//! - [`shardwheel`]: this crate's `TimerService` and `Timeout`.
+//! - [`tokio_timers`]: tokio's timer driver, used as a user thread would use it (a boxed
+//!   `Sleep` polled once so it registers, dropped to cancel), and tokio tasks that sleep.
+//! - [`delay_queue`]: `tokio_util::time::DelayQueue`, single-threaded (one producer only).
+//! - [`heap`]: a `Mutex<BinaryHeap>` and one worker, cancelling as `ScheduledThreadPoolExecutor`
+//!   does by default (a flag; the entry stays in the heap until its time).
+//! - [`netty`]: a Netty `HashedWheelTimer` architecture (one global wheel with rounds, one
+//!   ticking worker, MPSC queues for arms and cancels).
+//!
+//! Every bench binary includes this module with `#[path = "baselines/mod.rs"] mod baselines;`
+//! and calls [`self_check_all`] first: a short functional check of every peer (fires, never
+//! early, cancel wins and the task never runs, reset moves the deadline), so a broken peer
+//! cannot produce a flattering ratio. There is no `#[cfg(test)]` here: benches are not tests.
+//!
+//! Calling convention: every call on a peer happens inside [`Peer::enter`] on that thread
+//! (tokio's peers need their runtime entered there).
+#![allow(dead_code)]
+
+pub mod delay_queue;
+pub mod heap;
+pub mod netty;
+pub mod report;
+pub mod shardwheel;
+pub mod tokio_timers;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The small boxed closure peers without a generic task type store.
+pub type Task = Box<dyn FnOnce() + Send + 'static>;
+
+/// One timer implementation, driven the same way by every benchmark.
+pub trait Peer {
+    /// What `arm` returns and `cancel` / `reset` take.
+    type Handle: Send + 'static;
+
+    /// The row label.
+    fn name(&self) -> &'static str;
+
+    /// Runs `f` on this thread with whatever context the peer needs (tokio: its runtime
+    /// entered). Producers wrap their whole loop in it, so it costs nothing per operation.
+    fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    /// Arms a timeout that runs `task` after `delay`. The closure is boxed once, by the peer.
+    fn arm<F: FnOnce() + Send + 'static>(&self, delay: Duration, task: F) -> Self::Handle;
+
+    /// Arms a timeout that runs `task` at `deadline`.
+    fn arm_at<F: FnOnce() + Send + 'static>(&self, deadline: Instant, task: F) -> Self::Handle;
+
+    /// Arms one of the timeouts that are already pending when a measurement starts
+    /// (`i`: its index). Default: `arm`. Shardwheel spreads them over its shards.
+    fn prearm<F: FnOnce() + Send + 'static>(&self, _i: usize, delay: Duration, task: F) -> Self::Handle {
+        self.arm(delay, task)
+    }
+
+    /// Cancels; `true` iff it was pending and now will never run.
+    fn cancel(&self, handle: Self::Handle) -> bool;
+
+    /// Moves a pending timeout's deadline to `delay` from now. Peers with a reset of their
+    /// own use it and drop `fresh` (a closure that was never boxed: free); peers without one
+    /// cancel and re-arm with `fresh`, as their users do.
+    fn reset<F: FnOnce() + Send + 'static>(&self, handle: &mut Self::Handle, delay: Duration, fresh: F) -> bool;
+
+    /// How `reset` works, for the tables.
+    fn reset_kind(&self) -> &'static str;
+
+    /// Waits until work the producers handed over (mailboxes, queues, first polls) has been
+    /// taken in by the peer's own threads, so that what is measured next starts from a
+    /// settled state.
+    fn settle(&self) {}
+
+    /// Something worth printing after a measurement (wake-ups, queue lengths), if any.
+    fn diagnostics(&self) -> String {
+        String::new()
+    }
+
+    /// Checks the peer works. Default: a timeout fires (not early), a cancelled one never
+    /// runs, a reset later moves it. Peers whose tasks do not run by themselves override it.
+    fn self_check(&self)
+    where
+        Self: Sized,
+    {
+        generic_check(self);
+    }
+}
+
+/// The functional check every closure-running peer passes before it is measured.
+pub fn generic_check<P: Peer>(peer: &P) {
+    let name = peer.name();
+    peer.enter(|| {
+        // It fires, and never before its deadline.
+        let (tx, rx) = mpsc::channel();
+        let armed = Instant::now();
+        let _h = peer.arm(Duration::from_millis(5), move || tx.send(Instant::now()).unwrap());
+        let fired = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{name}: a 5 ms timeout did not fire within 10 s"));
+        assert!(
+            fired >= armed + Duration::from_millis(5),
+            "{name}: fired early ({:?} after arming a 5 ms timeout)",
+            fired - armed
+        );
+
+        // A cancel that wins means the task never runs.
+        let (tx, rx) = mpsc::channel::<()>();
+        let h = peer.arm(Duration::from_millis(20), move || tx.send(()).unwrap());
+        assert!(peer.cancel(h), "{name}: cancelling a pending timeout returned false");
+        assert!(rx.recv_timeout(Duration::from_millis(100)) != Ok(()), "{name}: a cancelled timeout ran");
+
+        // A reset to later moves the deadline: it does not fire at the old one, and does fire.
+        let (tx, rx) = mpsc::channel();
+        let mut h = peer.arm(Duration::from_millis(20), move || tx.send(Instant::now()).unwrap());
+        let reset_at = Instant::now();
+        let (tx2, rx2) = mpsc::channel();
+        assert!(
+            peer.reset(&mut h, Duration::from_millis(300), move || tx2.send(Instant::now()).unwrap()),
+            "{name}: reset of a pending timeout returned false"
+        );
+        let fired = rx
+            .recv_timeout(Duration::from_secs(10))
+            .or_else(|_| rx2.recv_timeout(Duration::from_secs(10)))
+            .unwrap_or_else(|_| panic!("{name}: a reset timeout never fired"));
+        assert!(
+            fired >= reset_at + Duration::from_millis(300),
+            "{name}: a timeout reset to 300 ms fired after {:?}",
+            fired - reset_at
+        );
+        drop(h);
+    });
+}
+
+/// Checks every peer once (about a second in all). Each bench binary calls it first.
+pub fn self_check_all() {
+    let t = Instant::now();
+    shardwheel::ShardwheelPeer::new(2).self_check();
+    tokio_timers::TokioSleepPeer::new().self_check();
+    tokio_timers::TokioTaskPeer::new().self_check();
+    delay_queue::DelayQueuePeer::new().self_check();
+    heap::HeapPeer::new().self_check();
+    netty::NettyPeer::new().self_check();
+    eprintln!("baselines: every peer passed its self-check ({:.2?})", t.elapsed());
+}
+
+/// `1_000_000` → "1M", `10_000` → "10k".
+pub fn count_label(n: usize) -> String {
+    match n {
+        0 => "0".to_owned(),
+        n if n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// Pre-arms `n` timeouts due between 60 s and 660 s from now, spread evenly, each with a
+/// closure capturing a `u64`, and waits for the peer to take them in. The caller keeps the
+/// handles (dropping a tokio handle would cancel it).
+pub fn prearm<P: Peer>(peer: &P, n: usize) -> Vec<P::Handle> {
+    let mut handles = Vec::with_capacity(n);
+    peer.enter(|| {
+        for i in 0..n {
+            let delay =
+                Duration::from_secs(60) + Duration::from_nanos((600_000_000_000u128 * i as u128 / n as u128) as u64);
+            let x = i as u64;
+            handles.push(peer.prearm(i, delay, move || {
+                std::hint::black_box(x);
+            }));
+        }
+    });
+    peer.settle();
+    handles
+}
+
+/// Runs `work(peer, thread index)` on `threads` fresh threads at once (each inside
+/// `peer.enter`), released together by a barrier; returns the wall time from the first
+/// thread's start to the last thread's finish, each stamped by the thread itself (thread
+/// start-up and joins are not counted).
+pub fn run_threads<P: Peer + Sync>(peer: &P, threads: usize, work: impl Fn(&P, usize) + Sync) -> Duration {
+    let barrier = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        let running: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    peer.enter(|| {
+                        barrier.wait();
+                        let start = Instant::now();
+                        work(peer, t);
+                        (start, Instant::now())
+                    })
+                })
+            })
+            .collect();
+        let spans: Vec<(Instant, Instant)> =
+            running.into_iter().map(|t| t.join().expect("a producer thread panicked")).collect();
+        let start = spans.iter().map(|s| s.0).min().expect("at least one thread");
+        let end = spans.iter().map(|s| s.1).max().expect("at least one thread");
+        end - start
+    })
+}

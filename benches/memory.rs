@@ -1,0 +1,166 @@
+//! Bytes per pending timeout, at 1 M pending, each with a small boxed closure (capturing a
+//! `u64`), deadlines spread between 60 s and 660 s.
+//!
+//! Two measures per peer, each peer in a fresh process (this binary runs itself with
+//! `--peer NAME`), so one peer's freed memory cannot flatter the next:
+//! - **requested**: bytes the peer asked the allocator for (a counting `#[global_allocator]`:
+//!   allocations minus frees, by requested size) after the timeouts are armed and taken in,
+//!   minus before. The handles the caller keeps are counted apart (`handle` column:
+//!   `size_of` the handle, in a `Vec` allocated beforehand).
+//! - **resident**: growth of the process's resident set (`/proc/self/statm`) over the same
+//!   span, handles included: what the allocator really used, its per-chunk overhead too.
+//!
+//! Not a criterion benchmark: `cargo bench --bench memory` prints the table.
+
+#[path = "baselines/mod.rs"]
+mod baselines;
+
+use baselines::delay_queue::DelayQueuePeer;
+use baselines::heap::HeapPeer;
+use baselines::netty::NettyPeer;
+use baselines::report;
+use baselines::shardwheel::ShardwheelPeer;
+use baselines::tokio_timers::{TokioSleepPeer, TokioTaskPeer};
+use baselines::{Peer, prearm};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::process::Command;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::time::Duration;
+
+const N: usize = 1_000_000;
+const PEERS: [&str; 6] =
+    ["shardwheel", "tokio", "tokio (task + sleep)", "DelayQueue", "Mutex<BinaryHeap>", "netty-wheel"];
+
+/// Counts bytes requested and not yet freed, and allocations made.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`; the counters are plain atomics.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `alloc` is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `alloc_zeroed` is passed on as is.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `dealloc` is passed on as is.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `realloc` is passed on as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Arms `N` timeouts on `peer`, lets it take them in, prints one tab-separated line:
+/// name, requested bytes/timeout, handle bytes, resident bytes/timeout, allocations/timeout.
+fn measure<P: Peer>(peer: P) {
+    // Let the peer's threads start and settle their own allocations first.
+    std::thread::sleep(Duration::from_millis(200));
+    let live = LIVE.load(Ordering::Relaxed);
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    let resident = report::resident_bytes().unwrap_or(0);
+    let handles = prearm(&peer, N);
+    std::thread::sleep(Duration::from_millis(300));
+    peer.settle();
+    let live = LIVE.load(Ordering::Relaxed) - live - (handles.capacity() * size_of::<P::Handle>()) as isize;
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - allocations;
+    let resident = report::resident_bytes().unwrap_or(0).saturating_sub(resident);
+    println!(
+        "{}\t{:.1}\t{}\t{:.1}\t{:.2}",
+        peer.name(),
+        live as f64 / N as f64,
+        size_of::<P::Handle>(),
+        resident as f64 / N as f64,
+        allocations as f64 / N as f64,
+    );
+    eprintln!("  [{}] {}", peer.name(), peer.diagnostics());
+    // Exit without tearing a million timeouts down.
+    std::mem::forget(handles);
+    std::mem::forget(peer);
+}
+
+fn child(name: &str) {
+    match name {
+        "shardwheel" => measure(ShardwheelPeer::new(2)),
+        "tokio" => measure(TokioSleepPeer::new()),
+        "tokio (task + sleep)" => measure(TokioTaskPeer::new()),
+        "DelayQueue" => measure(DelayQueuePeer::new()),
+        "Mutex<BinaryHeap>" => measure(HeapPeer::new()),
+        "netty-wheel" => measure(NettyPeer::new()),
+        other => panic!("no peer named {other:?}"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--peer") {
+        child(&args[at + 1]);
+        return;
+    }
+    if args.iter().any(|a| a == "--list") {
+        // `cargo bench -- --list` and friends: nothing to list.
+        return;
+    }
+    baselines::self_check_all();
+    let exe = std::env::current_exe().expect("this binary's path");
+    println!();
+    println!("memory per pending timeout, {N} pending, closure capturing a u64 (each peer in a fresh process)");
+    println!(
+        "{:<22} | {:>16} | {:>7} | {:>17} | {:>16} | {:>13}",
+        "peer", "requested B", "handle", "requested+handle", "resident B", "allocs"
+    );
+    let mut first: Option<f64> = None;
+    for peer in PEERS {
+        if !report::wanted(peer) {
+            continue;
+        }
+        let out = Command::new(&exe).args(["--peer", peer]).output().expect("run a child");
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        let line = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = line.trim().split('\t').collect();
+        if !out.status.success() || f.len() != 5 {
+            println!("{peer:<22} | failed: {}", out.status);
+            continue;
+        }
+        let requested: f64 = f[1].parse().unwrap_or(f64::NAN);
+        let handle: f64 = f[2].parse().unwrap_or(f64::NAN);
+        let total = requested + handle;
+        let ratio = match first {
+            None => {
+                first = Some(total);
+                String::new()
+            }
+            Some(sw) => format!(" (×{:.2})", total / sw),
+        };
+        println!(
+            "{:<22} | {:>14.1} B | {:>5} B | {:>9.1} B{:<6} | {:>14.1} B | {:>13}",
+            f[0],
+            requested,
+            f[2],
+            total,
+            ratio,
+            f[3].parse::<f64>().unwrap_or(f64::NAN),
+            f[4]
+        );
+    }
+    println!("(×N: the peer's requested+handle bytes ÷ shardwheel's; the bar for shardwheel is ≤ 96 B per timeout)");
+}

@@ -1,0 +1,178 @@
+//! What a run costs the process: CPU time (`getrusage`), live heap bytes (a counting global
+//! allocator), resident memory (`/proc/self/status`).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// CPU time the whole process has used so far (every thread, live or joined): user, system.
+#[cfg(unix)]
+pub fn cpu_time() -> Option<(Duration, Duration)> {
+    // SAFETY: `rusage` is plain old data (integers and `timeval`s), for which all-zero bytes
+    // are a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable `rusage`; `getrusage` only writes into it.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return None;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+    Some((tv(usage.ru_utime), tv(usage.ru_stime)))
+}
+
+/// CPU time is not measured off Unix.
+#[cfg(not(unix))]
+pub fn cpu_time() -> Option<(Duration, Duration)> {
+    None
+}
+
+/// The process's resident set size, from `/proc/self/status` (Linux only).
+pub fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Counter stripes: a thread adds to its own stripe, so threads allocating at once do not
+/// fight over one cache line.
+const STRIPES: usize = 64;
+
+#[repr(align(128))]
+struct Stripe(AtomicI64);
+
+static LIVE: [Stripe; STRIPES] = [const { Stripe(AtomicI64::new(0)) }; STRIPES];
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's stripe; `usize::MAX` until first used. `const`-initialized and without
+    /// a destructor, so using it never allocates and works during thread teardown.
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn stripe() -> &'static AtomicI64 {
+    let i = STRIPE
+        .try_with(|s| {
+            let mut i = s.get();
+            if i == usize::MAX {
+                i = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
+                s.set(i);
+            }
+            i
+        })
+        .unwrap_or(0);
+    &LIVE[i].0
+}
+
+/// The system allocator, counting live bytes. A block freed on another thread than the one
+/// that allocated it moves bytes between stripes; only the sum means anything.
+#[derive(Debug)]
+pub struct CountingAlloc;
+
+// SAFETY: every method forwards to `System` with the same arguments, so the `GlobalAlloc`
+// contract holds as it does for `System`; the counting touches only atomics and a
+// const-initialized thread-local, and never allocates.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller upholds `alloc`'s contract, which we pass on unchanged.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            stripe().fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            stripe().fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `dealloc`'s contract (`ptr` came from this allocator,
+        // that is from `System`, with `layout`).
+        unsafe { System.dealloc(ptr, layout) };
+        stripe().fetch_sub(layout.size() as i64, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller upholds `realloc`'s contract, passed on unchanged.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            stripe().fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+/// Bytes allocated and not yet freed, over the whole process (0 unless [`CountingAlloc`] is
+/// the global allocator).
+pub fn heap_live() -> u64 {
+    LIVE.iter().map(|s| s.0.load(Ordering::Relaxed)).sum::<i64>().max(0) as u64
+}
+
+/// What one run used.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub user: Duration,
+    pub system: Duration,
+}
+
+impl Usage {
+    pub fn total(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+/// CPU time used since `before` (a `cpu_time()` reading), if both readings exist.
+pub fn cpu_since(before: Option<(Duration, Duration)>) -> Option<Usage> {
+    let (u0, s0) = before?;
+    let (u1, s1) = cpu_time()?;
+    Some(Usage { user: u1.saturating_sub(u0), system: s1.saturating_sub(s0) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_grows_with_work() {
+        let before = cpu_time();
+        if cfg!(unix) {
+            assert!(before.is_some());
+        }
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+        if let Some(used) = cpu_since(before) {
+            assert!(used.total() >= Duration::from_millis(10), "{used:?}");
+        }
+    }
+
+    #[test]
+    fn reads_rss_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(rss_bytes().unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn counting_alloc_counts() {
+        // The test binary has the system allocator; call the counting one directly.
+        // Large (and never touched, so cheap) so that other tests allocating and freeing at
+        // the same time cannot hide it.
+        let layout = Layout::from_size_align(256 << 20, 8).unwrap();
+        let before = heap_live();
+        // SAFETY: a non-zero-sized layout; the block is freed below with the same layout.
+        let p = unsafe { CountingAlloc.alloc(layout) };
+        assert!(!p.is_null());
+        assert!(heap_live() >= before + (128 << 20));
+        // SAFETY: `p` came from `CountingAlloc.alloc(layout)`.
+        unsafe { CountingAlloc.dealloc(p, layout) };
+    }
+}

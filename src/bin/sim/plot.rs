@@ -1,0 +1,289 @@
+//! `--plot FILE.svg`: the expiry lateness histogram (plotters, SVG backend).
+//!
+//! The lateness axis is logarithmic, from 1 µs up, in ten bins per decade; each bin's height
+//! is the share (%) of that kind's expiries whose lateness falls in it, so idle and request
+//! expiries compare though their counts differ by orders of magnitude. The tick and the
+//! design bar (one tick + 0.5 ms) are marked. With `--compare`, a second panel draws every
+//! timer's expiries (idle and request together) the same way.
+
+use crate::args::{Config, group};
+use crate::histogram::Snapshot;
+use crate::scenario::Outcome;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// Bins per decade of lateness.
+const BINS_PER_DECADE: f64 = 10.0;
+/// The axis starts at 1 µs; a lateness of 0 µs is counted in the first bin.
+const MIN_US: f64 = 1.0;
+
+/// A histogram re-binned on the log axis: `(bin start µs, bin end µs, % of expiries)`, from
+/// the first bin that holds anything.
+pub fn log_bins(s: &Snapshot) -> Vec<(f64, f64, f64)> {
+    let total = s.count();
+    if total == 0 {
+        return Vec::new();
+    }
+    let edge = |i: usize| 10f64.powf(i as f64 / BINS_PER_DECADE);
+    let bin_of = |us: f64| (us.max(MIN_US).log10() * BINS_PER_DECADE).floor() as usize;
+    let mut bins: Vec<f64> = Vec::new();
+    let mut add = |i: usize, n: f64| {
+        if bins.len() <= i {
+            bins.resize(i + 1, 0.0);
+        }
+        bins[i] += n;
+    };
+    for (low, high, n) in s.buckets() {
+        if low == high {
+            // An exact value (below 64 µs every value has its own bucket).
+            add(bin_of(low as f64), n as f64);
+            continue;
+        }
+        // A bucket spans [low, high + 1): share its count among the bins it overlaps, in
+        // proportion (buckets are at most ~3 % wide, bins ~26 %, so at most two).
+        let (a, b) = (low as f64, high as f64 + 1.0);
+        for i in bin_of(a)..=bin_of(b) {
+            let overlap = b.min(edge(i + 1)) - a.max(edge(i));
+            if overlap > 0.0 {
+                add(i, n as f64 * overlap / (b - a));
+            }
+        }
+    }
+    let first = bins.iter().position(|&n| n > 0.0).unwrap_or(0);
+    bins.iter().enumerate().skip(first).map(|(i, &n)| (edge(i), edge(i + 1), 100.0 * n / total as f64)).collect()
+}
+
+/// `1 µs`, `10 µs`, `1 ms`, `1 s`: axis labels for a value in µs.
+fn us_label(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{} s", trim(us / 1e6))
+    } else if us >= 1e3 {
+        format!("{} ms", trim(us / 1e3))
+    } else {
+        format!("{} µs", trim(us))
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.1}");
+    s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
+}
+
+/// The step outline of a binned histogram, for a line series.
+fn outline(bins: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
+    let mut points = Vec::with_capacity(bins.len() * 2 + 2);
+    if let Some(first) = bins.first() {
+        points.push((first.0, 0.0));
+    }
+    for &(start, end, pct) in bins {
+        points.push((start, pct));
+        points.push((end, pct));
+    }
+    if let Some(last) = bins.last() {
+        points.push((last.1, 0.0));
+    }
+    points
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(127, 127, 127),
+];
+
+type PlotResult = Result<(), Box<dyn std::error::Error>>;
+
+/// One panel: `series` are (label, snapshot, draw filled bars); the tick and the bar marked.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    caption: &str,
+    series: &[(String, &Snapshot, bool)],
+    tick_us: f64,
+    (x_min, x_max): (f64, f64),
+) -> PlotResult {
+    let binned: Vec<Vec<(f64, f64, f64)>> = series.iter().map(|(_, s, _)| log_bins(s)).collect();
+    let y_max = binned.iter().flatten().map(|b| b.2).fold(0.0f64, f64::max).max(1.0) * 1.12;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .margin_right(40)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .build_cartesian_2d((x_min..x_max).log_scale(), 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("expiry lateness: task ran − requested deadline (log scale)")
+        .y_desc("share of expiries per bin (%)")
+        .x_label_formatter(&|v| us_label(*v))
+        .y_label_formatter(&|v| format!("{v:.0} %"))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
+
+    for (k, ((label, snapshot, filled), bins)) in series.iter().zip(&binned).enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        if *filled {
+            chart.draw_series(
+                bins.iter()
+                    .map(|&(start, end, pct)| Rectangle::new([(start, 0.0), (end, pct)], color.mix(0.25).filled())),
+            )?;
+        }
+        let p99 = snapshot.quantile(0.99).map_or("—".to_owned(), |v| us_label(v as f64));
+        let max = snapshot.max().map_or("—".to_owned(), |v| us_label(v as f64));
+        chart
+            .draw_series(LineSeries::new(outline(bins), color.stroke_width(2)))?
+            .label(format!("{label}: {} fired, p99 {p99}, max {max}", group(snapshot.count())))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled()));
+    }
+
+    // The tick, and the design bar: p99 ≤ one tick + 0.5 ms.
+    let marks = [
+        (tick_us, format!("tick = {}", us_label(tick_us)), BLACK),
+        (tick_us + 500.0, format!("bar: tick + 0.5 ms = {}", us_label(tick_us + 500.0)), RGBColor(120, 120, 120)),
+    ];
+    for (x, label, color) in marks {
+        if x < x_max {
+            chart
+                .draw_series(DashedLineSeries::new([(x, 0.0), (x, y_max)], 6, 4, color.stroke_width(2)))?
+                .label(label)
+                .legend(move |(lx, ly)| PathElement::new([(lx, ly), (lx + 18, ly)], color.stroke_width(2)));
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    Ok(())
+}
+
+/// Writes the plot of `runs` (`runs[0]` shardwheel's) to `path`.
+pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
+    let main = &runs[0];
+    let tick_us = main.tick.as_secs_f64() * 1e6;
+    let all: Vec<Snapshot> = runs.iter().map(Outcome::all_lateness).collect();
+    let worst = all.iter().filter_map(Snapshot::max).max().unwrap_or(0) as f64;
+    // From the decade of the smallest lateness (at most a tenth of the tick) up to the
+    // decade above the worst, and at least past the bar.
+    let x_max = 10f64.powf((worst.max(tick_us * 3.0).max(10.0)).log10().floor() + 1.0);
+    let best = all.iter().filter_map(|s| s.buckets().next().map(|b| b.0)).min().unwrap_or(0) as f64;
+    let x_min = 10f64.powf(best.max(MIN_US).min(tick_us / 10.0).log10().floor());
+
+    let height = if runs.len() > 1 { 1200 } else { 640 };
+    let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let setup = format!(
+        "{} connections, {} events/s, idle {} ms, request {} ms, tick {}, {} shards, {} s",
+        group(config.connections as u64),
+        group(config.rate),
+        config.idle_timeout.as_millis(),
+        config.request_timeout.as_millis(),
+        us_label(tick_us),
+        config.shards,
+        trim(config.duration.as_secs_f64()),
+    );
+    let (top, bottom) = if runs.len() > 1 {
+        let (a, b) = root.split_vertically(height / 2);
+        (a, Some(b))
+    } else {
+        (root.clone(), None)
+    };
+    panel(
+        &top,
+        &format!("shardwheel expiry lateness: {setup}"),
+        &[
+            ("idle timeouts".to_owned(), &main.idle_lateness, true),
+            ("request timeouts".to_owned(), &main.request_lateness, true),
+        ],
+        tick_us,
+        (x_min, x_max),
+    )?;
+    if let Some(bottom) = bottom {
+        let series: Vec<(String, &Snapshot, bool)> =
+            runs.iter().zip(&all).map(|(o, s)| (o.timer.to_owned(), s, false)).collect();
+        panel(
+            &bottom,
+            "every timer, same scenario: all expiries (idle and request)",
+            &series,
+            tick_us,
+            (x_min, x_max),
+        )?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::histogram::Histogram;
+    use crate::report::tests::{config, outcome};
+
+    #[test]
+    fn bins_cover_every_value_and_sum_to_100_percent() {
+        let h = Histogram::new();
+        for v in [0, 1, 5, 900, 1_000, 1_100, 2_000, 50_000] {
+            h.record(v);
+        }
+        let bins = log_bins(&h.snapshot());
+        let total: f64 = bins.iter().map(|b| b.2).sum();
+        assert!((total - 100.0).abs() < 1e-9, "{total}");
+        // 0 and 1 µs land in the first bin.
+        assert_eq!(bins[0].0, 1.0);
+        assert!((bins[0].2 - 25.0).abs() < 1e-9, "{bins:?}");
+        // Contiguous, increasing.
+        for w in bins.windows(2) {
+            assert!((w[0].1 - w[1].0).abs() < 1e-9);
+        }
+        assert!(bins.last().unwrap().1 >= 50_000.0);
+        // Empty bins below the smallest value are left out.
+        let h = Histogram::new();
+        h.record(1_100);
+        let bins = log_bins(&h.snapshot());
+        assert_eq!(bins.len(), 1, "{bins:?}");
+        assert!(bins[0].0 <= 1_100.0 && bins[0].1 > 1_100.0, "{bins:?}");
+        // A bucket across a bin edge is shared in proportion: 1,000 µs sits in the bucket
+        // 992..=1,007, half below the 1 ms edge; 1,010 µs in 1,008..=1,023, all above.
+        let h = Histogram::new();
+        h.record(1_000);
+        h.record(1_010);
+        let bins = log_bins(&h.snapshot());
+        assert_eq!(bins.len(), 2, "{bins:?}");
+        assert!((bins[0].2 - 25.0).abs() < 1e-9, "{bins:?}");
+        assert!((bins[0].2 + bins[1].2 - 100.0).abs() < 1e-9, "{bins:?}");
+        assert!(log_bins(&Histogram::new().snapshot()).is_empty());
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(us_label(1.0), "1 µs");
+        assert_eq!(us_label(1_000.0), "1 ms");
+        assert_eq!(us_label(1_500.0), "1.5 ms");
+        assert_eq!(us_label(2e6), "2 s");
+    }
+
+    #[test]
+    fn writes_an_svg_with_title_axes_and_tick() {
+        let dir = std::env::temp_dir().join(format!("shardwheel-sim-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let one = dir.join("one.svg");
+        write(&one, &config(), &[outcome("shardwheel", 1)]).unwrap();
+        let svg = std::fs::read_to_string(&one).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
+        for text in ["shardwheel expiry lateness", "expiry lateness: task ran", "share of expiries", "tick = 1 ms"] {
+            assert!(svg.contains(text), "the plot lacks {text:?}");
+        }
+        let two = dir.join("two.svg");
+        write(&two, &config(), &[outcome("shardwheel", 1), outcome("binary-heap", 4)]).unwrap();
+        let svg = std::fs::read_to_string(&two).unwrap();
+        assert!(svg.contains("every timer, same scenario") && svg.contains("binary-heap"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,105 @@
+//! Progress on stderr: an `indicatif` bar when stderr is a terminal, else one plain line per
+//! second (readable in CI logs).
+
+use crate::report::Second;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::{IsTerminal, Write as _};
+use std::time::Duration;
+
+/// Writes a line to stderr. Unlike `eprintln!`, never panics: a closed stderr (the reader
+/// went away) must not abort a run halfway.
+pub fn note(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// Where a run's progress goes.
+#[derive(Debug)]
+pub struct Progress {
+    /// `Some` while a bar is shown.
+    bar: Option<ProgressBar>,
+    /// Draw bars at all (stderr is a terminal).
+    fancy: bool,
+    /// Put before every line: the timer's name when several run.
+    label: String,
+}
+
+impl Progress {
+    /// Bars if stderr is a terminal, lines otherwise. `label` prefixes every line (empty:
+    /// none).
+    pub fn new(label: &str) -> Progress {
+        Progress { bar: None, fancy: std::io::stderr().is_terminal(), label: label.to_owned() }
+    }
+
+    fn prefixed(&self, msg: &str) -> String {
+        if self.label.is_empty() { msg.to_owned() } else { format!("[{}] {msg}", self.label) }
+    }
+
+    /// A line of its own (above the bar, if one is shown).
+    pub fn line(&self, msg: &str) {
+        let msg = self.prefixed(msg);
+        match &self.bar {
+            Some(bar) => bar.println(msg),
+            None => note(&msg),
+        }
+    }
+
+    fn start_bar(&mut self, len: u64, template: &str) {
+        self.finish();
+        if !self.fancy {
+            return;
+        }
+        let style = ProgressStyle::with_template(template).expect("a valid template").progress_chars("█▉▊▋▌▍▎▏ ");
+        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(10))
+            .with_style(style)
+            .with_prefix(if self.label.is_empty() { "sim".to_owned() } else { self.label.clone() });
+        self.bar = Some(bar);
+    }
+
+    /// Arming `total` idle timeouts.
+    pub fn arming(&mut self, total: u64) {
+        self.start_bar(total, "{prefix:>10} arming  [{bar:30}] {human_pos}/{human_len} idle timeouts");
+    }
+
+    /// `done` idle timeouts armed so far.
+    pub fn armed(&self, done: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+        }
+    }
+
+    /// The steady state, `duration` long.
+    pub fn steady(&mut self, duration: Duration) {
+        self.start_bar(
+            duration.as_millis() as u64,
+            "{prefix:>10} running [{bar:30}] {elapsed:>3}/{duration:3} {wide_msg}",
+        );
+    }
+
+    /// How far into the steady state.
+    pub fn at(&self, elapsed: Duration) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(elapsed.as_millis() as u64);
+        }
+    }
+
+    /// One second's figures: the bar's message, or a line of its own.
+    pub fn second(&self, figures: &Second) {
+        match &self.bar {
+            Some(bar) => bar.set_message(figures.short()),
+            None => note(&self.prefixed(&figures.line())),
+        }
+    }
+
+    /// Removes the bar, if one is shown.
+    pub fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
