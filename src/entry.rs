@@ -35,7 +35,7 @@
 use crate::state::{Cancelled, StateCell};
 use crate::sync::{AtomicU32, Ordering, UnsafeCell, fence};
 use crate::task::TimerTask;
-use crate::wheel::Key;
+use crate::wheel::{Key, Timed};
 use std::any::TypeId;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
@@ -205,6 +205,14 @@ impl EntryRef {
     /// True if both refer to the same entry.
     pub(crate) fn ptr_eq(&self, other: &EntryRef) -> bool {
         self.ptr == other.ptr
+    }
+}
+
+impl Timed for EntryRef {
+    /// The deadline in the state word now: a reset moves the entry when the wheel next files
+    /// it (see `wheel/mod.rs`).
+    fn deadline(&self) -> u64 {
+        self.state().load().deadline()
     }
 }
 

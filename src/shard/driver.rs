@@ -139,14 +139,14 @@ impl Local {
     /// dropped (its unlink notice will find no key).
     fn file(&mut self, entry: EntryRef) {
         match entry.state().load() {
-            State::Pending { deadline } => self.insert(deadline, entry),
+            State::Pending { .. } => self.insert(entry),
             _ => entry.release_to(&self.shard.returned),
         }
     }
 
-    /// Puts a linked entry in the wheel and records where.
-    fn insert(&mut self, deadline: u64, entry: EntryRef) {
-        let key = self.wheel.insert(deadline, entry);
+    /// Puts a linked entry in the wheel, at its deadline, and records where.
+    fn insert(&mut self, entry: EntryRef) {
+        let key = self.wheel.insert(entry);
         self.wheel.get(key).expect("just inserted").set_key(Some(key));
     }
 
@@ -187,7 +187,7 @@ impl Local {
                     }
                     // Reset to later: file it again (the lazy re-arm).
                     State::Pending { deadline } if deadline > now => {
-                        self.insert(deadline, entry);
+                        self.insert(entry);
                         break;
                     }
                     State::Pending { deadline } => {

@@ -26,6 +26,15 @@
 //!
 //! Insert and remove are O(1); nodes live in a slab (`slab.rs`) and are reused, so a wheel in
 //! steady state does not allocate.
+//!
+//! # Deadlines that move
+//!
+//! The wheel does not keep a copy of each entry's deadline: it asks the entry ([`Timed`])
+//! whenever it files it, at insertion and at every cascade. A timeout whose deadline was
+//! pushed out (a reset, which is only a CAS on its state word) is therefore carried straight
+//! to its new place at the next cascade, instead of riding down to its old tick first; and a
+//! node is 24 bytes, not 32. The ordering guarantees above hold for entries whose deadlines
+//! do not move while they wait; one whose deadline moves is ordered by where it is filed.
 
 mod slab;
 #[cfg(all(test, not(loom)))]
@@ -54,6 +63,12 @@ const HORIZON_BITS: u32 = SLOT_BITS * LEVELS as u32;
 const READY: ListId = (LEVELS * SLOTS_PER_LEVEL) as ListId;
 const HORIZON: ListId = READY + 1;
 const NEVER_LIST: ListId = READY + 2;
+
+/// What the wheel holds: anything that can say when it is due.
+pub(crate) trait Timed {
+    /// The tick the entry is due at now (`NEVER` or more: never).
+    fn deadline(&self) -> u64;
+}
 
 /// A key to an entry in the wheel, valid until the entry is removed or returned by `poll`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +120,7 @@ fn slot_for(deadline: u64, level: usize) -> usize {
     ((deadline >> (SLOT_BITS * level as u32)) & (SLOTS_PER_LEVEL as u64 - 1)) as usize
 }
 
-impl<T> Wheel<T> {
+impl<T: Timed> Wheel<T> {
     pub(crate) fn new() -> Wheel<T> {
         const EMPTY_LEVEL: Level = Level { occupied: 0, slots: [List::EMPTY; SLOTS_PER_LEVEL] };
         Wheel {
@@ -137,11 +152,11 @@ impl<T> Wheel<T> {
         self.elapsed
     }
 
-    /// Files `value` to fire at `deadline` (a tick; `NEVER` or more: never). A deadline at
-    /// or before `elapsed` fires on the next `poll`.
-    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
-        let deadline = deadline.min(NEVER);
-        let key = self.slab.alloc(deadline, value);
+    /// Files `value` to fire at its deadline. A deadline at or before `elapsed` fires on the
+    /// next `poll`.
+    pub(crate) fn insert(&mut self, value: T) -> Key {
+        let deadline = value.deadline().min(NEVER);
+        let key = self.slab.alloc(value);
         match self.processing {
             // Due now, or belongs in the slot being worked through: join its tail, behind
             // every older entry for the same tick.
@@ -256,11 +271,16 @@ impl<T> Wheel<T> {
             self.levels[level].occupied &= !(1 << slot);
             self.processing = None;
         }
-        if self.slab.node(key).deadline <= self.elapsed {
+        if self.deadline_of(key) <= self.elapsed {
             out.push(self.slab.release(key));
         } else {
             self.file(key);
         }
+    }
+
+    /// The deadline the entry at `key` reports now.
+    fn deadline_of(&self, key: u32) -> u64 {
+        self.slab.node(key).value.as_ref().map_or(NEVER, T::deadline).min(NEVER)
     }
 
     /// Whether `deadline` falls in the span of the slot under way at `level`.
@@ -271,7 +291,7 @@ impl<T> Wheel<T> {
 
     /// Puts a node on the list its deadline calls for, relative to `elapsed`.
     fn file(&mut self, key: u32) {
-        let deadline = self.slab.node(key).deadline;
+        let deadline = self.deadline_of(key);
         if deadline <= self.elapsed {
             self.slab.push_back(&mut self.ready, READY, key);
         } else if deadline == NEVER {
@@ -336,7 +356,7 @@ impl<T> Wheel<T> {
     }
 }
 
-impl<T> Default for Wheel<T> {
+impl<T: Timed> Default for Wheel<T> {
     fn default() -> Self {
         Wheel::new()
     }

@@ -14,8 +14,6 @@ pub(super) type ListId = u16;
 pub(super) struct Node<T> {
     /// `None` exactly when the node is free.
     pub(super) value: Option<T>,
-    /// The tick the node is filed for.
-    pub(super) deadline: u64,
     pub(super) list: ListId,
     pub(super) prev: u32,
     pub(super) next: u32,
@@ -63,9 +61,9 @@ impl<T> Slab<T> {
     }
 
     /// Stores a value on no list yet; returns its key.
-    pub(super) fn alloc(&mut self, deadline: u64, value: T) -> u32 {
+    pub(super) fn alloc(&mut self, value: T) -> u32 {
         self.len += 1;
-        let node = Node { value: Some(value), deadline, list: 0, prev: NIL, next: NIL };
+        let node = Node { value: Some(value), list: 0, prev: NIL, next: NIL };
         if self.free != NIL {
             let key = self.free;
             self.free = self.nodes[key as usize].next;

@@ -7,7 +7,24 @@
 
 use super::*;
 use proptest::prelude::*;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+/// A value with a fixed deadline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct At<V>(u64, V);
+
+impl<V> Timed for At<V> {
+    fn deadline(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The values of what fired.
+fn values<V: Copy>(out: &[At<V>]) -> Vec<V> {
+    out.iter().map(|a| a.1).collect()
+}
 
 /// The reference: what must fire, in order.
 #[derive(Default)]
@@ -94,7 +111,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// Runs `ops` on a wheel and the model side by side; every firing must match, in order.
 fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let mut wheel: Wheel<u32> = Wheel::new();
+    let mut wheel: Wheel<At<u32>> = Wheel::new();
     let mut model = Model::default();
     let mut live: Vec<(u32, Key)> = Vec::new();
     let mut history: Vec<u64> = Vec::new();
@@ -114,8 +131,8 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let id = next_id;
                 next_id += 1;
                 model.insert(wheel.elapsed(), deadline, id);
-                let key = wheel.insert(deadline, id);
-                prop_assert_eq!(wheel.get(key), Some(&id));
+                let key = wheel.insert(At(deadline, id));
+                prop_assert_eq!(wheel.get(key).map(|a| a.1), Some(id));
                 live.push((id, key));
                 history.push(deadline);
             }
@@ -124,7 +141,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     continue;
                 }
                 let (id, key) = live.swap_remove(i % live.len());
-                prop_assert_eq!(wheel.remove(key), id);
+                prop_assert_eq!(wheel.remove(key).1, id);
                 model.remove(id);
             }
             Op::Advance(by) | Op::AdvanceBudget(by, _) => {
@@ -134,7 +151,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     out.clear();
                     let more = wheel.poll(now, budget, &mut out);
                     prop_assert!(out.len() <= budget);
-                    for &fired in &out {
+                    for fired in values(&out) {
                         prop_assert_eq!(Some(fired), model.pop_due(now), "wrong entry fired at {}", now);
                         live.retain(|&(id, _)| id != fired);
                     }
@@ -173,14 +190,14 @@ proptest! {
 #[test]
 fn fires_at_deadline_never_before() {
     let mut wheel = Wheel::new();
-    wheel.insert(100, "a");
+    wheel.insert(At(100, "a"));
     assert_eq!(wheel.next_deadline(), Some(64), "the level-1 slot holding 100 starts at 64");
     let mut out = Vec::new();
     assert!(!wheel.poll(99, usize::MAX, &mut out));
     assert!(out.is_empty());
     assert_eq!(wheel.next_deadline(), Some(100), "cascaded to level 0");
     wheel.poll(100, usize::MAX, &mut out);
-    assert_eq!(out, ["a"]);
+    assert_eq!(values(&out), ["a"]);
     assert!(wheel.is_empty());
     assert_eq!(wheel.next_deadline(), None);
 }
@@ -189,46 +206,46 @@ fn fires_at_deadline_never_before() {
 fn same_tick_fires_in_insertion_order_across_levels() {
     let mut wheel = Wheel::new();
     let mut out = Vec::new();
-    wheel.insert(5000, 1);
+    wheel.insert(At(5000, 1));
     wheel.poll(4000, usize::MAX, &mut out);
-    wheel.insert(5000, 2);
+    wheel.insert(At(5000, 2));
     wheel.poll(4990, usize::MAX, &mut out);
-    wheel.insert(5000, 3);
+    wheel.insert(At(5000, 3));
     wheel.poll(5000, usize::MAX, &mut out);
-    assert_eq!(out, [1, 2, 3]);
+    assert_eq!(values(&out), [1, 2, 3]);
 }
 
 #[test]
 fn never_is_held_and_does_not_wake() {
     let mut wheel = Wheel::new();
-    let key = wheel.insert(NEVER, 7);
-    wheel.insert(u64::MAX, 8);
+    let key = wheel.insert(At(NEVER, 7));
+    wheel.insert(At(u64::MAX, 8));
     assert_eq!(wheel.next_deadline(), None);
     let mut out = Vec::new();
     wheel.poll(NEVER - 1, usize::MAX, &mut out);
     assert!(out.is_empty());
-    assert_eq!(wheel.remove(key), 7);
-    assert_eq!(wheel.drain().collect::<Vec<_>>(), [8]);
+    assert_eq!(wheel.remove(key).1, 7);
+    assert_eq!(wheel.drain().map(|a| a.1).collect::<Vec<_>>(), [8]);
 }
 
 #[test]
 fn beyond_the_top_level_waits_on_the_horizon() {
     let mut wheel = Wheel::new();
     let far = (1u64 << HORIZON_BITS) * 3 + 17;
-    wheel.insert(far, "far");
+    wheel.insert(At(far, "far"));
     assert_eq!(wheel.next_deadline(), Some((1u64 << HORIZON_BITS) * 3));
     let mut out = Vec::new();
     wheel.poll(far - 1, usize::MAX, &mut out);
     assert!(out.is_empty(), "a far deadline must never be wrapped into a near slot");
     wheel.poll(far, usize::MAX, &mut out);
-    assert_eq!(out, ["far"]);
+    assert_eq!(values(&out), ["far"]);
 }
 
 #[test]
 fn a_mass_expiry_is_served_in_budgeted_slices() {
     let mut wheel = Wheel::new();
     for i in 0..10_000u32 {
-        wheel.insert(3000, i);
+        wheel.insert(At(3000, i));
     }
     let mut out = Vec::new();
     let mut slices = 0;
@@ -237,5 +254,52 @@ fn a_mass_expiry_is_served_in_budgeted_slices() {
         assert!(out.len() <= 256 * slices);
     }
     assert!(slices >= 10_000 / 256, "{slices} slices");
-    assert_eq!(out, (0..10_000).collect::<Vec<_>>());
+    assert_eq!(values(&out), (0..10_000).collect::<Vec<_>>());
+}
+
+/// A value whose deadline can move while it waits, as a timeout's does on `reset`.
+#[derive(Debug)]
+struct Moving(Rc<Cell<u64>>);
+
+impl Timed for Moving {
+    fn deadline(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+#[test]
+fn a_deadline_pushed_out_is_carried_to_its_new_place_at_the_next_cascade() {
+    let mut wheel = Wheel::new();
+    let at = Rc::new(Cell::new(5000));
+    wheel.insert(Moving(at.clone()));
+    // Pushed out before the level-2 slot holding 5000 (which starts at 4096) cascades.
+    at.set(9000);
+    let mut out = Vec::new();
+    wheel.poll(5000, usize::MAX, &mut out);
+    assert!(out.is_empty(), "it must not come out at its old deadline");
+    assert_eq!(wheel.next_deadline(), Some(8192), "re-filed by its new deadline at the cascade");
+    wheel.poll(8999, usize::MAX, &mut out);
+    assert!(out.is_empty());
+    wheel.poll(9000, usize::MAX, &mut out);
+    assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn a_deadline_moved_earlier_comes_out_at_the_next_cascade() {
+    let mut wheel = Wheel::new();
+    let at = Rc::new(Cell::new(5000));
+    wheel.insert(Moving(at.clone()));
+    at.set(10);
+    let mut out = Vec::new();
+    // The wheel only looks again when its slot is processed: it comes out then, late but
+    // not lost (the service's refile notice is what makes an earlier reset prompt).
+    wheel.poll(4095, usize::MAX, &mut out);
+    assert!(out.is_empty());
+    wheel.poll(4096, usize::MAX, &mut out);
+    assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn nodes_are_24_bytes() {
+    assert_eq!(std::mem::size_of::<slab::Node<std::ptr::NonNull<u8>>>(), 24);
 }
