@@ -73,6 +73,36 @@ impl DelayQueuePeer {
     pub fn put_queue(&self, queue: DelayQueue<Task>) {
         drop(self.queue.replace(queue));
     }
+
+    /// Its tasks run only when it is polled: poll it until they do.
+    pub fn self_check(&self) {
+        self.enter(|| {
+            let ran = std::rc::Rc::new(std::cell::Cell::new(None));
+            let armed = Instant::now();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let _k = self.arm(Duration::from_millis(5), move || tx.send(Instant::now()).unwrap());
+            let t = Instant::now();
+            while ran.get().is_none() {
+                self.poll_once();
+                if let Ok(at) = rx.try_recv() {
+                    ran.set(Some(at));
+                }
+                assert!(t.elapsed() < Duration::from_secs(10), "DelayQueue: a 5 ms entry never expired");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(ran.get().unwrap() >= armed + Duration::from_millis(5), "DelayQueue: expired early");
+            let k = self.arm(Duration::from_secs(30), || {});
+            assert!(self.cancel(k), "DelayQueue: removing a pending entry failed");
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let mut k = self.arm(Duration::from_millis(10), move || tx.send(()).unwrap());
+            assert!(self.reset(&mut k, Duration::from_secs(30), || {}));
+            std::thread::sleep(Duration::from_millis(50));
+            assert_eq!(self.poll_once(), 0, "DelayQueue: an entry reset to 30 s expired");
+            assert!(rx.try_recv().is_err());
+            assert!(self.cancel(k));
+            assert!(self.queue.borrow().is_empty());
+        });
+    }
 }
 
 impl Peer for DelayQueuePeer {
@@ -115,35 +145,5 @@ impl Peer for DelayQueuePeer {
     /// Registers the queue's `Sleep`, as its owning task's first poll would.
     fn settle(&self) {
         self.enter(|| self.poll_once());
-    }
-
-    /// Its tasks run only when it is polled: poll it until they do.
-    fn self_check(&self) {
-        self.enter(|| {
-            let ran = std::rc::Rc::new(std::cell::Cell::new(None));
-            let armed = Instant::now();
-            let (tx, rx) = std::sync::mpsc::channel();
-            let _k = self.arm(Duration::from_millis(5), move || tx.send(Instant::now()).unwrap());
-            let t = Instant::now();
-            while ran.get().is_none() {
-                self.poll_once();
-                if let Ok(at) = rx.try_recv() {
-                    ran.set(Some(at));
-                }
-                assert!(t.elapsed() < Duration::from_secs(10), "DelayQueue: a 5 ms entry never expired");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            assert!(ran.get().unwrap() >= armed + Duration::from_millis(5), "DelayQueue: expired early");
-            let k = self.arm(Duration::from_secs(30), || {});
-            assert!(self.cancel(k), "DelayQueue: removing a pending entry failed");
-            let (tx, rx) = std::sync::mpsc::channel::<()>();
-            let mut k = self.arm(Duration::from_millis(10), move || tx.send(()).unwrap());
-            assert!(self.reset(&mut k, Duration::from_secs(30), || {}));
-            std::thread::sleep(Duration::from_millis(50));
-            assert_eq!(self.poll_once(), 0, "DelayQueue: an entry reset to 30 s expired");
-            assert!(rx.try_recv().is_err());
-            assert!(self.cancel(k));
-            assert!(self.queue.borrow().is_empty());
-        });
     }
 }

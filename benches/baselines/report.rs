@@ -2,9 +2,10 @@
 //! memory.
 //!
 //! Criterion keeps its estimates in `<criterion home>/<group>/<function>/<parameter>/new/
-//! estimates.json`; the home is `$CRITERION_HOME`, else `$CARGO_TARGET_DIR/criterion`, else
-//! the `criterion` folder of the target directory this bench binary was built in. Only
-//! estimates written by this process are read (older files are stale: a filtered run, say).
+//! estimates.json`; the home is found as criterion finds it: `$CRITERION_HOME`, else
+//! `$CARGO_TARGET_DIR/criterion`, else (run by cargo) the target directory `cargo metadata`
+//! names, else `target/criterion`. Only estimates written by this process are read (older
+//! files are stale: a filtered run, say).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -18,17 +19,31 @@ pub fn mark_start() {
 }
 
 fn criterion_home() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return home.into();
-    }
-    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(target).join("criterion");
-    }
-    // <target>/<profile>/deps/<bench binary>
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.join("criterion")))
-        .unwrap_or_else(|| PathBuf::from("target/criterion"))
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        if let Some(home) = std::env::var_os("CRITERION_HOME") {
+            return home.into();
+        }
+        if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+            return PathBuf::from(target).join("criterion");
+        }
+        cargo_target_directory()
+            .map(|target| target.join("criterion"))
+            .unwrap_or_else(|| PathBuf::from("target/criterion"))
+    })
+    .clone()
+}
+
+/// `target_directory` from `$CARGO metadata`, as criterion asks it.
+fn cargo_target_directory() -> Option<PathBuf> {
+    let cargo = std::env::var_os("CARGO")?;
+    let out =
+        std::process::Command::new(cargo).args(["metadata", "--format-version", "1", "--no-deps"]).output().ok()?;
+    let json = String::from_utf8(out.stdout).ok()?;
+    let key = "\"target_directory\":\"";
+    let start = json.find(key)? + key.len();
+    let end = start + json[start..].find('"')?;
+    Some(json[start..end].replace("\\\\", "\\").into())
 }
 
 /// The time per iteration (ns) criterion estimated in this run, if it measured it: its

@@ -5,7 +5,8 @@ use shardwheel::{Timeout, TimerService};
 use std::time::{Duration, Instant};
 
 /// A `TimerService` with `shards` shards and the default settings otherwise (1 ms tick,
-/// threads pinned).
+/// threads pinned). `SHARDWHEEL_BENCH_PIN=0` in the environment builds it with
+/// `pin_threads(false)`, to see what pinning does on a machine shared with other work.
 #[derive(Debug)]
 pub struct ShardwheelPeer {
     service: TimerService,

@@ -51,6 +51,28 @@ impl TokioSleepPeer {
         let _ = poll_once(sleep.as_mut());
         SleepHandle { sleep }
     }
+
+    /// Its tasks never run (no-op waker), so check the timer itself: it elapses, not early;
+    /// a dropped one is gone; a reset one waits for its new deadline.
+    pub fn self_check(&self) {
+        self.enter(|| {
+            let armed = Instant::now();
+            let mut h = self.arm(Duration::from_millis(5), || {});
+            assert!(poll_once(h.sleep.as_mut()).is_pending(), "tokio: a 5 ms sleep elapsed at once");
+            let t = Instant::now();
+            while poll_once(h.sleep.as_mut()).is_pending() {
+                assert!(t.elapsed() < Duration::from_secs(10), "tokio: a 5 ms sleep never elapsed");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(armed.elapsed() >= Duration::from_millis(5), "tokio: elapsed early");
+            let h = self.arm(Duration::from_secs(30), || {});
+            assert!(self.cancel(h), "tokio: cancel of a pending sleep returned false");
+            let mut h = self.arm(Duration::from_millis(10), || {});
+            assert!(self.reset(&mut h, Duration::from_secs(30), || {}));
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(poll_once(h.sleep.as_mut()).is_pending(), "tokio: a sleep reset to 30 s elapsed");
+        });
+    }
 }
 
 impl Peer for TokioSleepPeer {
@@ -89,28 +111,6 @@ impl Peer for TokioSleepPeer {
 
     fn reset_kind(&self) -> &'static str {
         "Sleep::reset"
-    }
-
-    /// Its tasks never run (no-op waker), so check the timer itself: it elapses, not early;
-    /// a dropped one is gone; a reset one waits for its new deadline.
-    fn self_check(&self) {
-        self.enter(|| {
-            let armed = Instant::now();
-            let mut h = self.arm(Duration::from_millis(5), || {});
-            assert!(poll_once(h.sleep.as_mut()).is_pending(), "tokio: a 5 ms sleep elapsed at once");
-            let t = Instant::now();
-            while poll_once(h.sleep.as_mut()).is_pending() {
-                assert!(t.elapsed() < Duration::from_secs(10), "tokio: a 5 ms sleep never elapsed");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            assert!(armed.elapsed() >= Duration::from_millis(5), "tokio: elapsed early");
-            let h = self.arm(Duration::from_secs(30), || {});
-            assert!(self.cancel(h), "tokio: cancel of a pending sleep returned false");
-            let mut h = self.arm(Duration::from_millis(10), || {});
-            assert!(self.reset(&mut h, Duration::from_secs(30), || {}));
-            std::thread::sleep(Duration::from_millis(50));
-            assert!(poll_once(h.sleep.as_mut()).is_pending(), "tokio: a sleep reset to 30 s elapsed");
-        });
     }
 }
 
