@@ -48,6 +48,8 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
             Some(Local { shard: shard.clone(), wheel: Wheel::new(), due: Vec::with_capacity(EXPIRY_BUDGET) })
     });
     let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
+    // The wake-up tick last announced to producers (see `keep_promise`).
+    let mut promised = None;
     while !shard.mailbox.is_closed() {
         let mut turn = with_local(|local| local.turn(&mut batch));
         if !batch.is_empty() {
@@ -58,7 +60,8 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
             }
         }
         if let Turn::Idle(next) = turn {
-            sleep(&shard, next);
+            promised = keep_promise(next, promised, shard.clock.now_tick());
+            sleep(&shard, promised);
         }
     }
     let mut local = LOCAL.with(|l| l.borrow_mut().take()).expect("the driver's state is set above");
@@ -247,6 +250,22 @@ fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
     }
 }
 
+/// The tick to sleep until: the wheel's next deadline `next`, or the wake-up promised
+/// before, `promised`, if that is earlier and still ahead.
+///
+/// Why keep a promise: producers wake a sleeping shard only for a deadline earlier than the
+/// one it sleeps until. In the request-timeout pattern (arm 30 s, cancel, arm 30 s, ...) the
+/// cancels empty the earliest slot, and a shard that then re-planned its sleep for a later
+/// one would be woken, one syscall each, by every new arm. Kept, the earlier wake-up lets the
+/// new arms pass without waking it; it costs at most one wake-up with nothing due, at that
+/// tick. A shard that was never given anything to do still sleeps without a timeout.
+fn keep_promise(next: Option<u64>, promised: Option<u64>, now: u64) -> Option<u64> {
+    match promised.filter(|&p| p > now) {
+        Some(p) => Some(next.map_or(p, |n| n.min(p))),
+        None => next,
+    }
+}
+
 /// Sleeps until tick `next` (or until woken), unless mail arrived meanwhile.
 fn sleep(shard: &Shard, next: Option<u64>) {
     if !shard.mailbox.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
@@ -255,4 +274,20 @@ fn sleep(shard: &Shard, next: Option<u64>) {
     shard.clock.sleep_until(next);
     shard.mailbox.woke();
     shard.counters.woke();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::keep_promise;
+
+    #[test]
+    fn a_promised_wake_up_is_kept_until_it_passes() {
+        assert_eq!(keep_promise(Some(50), None, 10), Some(50));
+        assert_eq!(keep_promise(Some(90), Some(50), 10), Some(50), "the earlier promise stands");
+        assert_eq!(keep_promise(None, Some(50), 10), Some(50), "even with the wheel emptied");
+        assert_eq!(keep_promise(Some(30), Some(50), 10), Some(30), "an earlier deadline wins");
+        assert_eq!(keep_promise(Some(90), Some(50), 50), Some(90), "a promise kept is over");
+        assert_eq!(keep_promise(None, Some(50), 60), None, "nothing to do: sleep without a timeout");
+        assert_eq!(keep_promise(None, None, 60), None);
+    }
 }
