@@ -238,6 +238,7 @@ impl EntryRef {
         if this.header().refs.fetch_sub(1, Ordering::Release) != 1 {
             return None;
         }
+        // Acquire: see the Release above; the free happens after every other use.
         fence(Ordering::Acquire);
         if matches!(this.state().load(), crate::state::State::Pending { .. }) {
             // SAFETY: the last reference, so no other thread can reach the cell; the entry

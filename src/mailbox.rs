@@ -83,6 +83,7 @@ pub(crate) struct Mailbox {
 
 impl std::fmt::Debug for Mailbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Relaxed: a debugging snapshot, ordered with nothing.
         f.debug_struct("Mailbox")
             .field("len", &self.queue.len())
             .field("sleep_until", &self.sleep_until.load(Ordering::Relaxed))

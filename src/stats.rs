@@ -60,6 +60,7 @@ struct LocalCounters {
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
+    // Relaxed: see `Counters`.
     counter.fetch_add(by, Ordering::Relaxed);
 }
 
@@ -68,6 +69,7 @@ impl Counters {
         bump(&self.remote.scheduled, by);
     }
     pub(crate) fn unschedule(&self) {
+        // Relaxed: see `Counters`.
         self.remote.scheduled.fetch_sub(1, Ordering::Relaxed);
     }
     pub(crate) fn cancelled(&self) {
