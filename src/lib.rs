@@ -34,7 +34,8 @@
 //! - **Shards.** Each shard is a thread (pinned to a core with `core_affinity`) that alone
 //!   owns a [hierarchical hashed wheel](https://doi.org/10.1145/41457.37504): six levels of
 //!   64 slots, `u64` occupancy bitmaps, O(1) insert and remove. The thread sleeps until the
-//!   next occupied slot; with nothing due it does not wake at all.
+//!   next occupied slot; a shard with nothing to do sleeps without a timeout and makes no
+//!   wake-ups at all.
 //! - **Routing.** A task that schedules from its own shard thread files the timeout straight
 //!   into that wheel. Any other thread has a home shard, fixed for its life, and reaches it
 //!   through the shard's lock-free mailbox; it wakes the shard only if its deadline is

@@ -24,7 +24,9 @@ pub struct Stats {
     pub pending: u64,
     /// Timeouts handed back, unfired, by `stop()`.
     pub unfired: u64,
-    /// Times a shard thread woke from sleep. A service with nothing due does not wake.
+    /// Times a shard thread woke from sleep. A shard with nothing to do does not wake; one
+    /// whose earliest timeouts were cancelled wakes at most once more, at the tick it had
+    /// promised (see `shard/driver.rs`).
     pub wakeups: u64,
     /// Commands (arms, cancel and earlier-reset notices) waiting in the shards' mailboxes,
     /// not yet read by their shard. A sleeping shard is woken before this grows past a

@@ -4,7 +4,9 @@
 //! wheel for what is due (a bounded number of steps), commits each due timeout with the
 //! EXPIRED CAS, and then, holding nothing, runs the batch of tasks. With nothing left to do
 //! it sleeps until the wheel's next deadline, or until a producer wakes it (`mailbox.rs`).
-//! An empty wheel sleeps without a timeout: an idle service makes no wake-ups at all.
+//! A shard with nothing to do sleeps without a timeout: an idle service makes no wake-ups at
+//! all. A wake-up promised to producers is kept even if its timeouts are cancelled
+//! (`keep_promise`), so that arms later than it never cost a syscall.
 //!
 //! The wheel sits in a thread-local, borrowed only for the short spells of a turn that do
 //! not run user code, so a task that schedules on its own shard files its timeout straight
