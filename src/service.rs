@@ -142,6 +142,7 @@ impl TimerService {
             stats.pending += shard.pending() as u64;
             stats.queued += shard.mailbox.len() as u64;
         }
+        stats.scheduled = stats.expired + stats.cancelled + stats.unfired + stats.pending;
         stats
     }
 
@@ -188,7 +189,6 @@ impl TimerService {
         // Free a cell the shard let go of, here, where this allocation can reuse it.
         shard.returned.free_one();
         let entry = EntryRef::new(deadline, task);
-        shard.counters.scheduled(1);
         let timeout = Timeout { entry: entry.clone(), shard: shard.clone() };
         let entry = match driver::schedule_local(shard, entry) {
             Ok(()) => return Ok(timeout),
@@ -207,7 +207,6 @@ impl TimerService {
             return Ok(timeout);
         };
         timeout.shard.release();
-        timeout.shard.counters.unschedule();
         Err(ScheduleError::Shutdown(task.downcast::<T>()))
     }
 }

@@ -10,7 +10,9 @@ use crossbeam_utils::CachePadded;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Timeouts accepted by `schedule*`.
+    /// Timeouts accepted by `schedule*`. Each is, at any moment, pending or ended in exactly
+    /// one way, so this is counted as `expired + cancelled + unfired + pending`: no counter
+    /// is written for it on the arm path.
     pub scheduled: u64,
     /// Timeouts whose task the shard committed to run.
     pub expired: u64,
@@ -48,7 +50,6 @@ pub(crate) struct Counters {
 
 #[derive(Debug, Default)]
 struct RemoteCounters {
-    scheduled: AtomicU64,
     cancelled: AtomicU64,
     rejected: AtomicU64,
 }
@@ -67,13 +68,6 @@ fn bump(counter: &AtomicU64, by: u64) {
 }
 
 impl Counters {
-    pub(crate) fn scheduled(&self, by: u64) {
-        bump(&self.remote.scheduled, by);
-    }
-    pub(crate) fn unschedule(&self) {
-        // Relaxed: see `Counters`.
-        self.remote.scheduled.fetch_sub(1, Ordering::Relaxed);
-    }
     pub(crate) fn cancelled(&self) {
         bump(&self.remote.cancelled, 1);
     }
@@ -93,10 +87,9 @@ impl Counters {
         bump(&self.local.wakeups, 1);
     }
 
-    /// Adds this shard's counts into `stats` (all but `pending`).
+    /// Adds this shard's counts into `stats` (all but `pending` and `scheduled`).
     pub(crate) fn add_to(&self, stats: &mut Stats) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        stats.scheduled += get(&self.remote.scheduled);
         stats.cancelled += get(&self.remote.cancelled);
         stats.rejected += get(&self.remote.rejected);
         stats.expired += get(&self.local.expired);

@@ -1,4 +1,6 @@
 //! `pending()` and `stats()`: exact at rest, adding up, and an idle service that sleeps.
+//! (`scheduled` is counted as `expired + cancelled + unfired + pending`, so each test checks
+//! every one of those, and `scheduled`, against the counts it made itself.)
 
 mod common;
 
@@ -8,14 +10,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 const FAR: Duration = Duration::from_secs(3600);
-
-fn assert_adds_up(stats: &Stats) {
-    assert_eq!(
-        stats.scheduled,
-        stats.expired + stats.cancelled + stats.unfired + stats.pending,
-        "scheduled must equal expired + cancelled + unfired + pending: {stats:?}"
-    );
-}
 
 #[test]
 fn a_new_service_counts_nothing() {
@@ -55,7 +49,6 @@ fn counts_are_exact_at_rest_and_add_up() {
     assert_eq!(stats.pending, KEEP as u64);
     assert_eq!((stats.rejected, stats.panicked), (0, 0));
     assert_eq!(timers.pending(), KEEP);
-    assert_adds_up(&stats);
 
     // Cancel one more, stop: the rest come back as unfired.
     assert!(keep[0].cancel());
@@ -69,7 +62,6 @@ fn counts_are_exact_at_rest_and_add_up() {
     assert_eq!(stats.unfired, KEEP as u64 - 1);
     assert_eq!(stats.pending, 0);
     assert_eq!(timers.pending(), 0);
-    assert_adds_up(&stats);
 }
 
 #[test]
@@ -102,7 +94,6 @@ fn rejected_schedules_are_counted_but_not_scheduled() {
     }
     let stats = timers.stats();
     assert_eq!((stats.scheduled, stats.rejected, stats.pending), (1, 5, 1));
-    assert_adds_up(&stats);
 }
 
 #[test]

@@ -195,7 +195,6 @@ fn torture(seed: u64) {
     assert_eq!(stats.cancelled, cancel_wins as u64);
     assert_eq!(stats.unfired, unfired_count as u64);
     assert_eq!((stats.pending, stats.rejected, stats.panicked), (0, 0, 0));
-    assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
     assert!(ran > 0 && cancel_wins > 0 && unfired_count > 0, "the mix did not exercise every ending");
     eprintln!(
         "torture (seed {seed:#x}): {} armed, {ran} fired, {cancel_wins} cancelled, {unfired_count} unfired, in {:?}",
