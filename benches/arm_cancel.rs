@@ -21,10 +21,9 @@ use baselines::netty::NettyPeer;
 use baselines::report::{self, OtherLoad, Row};
 use baselines::shardwheel::ShardwheelPeer;
 use baselines::tokio_timers::TokioSleepPeer;
-use baselines::{Peer, count_label, prearm, run_threads};
+use baselines::{Peer, arm_cancel_pairs, count_label, prearm, run_threads};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
-use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 const PENDING: [usize; 3] = [0, 10_000, 1_000_000];
@@ -32,16 +31,9 @@ const PRODUCERS: [usize; 2] = [1, 2];
 const DELAY: Duration = Duration::from_secs(30);
 const PEERS: [&str; 5] = ["shardwheel", "tokio", "DelayQueue", "Mutex<BinaryHeap>", "netty-wheel"];
 
-/// `iters` arm + cancel pairs, each with a closure capturing a `u64`.
+/// `iters` arm + cancel pairs of 30 s timeouts.
 fn pairs<P: Peer>(peer: &P, iters: u64) {
-    let mut lost = 0u64;
-    for i in 0..iters {
-        let handle = peer.arm(DELAY, move || {
-            black_box(i);
-        });
-        lost += u64::from(!peer.cancel(black_box(handle)));
-    }
-    assert_eq!(lost, 0, "{}: a cancel of a pending 30 s timeout lost", peer.name());
+    arm_cancel_pairs(peer, DELAY, iters);
 }
 
 fn group_name(pending: usize) -> String {

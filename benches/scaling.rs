@@ -15,9 +15,8 @@ mod baselines;
 use baselines::netty::NettyPeer;
 use baselines::report::{self, OtherLoad};
 use baselines::shardwheel::ShardwheelPeer;
-use baselines::{Peer, run_threads};
+use baselines::{Peer, arm_cancel_pairs, run_threads};
 use criterion::{BenchmarkId, Criterion, Throughput};
-use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -25,14 +24,7 @@ const DELAY: Duration = Duration::from_secs(30);
 const GROUP: &str = "scaling_arm_cancel";
 
 fn pairs<P: Peer>(peer: &P, iters: u64) {
-    let mut lost = 0u64;
-    for i in 0..iters {
-        let handle = peer.arm(DELAY, move || {
-            black_box(i);
-        });
-        lost += u64::from(!peer.cancel(black_box(handle)));
-    }
-    assert_eq!(lost, 0, "{}: a cancel lost", peer.name());
+    arm_cancel_pairs(peer, DELAY, iters);
 }
 
 /// `1s1p`: 1 shard, 1 producer (no `+`: criterion's filter is a regex).

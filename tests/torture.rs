@@ -44,6 +44,22 @@ fn delay(rng: &mut XorShift) -> Duration {
     if rng.below(10) == 0 { FAR } else { Duration::from_micros(rng.below(20_000)) }
 }
 
+/// The timeout a reset or cancel acts on: one from the shared pool (`None` if it is empty), or
+/// mostly one of this producer's recent timeouts, many still pending.
+fn pick(
+    rng: &mut XorShift,
+    from_shared: bool,
+    shared: &Mutex<Vec<Timeout>>,
+    armed: &[(usize, Timeout)],
+) -> Option<Timeout> {
+    if from_shared {
+        let pool = shared.lock().unwrap();
+        return (!pool.is_empty()).then(|| pool[rng.below(pool.len() as u64) as usize].clone());
+    }
+    let recent = armed.len() - 1 - rng.below(armed.len().min(256) as u64) as usize;
+    Some(armed[recent].1.clone())
+}
+
 struct Outcome {
     armed: Vec<(usize, Timeout)>,
     cancel_wins: usize,
@@ -60,8 +76,6 @@ fn produce(timers: &TimerService, books: &Arc<Books>, shared: &Mutex<Vec<Timeout
             // Spread the ops out a little, so that expiries interleave with them.
             std::thread::sleep(Duration::from_micros(200));
         }
-        // Resets and cancels mostly pick among recent timeouts, many still pending.
-        let recent = |rng: &mut XorShift, len: usize| len - 1 - rng.below(len.min(256) as u64) as usize;
         let pick_shared = rng.below(8) == 0;
         match rng.below(4) {
             0 | 1 => {
@@ -86,14 +100,8 @@ fn produce(timers: &TimerService, books: &Arc<Books>, shared: &Mutex<Vec<Timeout
             }
             2 if !armed.is_empty() => {
                 let d = delay(&mut rng);
-                let timeout = if pick_shared {
-                    let pool = shared.lock().unwrap();
-                    if pool.is_empty() {
-                        continue;
-                    }
-                    pool[rng.below(pool.len() as u64) as usize].clone()
-                } else {
-                    armed[recent(&mut rng, armed.len())].1.clone()
+                let Some(timeout) = pick(&mut rng, pick_shared, shared, &armed) else {
+                    continue;
                 };
                 let was_pending = timeout.is_pending();
                 if timeout.reset(d) {
@@ -101,14 +109,8 @@ fn produce(timers: &TimerService, books: &Arc<Books>, shared: &Mutex<Vec<Timeout
                 }
             }
             3 if !armed.is_empty() => {
-                let timeout = if pick_shared {
-                    let pool = shared.lock().unwrap();
-                    if pool.is_empty() {
-                        continue;
-                    }
-                    pool[rng.below(pool.len() as u64) as usize].clone()
-                } else {
-                    armed[recent(&mut rng, armed.len())].1.clone()
+                let Some(timeout) = pick(&mut rng, pick_shared, shared, &armed) else {
+                    continue;
                 };
                 if timeout.cancel() {
                     cancel_wins += 1;

@@ -76,6 +76,19 @@ pub fn generic_check<P: Peer>(peer: &P) {
     });
 }
 
+/// `iters` arm + cancel pairs with `delay`, each closure capturing a `u64`: the workload of
+/// `arm_cancel` and `scaling`. Every cancel must win (the timeouts are far from due).
+pub fn arm_cancel_pairs<P: Peer>(peer: &P, delay: Duration, iters: u64) {
+    let mut lost = 0u64;
+    for i in 0..iters {
+        let handle = peer.arm(delay, move || {
+            std::hint::black_box(i);
+        });
+        lost += u64::from(!peer.cancel(std::hint::black_box(handle)));
+    }
+    assert_eq!(lost, 0, "{}: a cancel of a pending timeout lost", peer.name());
+}
+
 /// Checks every peer once (about a second in all). Each bench binary calls it first.
 pub fn self_check_all() {
     let t = Instant::now();
