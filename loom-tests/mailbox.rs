@@ -18,6 +18,7 @@ fn arm_in_mailbox_races_cancel() {
     model("arm in mailbox ∥ cancel", || {
         // Frozen time: the timeout cannot fire, so only the cancel decides.
         shardwheel::loom_support::freeze_clock();
+        shardwheel::loom_support::arm_through_mailbox();
         let timers = service();
         let (task, counts) = Probe::new();
         let timeout = timers.schedule(Duration::from_secs(10), task).unwrap();
@@ -89,6 +90,8 @@ fn earlier_reset_wakes_a_sleeping_shard() {
 fn backlog_wakes_a_sleeping_shard() {
     model("backlog wake-up", || {
         shardwheel::loom_support::freeze_clock();
+        // Through the mailbox, so that the shard files both and their cancels send notices.
+        shardwheel::loom_support::arm_through_mailbox();
         let timers = TimerService::builder().shards(1).build().unwrap();
         let (a, _a) = Probe::new();
         let (b, _b) = Probe::new();

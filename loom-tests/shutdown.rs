@@ -10,33 +10,48 @@ use shardwheel::ScheduleError;
 use std::time::Duration;
 
 /// schedule ∥ stop: the timeout lands in stop's list (or fires), or the schedule fails
-/// with `Shutdown` and hands the task back: never lost, never both.
+/// with `Shutdown` and hands the task back: never lost, never both. The arm goes on the
+/// producer's stage, whose lock orders it with the final drain (`src/stage.rs`).
 #[test]
 fn schedule_races_stop() {
-    model("schedule ∥ stop", || {
-        let timers = service();
-        let (task, counts) = Probe::new();
-        let producer = {
-            let timers = timers.clone();
-            loom::thread::spawn(move || match timers.schedule(Duration::from_secs(10), task) {
+    model("schedule ∥ stop", || schedule_races_stop_model(false));
+}
+
+/// The same through the mailbox (as a stage's sweep sends arms), whose close handshake then
+/// decides (`src/mailbox.rs`).
+#[test]
+fn schedule_through_mailbox_races_stop() {
+    model("schedule through the mailbox ∥ stop", || schedule_races_stop_model(true));
+}
+
+fn schedule_races_stop_model(through_mailbox: bool) {
+    let timers = service();
+    let (task, counts) = Probe::new();
+    let producer = {
+        let timers = timers.clone();
+        loom::thread::spawn(move || {
+            if through_mailbox {
+                shardwheel::loom_support::arm_through_mailbox();
+            }
+            match timers.schedule(Duration::from_secs(10), task) {
                 Ok(_) => true,
                 Err(ScheduleError::Shutdown(task)) => {
                     drop(task);
                     false
                 }
                 Err(e) => panic!("unexpected {e}"),
-            })
-        };
-        let unfired = drop_unfired(timers.stop().unwrap());
-        let scheduled = producer.join().unwrap();
-        assert_eq!(scheduled, counts.runs() + unfired == 1, "scheduled {scheduled}, unfired {unfired}");
-        assert!(counts.runs() + unfired <= 1);
-        assert_eq!(counts.drops(), 1, "the task is dropped exactly once");
-        assert_eq!(timers.pending(), 0);
-        let stats = timers.stats();
-        assert_eq!(stats.scheduled, u64::from(scheduled), "a schedule refused by the stop is not counted");
-        assert_eq!(stats.expired + stats.unfired, u64::from(scheduled));
-    });
+            }
+        })
+    };
+    let unfired = drop_unfired(timers.stop().unwrap());
+    let scheduled = producer.join().unwrap();
+    assert_eq!(scheduled, counts.runs() + unfired == 1, "scheduled {scheduled}, unfired {unfired}");
+    assert!(counts.runs() + unfired <= 1);
+    assert_eq!(counts.drops(), 1, "the task is dropped exactly once");
+    assert_eq!(timers.pending(), 0);
+    let stats = timers.stats();
+    assert_eq!(stats.scheduled, u64::from(scheduled), "a schedule refused by the stop is not counted");
+    assert_eq!(stats.expired + stats.unfired, u64::from(scheduled));
 }
 
 /// stop ∥ expire: the task runs, or stop hands it back; not both.

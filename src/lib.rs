@@ -63,6 +63,7 @@ mod mailbox;
 mod routing;
 mod service;
 mod shard;
+mod stage;
 mod state;
 mod stats;
 mod sync;
@@ -107,6 +108,12 @@ pub mod loom_support {
     /// Moves the mocked clock forward to `to` after the services' start.
     pub fn advance_clock(to: std::time::Duration) {
         crate::clock::mock::advance_to(to);
+    }
+
+    /// Makes the calling thread's arms skip its stages and go straight to the mailbox, as a
+    /// stage's sweep sends them: for the models of the mailbox protocol itself.
+    pub fn arm_through_mailbox() {
+        crate::stage::loom_bypass::set();
     }
 }
 

@@ -35,7 +35,8 @@
 //! timeout back itself; the state word's CAS decides if both try.
 
 use crate::entry::EntryRef;
-use crate::sync::{AtomicBool, AtomicU64, Ordering, fence, thread};
+use crate::stage::Stage;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, fence, thread};
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
 
@@ -60,8 +61,11 @@ pub(crate) enum Command {
     /// This entry was cancelled after the shard filed it: take it out of the wheel, if it is
     /// still in. (An entry cancelled before it was filed needs no notice: see `state.rs`.)
     Unlink(EntryRef),
-    /// This entry's deadline moved earlier: file it again, if it is in the wheel.
+    /// This entry's deadline moved earlier: file it again (or file it now, if it still
+    /// waits on a stage).
     Refile(EntryRef),
+    /// This stage holds arms due from its `due()` on: watch it (`stage.rs`).
+    Stage(Arc<Stage>),
 }
 
 /// What became of a sent command.

@@ -7,6 +7,7 @@ use crate::error::{BuildError, ScheduleError, StopError};
 use crate::mailbox::{Command, Sent};
 use crate::routing;
 use crate::shard::{Shard, driver};
+use crate::stage::{self, Staging};
 use crate::stats::Stats;
 use crate::sync::plain::AtomicU64;
 use crate::sync::thread::{self, JoinHandle};
@@ -193,6 +194,14 @@ impl TimerService {
         let entry = match driver::schedule_local(shard, entry) {
             Ok(()) => return Ok(timeout),
             Err(entry) => entry,
+        };
+        let entry = match stage::arm(shard, entry, deadline) {
+            Staging::Staged => return Ok(timeout),
+            Staging::Closed(entry) => {
+                drop(entry);
+                return self.take_back(timeout);
+            }
+            Staging::Unavailable(entry) => entry,
         };
         match shard.mailbox.send(Command::Arm(entry), Some(deadline)) {
             Sent::Delivered => Ok(timeout),

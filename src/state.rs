@@ -142,12 +142,23 @@ impl StateCell {
         }
     }
 
-    /// Sets LINKED, for the owning shard as it files the entry. `false` if the timeout is no
-    /// longer pending: a cancel came first, and the entry must not be filed.
+    /// Sets LINKED, for the owning shard as it files the entry. `true` iff this call linked a
+    /// pending entry: `false` if a cancel came first (the entry must not be filed) or if the
+    /// entry was already linked (a second hand-over of an entry the shard already filed: a
+    /// staged entry that an earlier reset's refile notice filed first, see `stage.rs`).
     pub(crate) fn try_link(&self) -> bool {
         // AcqRel: the flag publishes nothing, but as a read-modify-write it is ordered with
         // the cancel's CAS on the same word, which is all the cancel ∥ link race needs.
-        self.word.fetch_or(LINKED, Ordering::AcqRel) & STATE_MASK == PENDING
+        let prev = self.word.fetch_or(LINKED, Ordering::AcqRel);
+        prev & STATE_MASK == PENDING && prev & LINKED == 0
+    }
+
+    /// Whether the entry is pending and not yet filed: what a stage must still hand to its
+    /// shard. A stale answer is harmless: a cancel that lands after it only means the shard
+    /// drops the entry itself, and LINKED is only ever set by the shard.
+    pub(crate) fn needs_filing(&self) -> bool {
+        // Relaxed: a hint (see above); the shard's `try_link` decides.
+        self.word.load(Ordering::Relaxed) & (STATE_MASK | LINKED) == PENDING
     }
 
     /// PENDING(deadline), filed → EXPIRED, for the owning shard once `deadline ≤ now`. Fails
@@ -208,13 +219,17 @@ mod tests {
         assert!(!s.try_expire(10));
         assert_eq!(s.try_reset(5), Reset::NotPending);
         assert!(!s.try_link(), "a cancelled entry must not be filed");
+        assert!(!s.needs_filing(), "nor handed to its shard");
         assert_eq!(s.load(), State::Cancelled { deadline: 10 });
     }
 
     #[test]
     fn a_cancel_after_linking_says_so() {
         let s = StateCell::new_pending(10);
+        assert!(s.needs_filing());
         assert!(s.try_link());
+        assert!(!s.needs_filing());
+        assert!(!s.try_link(), "linked once: a second hand-over is not filed again");
         assert_eq!(s.try_reset(20), Reset::Later);
         assert_eq!(s.try_cancel(), Some(Cancelled::Linked), "reset keeps LINKED");
     }

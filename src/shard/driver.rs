@@ -16,8 +16,9 @@ use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
 use crate::shard::Shard;
-use crate::state::State;
-use crate::sync::{Arc, const_thread_local};
+use crate::stage::{self, Stage, Taken};
+use crate::state::{NEVER, State};
+use crate::sync::{Arc, const_thread_local, thread};
 use crate::timeout::{Timeout, Unfired};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
@@ -35,6 +36,10 @@ struct Local {
     wheel: Wheel<EntryRef>,
     /// Scratch for the wheel's output, kept to avoid allocating per turn.
     due: Vec<EntryRef>,
+    /// The stages announced to this shard that may hold entries (`stage.rs`).
+    watched: Vec<Arc<Stage>>,
+    /// An empty buffer with room for a full stage, swapped with a stage's as it is taken.
+    spare: Vec<EntryRef>,
 }
 
 const_thread_local! {
@@ -46,8 +51,13 @@ const_thread_local! {
 pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
     let _driving = routing::enter_driver(shard.service, shard.index);
     LOCAL.with(|l| {
-        *l.borrow_mut() =
-            Some(Local { shard: shard.clone(), wheel: Wheel::new(), due: Vec::with_capacity(EXPIRY_BUDGET) })
+        *l.borrow_mut() = Some(Local {
+            shard: shard.clone(),
+            wheel: Wheel::new(),
+            due: Vec::with_capacity(EXPIRY_BUDGET),
+            watched: Vec::new(),
+            spare: Vec::with_capacity(stage::CAPACITY),
+        })
     });
     let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
     // The wake-up tick last announced to producers (see `keep_promise`).
@@ -102,18 +112,73 @@ impl Local {
     fn turn(&mut self, batch: &mut Vec<OwnedTask>) -> Turn {
         let more_mail = self.drain_mailbox(MAILBOX_BUDGET);
         let now = self.shard.clock.now_tick();
+        let stage_held = self.take_due_stages(now);
         let more_due = self.expire(now, batch);
-        if more_mail || more_due {
+        if stage_held {
+            // Its owner is inside a push or a sweep: let it finish.
+            thread::yield_now();
+        }
+        if more_mail || more_due || stage_held {
             return Turn::Busy;
         }
         self.idle()
     }
 
-    /// With no mail and nothing due as of the last poll: when the wheel next has work.
+    /// With no mail and nothing due as of the last poll: when the wheel or a watched stage
+    /// next has work.
     fn idle(&self) -> Turn {
-        match self.wheel.next_deadline() {
+        let staged = self.watched.iter().map(|s| s.due()).filter(|&d| d != NEVER).min();
+        let next = match (self.wheel.next_deadline(), staged) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match next {
             Some(t) if t <= self.shard.clock.now_tick() => Turn::Busy,
             next => Turn::Idle(next),
+        }
+    }
+
+    /// Takes the entries of every watched stage whose `due` has come and files them; stops
+    /// watching stages that promise nothing. `true` if a due stage's owner held its lock.
+    fn take_due_stages(&mut self, now: u64) -> bool {
+        let mut held = false;
+        let mut i = 0;
+        while i < self.watched.len() {
+            let due = self.watched[i].due();
+            if due == NEVER {
+                self.watched.swap_remove(i).unwatch();
+                continue;
+            }
+            if due > now {
+                i += 1;
+                continue;
+            }
+            let mut entries = std::mem::take(&mut self.spare);
+            match self.watched[i].try_take(&mut entries) {
+                Taken::Busy => {
+                    held = true;
+                    i += 1;
+                }
+                Taken::Took { retired } => {
+                    for entry in entries.drain(..) {
+                        self.arm(entry);
+                    }
+                    if retired {
+                        let stage = self.watched.swap_remove(i);
+                        stage.unwatch();
+                        self.shard.stages.remove(&stage);
+                    }
+                }
+            }
+            self.spare = entries;
+        }
+        held
+    }
+
+    /// Starts watching a stage announced by its owner.
+    fn watch(&mut self, stage: Arc<Stage>) {
+        if stage.watch() {
+            self.watched.push(stage);
         }
     }
 
@@ -124,6 +189,7 @@ impl Local {
                 Some(Command::Arm(entry)) => self.arm(entry),
                 Some(Command::Unlink(entry)) => self.unlink(entry),
                 Some(Command::Refile(entry)) => self.refile(entry),
+                Some(Command::Stage(stage)) => self.watch(stage),
                 None => return false,
             }
         }
@@ -165,13 +231,18 @@ impl Local {
         entry.release_to(&self.shard.returned);
     }
 
-    /// Files an entry again at its (earlier) deadline, if it is in the wheel. If it is not,
-    /// it is either still in the mailbox (its Arm reads the new deadline) or already gone.
+    /// Files an entry again at its (earlier) deadline, if it is in the wheel. One that was
+    /// never filed may wait on a stage due too late for its new deadline: it is filed now
+    /// (the stage's copy is then dropped, as already linked). Otherwise it is either still in
+    /// the mailbox (its Arm reads the new deadline) or already gone.
     fn refile(&mut self, entry: EntryRef) {
         if let Some(key) = entry.key() {
             entry.set_key(None);
             let filed = self.wheel.remove(key);
             self.file(filed);
+        } else if entry.state().try_link() {
+            self.file(entry);
+            return;
         }
         entry.release_to(&self.shard.returned);
     }
@@ -221,6 +292,13 @@ impl Local {
     fn shut_down(&mut self) -> Vec<Unfired> {
         self.shard.mailbox.begin_final_drain();
         let mut unfired = Vec::new();
+        // The stages first: a sweep moves its survivors to the mailbox under its stage's
+        // lock, so once every stage is closed the mailbox holds all there is (`stage.rs`).
+        let mut staged = Vec::new();
+        self.shard.stages.close(&mut staged);
+        for entry in staged {
+            self.take_back(entry, &mut unfired);
+        }
         while let Some(cmd) = self.shard.mailbox.pop() {
             if let Command::Arm(entry) = cmd {
                 self.take_back(entry, &mut unfired);
