@@ -153,11 +153,25 @@ unsafe impl Sync for EntryRef {}
 
 impl EntryRef {
     /// A pending entry holding `task`, with one reference (the one returned).
+    #[cfg(test)]
     pub(crate) fn new<T: TimerTask>(deadline: u64, task: T) -> EntryRef {
+        Self::with_refs(deadline, task, 1)
+    }
+
+    /// A pending entry holding `task`, and two references to it: the handle's and the one
+    /// that goes to the shard. Counted at once rather than cloned: one atomic operation less
+    /// on the arm path.
+    pub(crate) fn new_pair<T: TimerTask>(deadline: u64, task: T) -> (EntryRef, EntryRef) {
+        let entry = Self::with_refs(deadline, task, 2);
+        let other = EntryRef { ptr: entry.ptr };
+        (entry, other)
+    }
+
+    fn with_refs<T: TimerTask>(deadline: u64, task: T, refs: u32) -> EntryRef {
         let cell = Box::new(Cell {
             header: Header {
                 state: StateCell::new_pending(deadline),
-                refs: AtomicU32::new(1),
+                refs: AtomicU32::new(refs),
                 key: AtomicU32::new(NO_KEY),
                 vtable: &Cell::<T>::VTABLE,
                 #[cfg(loom)]
@@ -183,6 +197,13 @@ impl EntryRef {
     /// shard had filed the entry (then it must be told).
     pub(crate) fn cancel(&self) -> Option<(OwnedTask, Cancelled)> {
         self.state().try_cancel().map(|linked| (OwnedTask::new(self.clone()), linked))
+    }
+
+    /// PENDING → CANCELLED, for a canceller that holds this reference until it is done with
+    /// the task: on success the right to the task, borrowed from this reference rather than
+    /// counted (one atomic operation less per cancel), and whether the shard had filed it.
+    pub(crate) fn cancel_borrowed(&self) -> Option<(BorrowedTask<'_>, Cancelled)> {
+        self.state().try_cancel().map(|linked| (BorrowedTask { entry: self }, linked))
     }
 
     /// PENDING(deadline) → EXPIRED, for the owning shard; on success the task.
@@ -406,7 +427,9 @@ impl OwnedTask {
         entry.release_to(returned);
     }
 
-    /// Tells the task it was cancelled (after a won `cancel()`).
+    /// Tells the task it was cancelled (after a won `cancel()`; `Timeout::cancel` uses
+    /// [`BorrowedTask`]).
+    #[cfg(test)]
     pub(crate) fn cancelled(self) {
         let entry = self.into_entry();
         // SAFETY: as in `run`.
@@ -428,6 +451,30 @@ impl OwnedTask {
         assert!((entry.header().vtable.type_id)() == TypeId::of::<T>(), "task type mismatch");
         // SAFETY: as in `run`, and the type check above makes the cell a `Cell<T>`.
         unsafe { Cell::<T>::take(entry.ptr) }
+    }
+}
+
+/// The right to an entry's task, as [`OwnedTask`], for a winner that holds a reference to
+/// the entry throughout (`Timeout::cancel`): the borrow keeps the cell alive.
+pub(crate) struct BorrowedTask<'a> {
+    entry: &'a EntryRef,
+}
+
+impl BorrowedTask<'_> {
+    /// Tells the task it was cancelled.
+    pub(crate) fn cancelled(self) {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: we won the terminal CAS, so the task is in place and ours; the borrowed
+        // reference keeps the cell alive during the call; `this` is not dropped, so the task
+        // is moved out once.
+        unsafe { (this.entry.header().vtable.cancelled)(this.entry.ptr) };
+    }
+}
+
+impl Drop for BorrowedTask<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in `cancelled`; `drop` runs once, and only if `cancelled` did not.
+        unsafe { (self.entry.header().vtable.drop_task)(self.entry.ptr) };
     }
 }
 
@@ -500,6 +547,21 @@ mod tests {
         let e = EntryRef::new(5, task);
         e.cancel().unwrap().0.cancelled();
         assert_eq!(seen(&c), (0, 1, 1));
+
+        // Borrowed, as `Timeout::cancel` takes it: told, or dropped unused.
+        let (task, c) = probe();
+        let (e, handle) = EntryRef::new_pair(5, task);
+        drop(e);
+        let (borrowed, linked) = handle.cancel_borrowed().unwrap();
+        assert_eq!(linked, Cancelled::Unlinked);
+        borrowed.cancelled();
+        assert_eq!(seen(&c), (0, 1, 1));
+        assert!(handle.cancel_borrowed().is_none(), "final");
+        let (task, c) = probe();
+        let (e, handle) = EntryRef::new_pair(5, task);
+        drop(handle.cancel_borrowed().unwrap());
+        assert_eq!(seen(&c), (0, 0, 1));
+        drop((e, handle));
 
         let (task, c) = probe();
         let e = EntryRef::new(5, task);

@@ -189,8 +189,8 @@ impl TimerService {
         let deadline = deadline(&self.inner.clock);
         // Free a cell the shard let go of, here, where this allocation can reuse it.
         shard.returned.free_one();
-        let entry = EntryRef::new(deadline, task);
-        let timeout = Timeout { entry: entry.clone(), shard: shard.clone() };
+        let (entry, handle) = EntryRef::new_pair(deadline, task);
+        let timeout = Timeout { entry: handle, shard: shard.clone() };
         let entry = match driver::schedule_local(shard, entry) {
             Ok(()) => return Ok(timeout),
             Err(entry) => entry,

@@ -49,7 +49,7 @@ impl Timeout {
     /// [`cancelled`](TimerTask::cancelled) has run on this thread, and the task has been
     /// dropped, all before `cancel` returns.
     pub fn cancel(&self) -> bool {
-        let Some((task, linked)) = self.entry.cancel() else {
+        let Some((task, linked)) = self.entry.cancel_borrowed() else {
             return false;
         };
         self.shard.release();
