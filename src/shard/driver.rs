@@ -160,6 +160,11 @@ impl Local {
                     i += 1;
                 }
                 Taken::Took { retired } => {
+                    // A sweep of this stage may have sent earlier arms to the mailbox before
+                    // these went on the stage; file those first, so one thread's arms keep
+                    // their order. They are in the queue: the sweep sent them under the lock
+                    // just taken.
+                    while self.drain_mailbox(MAILBOX_BUDGET) {}
                     for entry in entries.drain(..) {
                         self.arm(entry);
                     }
