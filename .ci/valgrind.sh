@@ -27,7 +27,7 @@ run() {
 }
 
 run "$(build --lib)"
-for t in cancel stop reset max_pending duration_max torture leaks; do
+for t in cancel stop reset max_pending duration_max stage torture leaks; do
   run "$(build --test "$t")"
 done
 echo "valgrind: no errors"

@@ -41,6 +41,11 @@
 //!   through the shard's lock-free mailbox; it wakes the shard only if its deadline is
 //!   earlier than the one the shard sleeps until.
 //!   [`TimerService::schedule_on`] picks a shard explicitly.
+//! - **Stages.** A thread's arms first wait on its own short list for that shard (its
+//!   stage), which the shard takes by the earliest deadline on it. When the stage fills, the
+//!   thread drops the timeouts it has cancelled meanwhile, in its own cache, and passes the
+//!   rest on: a timeout armed and cancelled by one thread (the request-timeout pattern) never
+//!   reaches its shard at all.
 //! - **One state word.** Each timeout's state and deadline share one `AtomicU64`, so
 //!   [`Timeout::cancel`], [`Timeout::reset`] and the shard's expiry are each one CAS, and
 //!   exactly one of cancel and expire wins. A reset to a later deadline is nothing but that
@@ -49,7 +54,9 @@
 //! # Guarantees
 //!
 //! - A timeout never fires before its deadline; it fires at the first tick boundary at or
-//!   after it. Timeouts of the same tick on the same shard fire in the order they were armed.
+//!   after it. Timeouts armed by one thread for the same tick on the same shard fire in the
+//!   order they were armed (timeouts armed concurrently by different threads may fire in
+//!   either order).
 //! - A timeout ends exactly once: it fires, or a `cancel()` returns true for it, or `stop()`
 //!   hands it back.
 //! - Every error hands the task back; bad input is an error, never a panic.
