@@ -30,9 +30,10 @@ pub struct Stats {
     /// whose earliest timeouts were cancelled wakes at most once more, at the tick it had
     /// promised (see `shard/driver.rs`).
     pub wakeups: u64,
-    /// Commands (arms, cancel and earlier-reset notices) waiting in the shards' mailboxes,
-    /// not yet read by their shard. A sleeping shard is woken before this grows past a
-    /// high-water mark (1024 per shard), whatever the commands' deadlines.
+    /// Commands (arms passed on by a stage's sweep, stage announcements, cancel and
+    /// earlier-reset notices) waiting in the shards' mailboxes, not yet read by their shard.
+    /// A sleeping shard is woken before this grows past a high-water mark (1024 per shard),
+    /// whatever the commands' deadlines. Arms still on their thread's stage are not counted.
     pub queued: u64,
 }
 

@@ -55,9 +55,9 @@ impl Timeout {
         self.shard.release();
         self.shard.counters.cancelled();
         // The notice only gives back the wheel's node and the entry's memory; the cancel is
-        // already decided. An entry the shard had not filed yet needs none: the shard sees the
-        // cancel when it gets to the arm, and drops it. A closed mailbox means the shard is
-        // gone with its wheel.
+        // already decided. An entry the shard had not filed yet needs none: whoever gets to
+        // the arm next (the shard, or the sweep of the stage it waits on) sees the cancel and
+        // drops it. A closed mailbox means the shard is gone with its wheel.
         if linked == Cancelled::Linked {
             let _ = self.shard.mailbox.send(Command::Unlink(self.entry.clone()), None);
         }
