@@ -97,3 +97,11 @@ pub fn assert_exactly_once(counts: &Counts, cancelled: usize, unfired: usize) {
     assert_eq!(cancels, cancelled, "cancelled() runs once per winning cancel()");
     assert_eq!(counts.drops(), 1, "the task is dropped exactly once");
 }
+
+/// Waits, yielding to the other threads, until the task has run. If the shard is never
+/// woken, this spins until loom gives up on the model: a lost wake-up fails the test.
+pub fn wait_for_run(counts: &Counts) {
+    while counts.runs() == 0 {
+        loom::thread::yield_now();
+    }
+}

@@ -5,7 +5,7 @@
 #[path = "harness.rs"]
 mod harness;
 
-use harness::{Probe, assert_exactly_once, drop_unfired, model, service};
+use harness::{Probe, assert_exactly_once, drop_unfired, model, service, wait_for_run};
 use shardwheel::TimerService;
 use std::time::Duration;
 
@@ -38,14 +38,6 @@ fn arm_in_mailbox_races_cancel() {
         let unfired = drop_unfired(timers.stop().unwrap());
         assert_exactly_once(&counts, 1, unfired);
     });
-}
-
-/// Waits, yielding to the other threads, until the task has run. If the shard is never
-/// woken, this spins until loom gives up on the model: a lost wake-up fails the test.
-fn wait_for_run(counts: &harness::Counts) {
-    while counts.runs() == 0 {
-        loom::thread::yield_now();
-    }
 }
 
 /// A producer arms an earlier deadline ∥ the shard goes to sleep until a later one: the

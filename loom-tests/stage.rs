@@ -6,7 +6,7 @@
 #[path = "harness.rs"]
 mod harness;
 
-use harness::{Probe, assert_exactly_once, drop_unfired, model, service};
+use harness::{Probe, assert_exactly_once, drop_unfired, model, service, wait_for_run};
 use std::time::Duration;
 
 /// The owner's sweep ∥ the shard taking the stage: the producer arms a timeout due now (its
@@ -34,9 +34,7 @@ fn sweep_races_take() {
             })
         };
         producer.join().unwrap();
-        while due_counts.runs() == 0 {
-            loom::thread::yield_now();
-        }
+        wait_for_run(&due_counts);
         let unfired = drop_unfired(timers.stop().unwrap());
         assert_exactly_once(&due_counts, 0, 0);
         assert_exactly_once(&cancelled_counts, 1, 0);
@@ -66,9 +64,7 @@ fn staged_timeouts_outlive_their_thread() {
             })
         };
         producer.join().unwrap();
-        while due_counts.runs() == 0 {
-            loom::thread::yield_now();
-        }
+        wait_for_run(&due_counts);
         let unfired = drop_unfired(timers.stop().unwrap());
         assert_exactly_once(&due_counts, 0, 0);
         assert_exactly_once(&far_counts, 0, unfired);
