@@ -44,12 +44,15 @@ impl Clock {
     }
 
     /// The tick for deadline `at`: the first tick at or after it, so that the timeout never
-    /// fires early. A deadline already reached (`Duration::ZERO`, an instant in the past) is
-    /// the tick under way, which is due at once: the shard fires it on its next turn, after
-    /// the deadline, instead of waiting for the next tick boundary.
+    /// fires early. No clock read: the caller gave the instant (a deadline already past is a
+    /// tick that has begun, or the next one, and fires by the next tick boundary).
     pub(crate) fn deadline_at(&self, at: Instant) -> u64 {
-        let now = self.now().saturating_duration_since(self.start).as_nanos();
-        self.deadline_nanos(now, at.saturating_duration_since(self.start).as_nanos())
+        let at = at.saturating_duration_since(self.start).as_nanos();
+        // The common case in 64-bit arithmetic: see `deadline_nanos`.
+        if let Ok(at) = u64::try_from(at) {
+            return at.div_ceil(self.tick_nanos).min(NEVER);
+        }
+        u64::try_from(at.div_ceil(u128::from(self.tick_nanos))).unwrap_or(NEVER).min(NEVER)
     }
 
     /// `now` and `deadline` in nanoseconds since the start.
@@ -168,7 +171,9 @@ mod tests {
         // ... and deadlines already reached are the tick under way.
         assert_eq!(clock.deadline_nanos(5 * ms + 300, 5 * ms + 300), 5);
         assert_eq!(clock.deadline_nanos(5 * ms + 300, ms), 5);
-        assert!(clock.deadline_at(start) <= clock.now_tick());
+        assert_eq!(clock.deadline_at(start), 0);
+        assert_eq!(clock.deadline_at(start + Duration::from_micros(1500)), 2);
+        assert_eq!(clock.deadline_at(start + Duration::from_millis(3)), 3);
         assert_eq!(clock.floor(start + Duration::from_micros(1999)), 1);
         assert_eq!(clock.instant_of(3), start + Duration::from_millis(3));
     }
@@ -189,7 +194,9 @@ mod tests {
         let clock = Clock::new(Instant::now(), Duration::from_millis(1));
         let before = Instant::now().checked_sub(Duration::from_secs(1));
         if let Some(before) = before {
-            assert!(clock.deadline_at(before) <= clock.now_tick());
+            assert_eq!(clock.deadline_at(before), 0);
         }
+        let now = Instant::now();
+        assert!(clock.deadline_at(now) <= clock.now_tick() + 1, "by the next tick boundary");
     }
 }

@@ -227,6 +227,19 @@ impl EntryRef {
     pub(crate) fn ptr_eq(&self, other: &EntryRef) -> bool {
         self.ptr == other.ptr
     }
+
+    /// The reference as a raw pointer, for a slot of a stage's ring; it still counts.
+    pub(crate) fn into_raw(self) -> *mut () {
+        ManuallyDrop::new(self).ptr.as_ptr().cast()
+    }
+
+    /// # Safety
+    /// `raw` came from [`EntryRef::into_raw`], and the reference it stands for is turned
+    /// back into an `EntryRef` only once.
+    pub(crate) unsafe fn from_raw(raw: *mut ()) -> EntryRef {
+        // SAFETY: by the contract, `raw` is the non-null pointer of a counted reference.
+        EntryRef { ptr: unsafe { NonNull::new_unchecked(raw.cast()) } }
+    }
 }
 
 impl Timed for EntryRef {
@@ -348,9 +361,18 @@ impl Returned {
         }
     }
 
-    /// Producer side: frees one returned cell, if any, on the calling thread.
+    /// Producer side: frees one returned cell, if any, on the calling thread. Looks first:
+    /// an empty `ArrayQueue`'s `pop` pays for a `SeqCst` fence, a plain load does not.
     pub(crate) fn free_one(&self) {
-        drop(self.queue.pop());
+        if !self.queue.is_empty() {
+            drop(self.queue.pop());
+        }
+    }
+
+    /// Frees every returned cell (the shard has stopped: no producer will come for them,
+    /// and a thread that still holds the shard's shared half should not keep them).
+    pub(crate) fn free_all(&self) {
+        while self.queue.pop().is_some() {}
     }
 }
 

@@ -71,6 +71,7 @@ mod routing;
 mod service;
 mod shard;
 mod stage;
+mod staging;
 mod state;
 mod stats;
 mod sync;
@@ -120,7 +121,7 @@ pub mod loom_support {
     /// Makes the calling thread's arms skip its stages and go straight to the mailbox, as a
     /// stage's sweep sends them: for the models of the mailbox protocol itself.
     pub fn arm_through_mailbox() {
-        crate::stage::loom_bypass::set();
+        crate::staging::loom_bypass::set();
     }
 }
 

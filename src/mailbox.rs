@@ -64,7 +64,8 @@ pub(crate) enum Command {
     /// This entry's deadline moved earlier: file it again (or file it now, if it still
     /// waits on a stage).
     Refile(EntryRef),
-    /// This stage holds arms due from its `due()` on: watch it (`stage.rs`).
+    /// This stage's promise was lowered (or it retired): file it at its `due()`, or take
+    /// it now if that has come (`stage.rs`).
     Stage(Arc<Stage>),
 }
 

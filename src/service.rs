@@ -7,7 +7,7 @@ use crate::error::{BuildError, ScheduleError, StopError};
 use crate::mailbox::{Command, Sent};
 use crate::routing;
 use crate::shard::{Shard, driver};
-use crate::stage::{self, Staging};
+use crate::staging::{self, Staging};
 use crate::stats::Stats;
 use crate::sync::plain::AtomicU64;
 use crate::sync::thread::{self, JoinHandle};
@@ -101,7 +101,8 @@ impl TimerService {
         self.schedule_with(shard, |clock| clock.deadline_after(delay), task)
     }
 
-    /// Runs `task` at `deadline` (a deadline already past fires on the shard's next turn).
+    /// Runs `task` at `deadline`. Reads no clock: the deadline becomes the first tick at or
+    /// after it, so one already past fires by the next tick boundary.
     pub fn schedule_at<T: TimerTask>(&self, deadline: Instant, task: T) -> Result<Timeout, ScheduleError<T>> {
         let shard = self.route();
         self.schedule_with(shard, |clock| clock.deadline_at(deadline), task)
@@ -195,7 +196,7 @@ impl TimerService {
             Ok(()) => return Ok(timeout),
             Err(entry) => entry,
         };
-        let entry = match stage::arm(shard, entry, deadline) {
+        let entry = match staging::arm(shard, entry, deadline) {
             Staging::Staged => return Ok(timeout),
             Staging::Closed(entry) => {
                 drop(entry);

@@ -1,363 +1,470 @@
-//! Stages: where a thread's arms for one shard wait, on that thread's own cache lines, until
-//! the shard needs them.
+//! A stage: where one thread's arms for one shard wait, on that thread's own cache lines,
+//! until the shard needs them. Lock-free: neither side ever waits for the other (the final
+//! drain of a stopping shard aside, below).
 //!
-//! Why: in the request-timeout pattern a thread arms a timeout and cancels it microseconds
-//! later. Sent to the shard at once, each such timeout cost a mailbox push, the shard's pop,
-//! its look at a cancelled entry, and the entry's memory travelling to the shard's core and
-//! back: most of an arm-and-cancel pair's time, measured (README, "Performance"). Staged, an
-//! arm is a push onto a short list that only its own thread and, rarely, the shard touch;
-//! when the list fills, its thread drops the entries cancelled meanwhile, in its own cache,
-//! and the shard never hears of them.
+//! Why stages: in the request-timeout pattern a thread arms a timeout and cancels it
+//! microseconds later. Sent to the shard at once, each such timeout costs a mailbox push, the
+//! shard's pop, its look at a cancelled entry, and the entry's memory travelling to the
+//! shard's core and back. Staged, an arm is a store into a short ring that only its own
+//! thread writes; when the ring fills, its thread drops the entries cancelled meanwhile, in
+//! its own cache, and the shard never hears of them.
+//!
+//! The ring is a single-producer queue whose items are *claimed* by a compare-and-swap of
+//! `head`, by either side, as the stealers of a work-stealing deque (Chase & Lev) or tokio's
+//! run queue claim tasks:
+//!
+//! ```text
+//!            head (CAS by owner or shard)        tail (owner only)
+//!              │                                   │
+//!   slots: ... [ e7 | e8 | e9 | e10 | e11 | e12 ] ...      entry i in slots[i % CAPACITY]
+//!   due:   ≤ the deadline of every entry in [head, tail) (NONE: nothing promised)
+//! ```
 //!
 //! Ground rules:
-//! - Each (thread, shard) pair has at most one [`Stage`], made on the thread's first
-//!   schedule to that shard and registered with the shard before anything is pushed on it.
-//!   Only that thread pushes.
-//! - Everything in a stage is behind its lock: the owner's pushes and sweeps, the shard's
-//!   takes. The owner holds it for one push, or a sweep of at most [`CAPACITY`] entries; the
-//!   shard only `try_lock`s it and comes back on its next turn if it is held, so a shard
-//!   never waits for a producer (shutdown aside).
-//! - `due` is at or before the deadline of every entry in the stage (`NEVER`: nothing
-//!   promised). A push that lowers it sends [`Command::Stage`] with the new `due` through
-//!   the mailbox, whose wake-up protocol (`mailbox.rs`) wakes a shard sleeping past it. The
-//!   shard watches every stage announced to it and takes a stage's entries once its `due`
-//!   comes, before it polls the wheel: a staged timeout fires no later than a sent one.
-//! - A full stage is swept by its owner: entries no longer waiting to be filed (cancelled,
-//!   or already filed by a refile notice) are dropped; if at least half the stage survives,
-//!   the survivors go to the mailbox as ordinary arms, under the lock.
-//! - Shutdown: the driver's final drain closes and empties every registered stage under its
-//!   lock, and only then drains the mailbox. A push sees `closed` under the same lock, so it
-//!   either lands before the drain takes the stage (the timeout is in `stop`'s list) or sees
-//!   `closed` (the schedule fails with `Shutdown`, task handed back). A sweep moves its
-//!   survivors into the mailbox under the lock, so they are there before the drain reads it.
-//! - A thread's stages retire when it exits: what they hold is still promised by their `due`;
-//!   the shard forgets a retired stage once it has taken it, and a later registration
-//!   forgets retired stages that are empty.
+//! - **Owner** (the one thread that made the stage) publishes entry `i` by writing
+//!   `slots[i % CAPACITY]` and then `tail = i + 1` (Release), and then promises it with
+//!   `due.fetch_min(deadline)`. It overwrites a slot only once `head` has passed it.
+//! - **Claims.** Whoever moves `head` from `h` to `t` with its CAS owns entries `h..t`. A
+//!   claimer reads the slots *before* its CAS and discards what it read if the CAS fails, so
+//!   a slot is never read after the owner may have reused it. The owner claims in a sweep
+//!   (the ring is full: it drops what is cancelled and publishes the rest again); the shard
+//!   claims in a take (the stage is due: it files everything in its wheel).
+//! - **The promise.** The shard first swaps `due` to `NONE`, then claims. `due` is only
+//!   lowered by the owner and only reset by the shard, and both are read-modify-writes of the
+//!   one word, so they are totally ordered: an owner's `fetch_min` before the shard's swap
+//!   made its entry visible to the claim that follows the swap; one after it finds `NONE`,
+//!   lowers it, and so announces the stage again. An entry is never left unpromised.
+//! - **Announcements.** An owner whose `fetch_min` lowered `due` sends [`Command::Stage`]
+//!   through the mailbox, whose wake-up protocol wakes a shard sleeping past the new due.
+//!   The shard files the stage in a wheel of its own by `due` (`shard/stages.rs`), and keeps
+//!   it there, at `NEVER` once taken, until the stage is retired and empty: the shard always
+//!   knows every stage that may hold entries for it, which its final drain needs.
+//! - **Shutdown.** The final drain sets `closed`, waits out a sweep in progress (`sweeping`,
+//!   a Dekker handshake with the owner's check of `closed`; a sweep is at most
+//!   [`CAPACITY`] steps and runs no user code), and claims everything. An owner that finds
+//!   `closed` after publishing takes its timeout back with the state word's cancel CAS, which
+//!   the drain's own cancel races with: exactly one of them gets the task.
+//! - **Retiring.** A stage retires when its thread exits, or when a sweep finds it more than
+//!   half full of live timeouts (the owner then starts a fresh one, so it never waits for the
+//!   shard to take them). A retired stage is promised as due now and announced: the shard
+//!   takes it at its next turn and forgets it.
 //!
-//! Order: timeouts armed from one thread for the same tick and shard still fire in the
-//! order they were armed (one stage, drained in order). Timeouts armed from different
-//! threads for the same tick may fire in either order.
+//! Order: entries of one stage are filed in the order they were armed (one claim takes a
+//! contiguous range; ranges are taken in order). A retired stage is due at once and its
+//! announcement precedes the next stage's, so one thread's arms keep their order across its
+//! stages too.
+//!
+//! [`Command::Stage`]: crate::mailbox::Command::Stage
 
 use crate::entry::EntryRef;
-use crate::mailbox::Command;
-use crate::shard::Shard;
-use crate::state::NEVER;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, thread_local};
-use std::cell::RefCell;
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, thread};
+use crate::wheel::{Key, Timed};
+use std::ptr;
 
 /// Entries a stage holds before its owner sweeps it. Big enough that a request-timeout
-/// pattern's arms are almost all cancelled by the time their stage fills, small enough that a
+/// pattern's arms are almost all cancelled by the time the ring fills, small enough that a
 /// sweep is short. Smaller under loom, so a model reaches a sweep with a few arms.
 #[cfg(not(loom))]
 pub(crate) const CAPACITY: usize = 64;
 #[cfg(loom)]
 pub(crate) const CAPACITY: usize = 2;
 
+/// `due` when nothing is promised. Above every deadline (`NEVER` is a deadline: a staged
+/// `Duration::MAX` timeout still makes its stage known to the shard).
+pub(crate) const NONE: u64 = u64::MAX;
+
+/// "Not in the shard's stage wheel."
+const NO_KEY: u32 = u32::MAX;
+
 /// One thread's arms for one shard.
 pub(crate) struct Stage {
-    inner: Mutex<Staged>,
-    /// `Staged::due`, readable without the lock, for the shard to plan its sleep. Written
-    /// only under the lock.
+    /// The first entry nobody has claimed. Only ever moved forward, by a claim's CAS.
+    head: AtomicU64,
+    /// One past the last entry published. Written by the owner only.
+    tail: AtomicU64,
+    /// Entry `i`, as a raw [`EntryRef`], in `slots[i % CAPACITY]` while `head ≤ i < tail`.
+    slots: Box<[AtomicPtr<()>]>,
+    /// At or before the deadline of every unclaimed entry; `NONE` if nothing is promised.
     due: AtomicU64,
-    /// The shard's own mark: whether the stage is on its watch list. Only the shard's thread
-    /// touches it, hence `Relaxed`.
-    watched: AtomicBool,
+    /// Set by the shard's final drain (or by an owner whose announcement found the mailbox
+    /// closed): nothing more may be published.
+    closed: AtomicBool,
+    /// Set by the owner for the length of a sweep (see the module docs, "Shutdown").
+    sweeping: AtomicBool,
+    /// Set by the owner when it will publish nothing more.
+    retired: AtomicBool,
+    /// The shard's own: where the stage sits in its stage wheel, and at which tick. Only the
+    /// shard's thread touches them, hence `Relaxed`.
+    key: AtomicU32,
+    filed_at: AtomicU64,
 }
 
-struct Staged {
-    entries: Vec<EntryRef>,
-    /// Set by the final drain: nothing more may be pushed.
-    closed: bool,
-    /// Set when the owning thread exits: the shard takes what is left and forgets the stage.
-    retired: bool,
+/// What became of a push.
+pub(crate) enum Push {
+    /// Published and promised; `true` if `due` was lowered (announce the stage).
+    Staged(bool),
+    /// No room: sweep, then push again.
+    Full(EntryRef),
+    /// The stage is closed. `Some`: the entry was not published (it is handed back). `None`:
+    /// it was; the final drain may or may not have taken it (take it back with a cancel).
+    Closed(Option<EntryRef>),
+}
+
+/// What a sweep did.
+pub(crate) enum Sweep {
+    /// The stage is closed; nothing was touched.
+    Closed,
+    /// `lowered`: `due` was lowered (announce the stage). `crowded`: more than half the ring
+    /// is still live, promised as due now; retire the stage and start a fresh one.
+    /// `earliest`: the earliest deadline still on the stage (`NONE` if it is empty), the
+    /// tick by which the shard must be awake.
+    Swept { lowered: bool, crowded: bool, earliest: u64 },
+}
+
+impl Stage {
+    pub(crate) fn new() -> Stage {
+        Stage {
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            slots: (0..CAPACITY).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            due: AtomicU64::new(NONE),
+            closed: AtomicBool::new(false),
+            sweeping: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+            key: AtomicU32::new(NO_KEY),
+            filed_at: AtomicU64::new(NONE),
+        }
+    }
+
+    fn slot(&self, i: u64) -> &AtomicPtr<()> {
+        &self.slots[(i % CAPACITY as u64) as usize]
+    }
+
+    /// Owner only: publishes `entry`, due at `deadline`.
+    pub(crate) fn push(&self, entry: EntryRef, deadline: u64) -> Push {
+        // Acquire: pairs with the Release stores of `closed` (a fast refusal; the check
+        // after the promise below is the one that decides).
+        if self.closed.load(Ordering::Acquire) {
+            return Push::Closed(Some(entry));
+        }
+        // Relaxed: the owner is the only writer of `tail`.
+        let tail = self.tail.load(Ordering::Relaxed);
+        // Acquire: pairs with the AcqRel CAS of the claim that moved `head`, so the claimer's
+        // reads of the slots happen before this thread reuses them.
+        if tail - self.head.load(Ordering::Acquire) == CAPACITY as u64 {
+            return Push::Full(entry);
+        }
+        // Relaxed: published by the Release store of `tail` below.
+        self.slot(tail).store(entry.into_raw(), Ordering::Relaxed);
+        // Release: the slot, and the entry behind it, before the new tail; pairs with the
+        // Acquire load of `tail` in `claim`.
+        self.tail.store(tail + 1, Ordering::Release);
+        match self.promise(deadline) {
+            None => Push::Closed(None),
+            Some(lowered) => Push::Staged(lowered),
+        }
+    }
+
+    /// Owner only: lowers `due` to `deadline` if it is later; `Some(lowered)`, or `None` if
+    /// the stage was closed meanwhile.
+    fn promise(&self, deadline: u64) -> Option<bool> {
+        // AcqRel: a read-modify-write of `due`, totally ordered with the shard's swap in
+        // `take`/`close` (module docs, "The promise"). Release publishes the entries before
+        // it to a claim that follows that swap; Acquire makes a drain's `closed`, written
+        // before its swap, visible to the load below.
+        let before = self.due.fetch_min(deadline, Ordering::AcqRel);
+        // Acquire: see above.
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(deadline < before)
+    }
+
+    /// Owner only, when the ring is full: drops the entries that no longer need filing
+    /// (cancelled, or filed already by an earlier reset's refile notice) here, where they
+    /// were made, and publishes the rest again. `scratch` is an empty buffer to work in.
+    pub(crate) fn sweep(&self, scratch: &mut Vec<EntryRef>) -> Sweep {
+        debug_assert!(scratch.is_empty());
+        // SeqCst store and load: the owner's half of the Dekker handshake with `close`:
+        // either this sweep sees `closed` and touches nothing, or the drain sees `sweeping`
+        // and waits for it to end.
+        self.sweeping.store(true, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            // Release: nothing to publish, but pairs with the drain's wait like the other.
+            self.sweeping.store(false, Ordering::Release);
+            return Sweep::Closed;
+        }
+        self.claim(scratch);
+        scratch.retain(|entry| entry.state().needs_filing());
+        let live = scratch.len();
+        let mut earliest = NONE;
+        // Relaxed: the owner's own `tail`; the claim above emptied the ring.
+        let tail = self.tail.load(Ordering::Relaxed);
+        for (i, entry) in scratch.drain(..).enumerate() {
+            earliest = earliest.min(entry.state().load().deadline());
+            // Relaxed: published by the Release store of `tail` below.
+            self.slot(tail + i as u64).store(entry.into_raw(), Ordering::Relaxed);
+        }
+        // Release: as in `push`.
+        self.tail.store(tail + live as u64, Ordering::Release);
+        let crowded = live * 2 > CAPACITY;
+        let promised = if crowded { 0 } else { earliest };
+        // AcqRel: as in `promise`. A crowded stage is promised as due now.
+        let lowered = self.due.fetch_min(promised, Ordering::AcqRel) > promised;
+        // Release: the drain that waits for this sees the entries published above.
+        self.sweeping.store(false, Ordering::Release);
+        Sweep::Swept { lowered, crowded, earliest }
+    }
+
+    /// Owner only, as its thread exits: sweeps, marks the stage retired, and promises what
+    /// is left as due now. Returns `true` if the shard must be told (unless the stage is
+    /// closed): it then takes what is left and forgets the stage.
+    pub(crate) fn retire(&self, scratch: &mut Vec<EntryRef>) -> bool {
+        if let Sweep::Closed = self.sweep(scratch) {
+            return false;
+        }
+        self.mark_retired();
+        // AcqRel: as in `promise`.
+        self.due.fetch_min(0, Ordering::AcqRel);
+        true
+    }
+
+    /// Owner only: it will publish nothing more (a crowded stage, already due now). Announce
+    /// the stage after this, so the shard sees the mark when it takes the stage.
+    pub(crate) fn mark_retired(&self) {
+        // Release: pairs with the Acquire load in `is_retired`, through the announcement.
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Owner only: marks the stage closed after its announcement found the mailbox closed,
+    /// so that nothing more is published on it.
+    pub(crate) fn close_from_owner(&self) {
+        // Release: as the drain's store.
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether the stage is closed (the owner then forgets it).
+    pub(crate) fn is_closed(&self) -> bool {
+        // Acquire: pairs with the Release stores of `closed`.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Shard only: whether the owner will publish nothing more.
+    pub(crate) fn is_retired(&self) -> bool {
+        // Acquire: pairs with the Release store in `mark_retired`.
+        self.retired.load(Ordering::Acquire)
+    }
+
+    /// The tick by which the stage must be taken (`NONE`: nothing promised).
+    pub(crate) fn due(&self) -> u64 {
+        // Acquire: pairs with the owner's `fetch_min`; a take orders itself with its own
+        // swap, so this read only plans.
+        self.due.load(Ordering::Acquire)
+    }
+
+    /// Whether every published entry has been claimed.
+    pub(crate) fn is_empty(&self) -> bool {
+        // Acquire: as in `claim`.
+        self.head.load(Ordering::Acquire) == self.tail.load(Ordering::Acquire)
+    }
+
+    /// Shard only: takes every published entry into `into`, in the order they were armed.
+    pub(crate) fn take(&self, into: &mut Vec<EntryRef>) {
+        // AcqRel: see `promise`; the swap must come before the claim.
+        self.due.swap(NONE, Ordering::AcqRel);
+        self.claim(into);
+    }
+
+    /// Shard only, in its final drain: closes the stage, waits for a sweep in progress to
+    /// end, and takes everything.
+    pub(crate) fn close(&self, into: &mut Vec<EntryRef>) {
+        // SeqCst store and load: the drain's half of the handshake in `sweep`.
+        self.closed.store(true, Ordering::SeqCst);
+        while self.sweeping.load(Ordering::SeqCst) {
+            // A sweep is a bounded loop without user code: it ends soon.
+            thread::yield_now();
+        }
+        self.take(into);
+    }
+
+    /// Moves `head` to `tail` with a CAS and appends the entries it passed to `into`.
+    fn claim(&self, into: &mut Vec<EntryRef>) {
+        let mut raw = [ptr::null_mut::<()>(); CAPACITY];
+        // Acquire: as in `push`.
+        let mut head = self.head.load(Ordering::Acquire);
+        loop {
+            // Acquire: pairs with the owner's Release store of `tail`: the slots below it
+            // are written.
+            let tail = self.tail.load(Ordering::Acquire);
+            let n = (tail - head) as usize;
+            if n > CAPACITY {
+                // `head` moved on since it was read (another claim): read it again.
+                // Acquire: as above.
+                head = self.head.load(Ordering::Acquire);
+                continue;
+            }
+            for (i, r) in raw[..n].iter_mut().enumerate() {
+                // Relaxed: ordered by the Acquire load of `tail`; a value read here is used
+                // only if the CAS below shows nobody claimed (so the owner reused) the slot.
+                *r = self.slot(head + i as u64).load(Ordering::Relaxed);
+            }
+            // AcqRel on success: Acquire for the entries, Release so that the reads above
+            // happen before the owner reuses the slots. Acquire on failure: as the load.
+            match self.head.compare_exchange(head, tail, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    // SAFETY: the CAS made this call the only owner of entries head..tail,
+                    // each a reference published by `push` or `sweep` with `into_raw` and
+                    // read back once, here.
+                    into.extend(raw[..n].iter().map(|&p| unsafe { EntryRef::from_raw(p) }));
+                    return;
+                }
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    /// Shard only: where the stage sits in the shard's stage wheel.
+    pub(crate) fn key(&self) -> Option<Key> {
+        // Relaxed: only the shard's thread touches `key`.
+        Key::from_raw(self.key.load(Ordering::Relaxed))
+    }
+
+    /// Shard only: records where the stage was filed, and at which tick.
+    pub(crate) fn set_key(&self, key: Option<Key>, at: u64) {
+        // Relaxed: only the shard's thread touches `key` and `filed_at`.
+        self.key.store(key.map_or(NO_KEY, Key::into_raw), Ordering::Relaxed);
+        self.filed_at.store(at, Ordering::Relaxed);
+    }
+
+    /// Shard only: the tick the stage is filed at.
+    pub(crate) fn filed_at(&self) -> u64 {
+        // Relaxed: only the shard's thread touches `filed_at`.
+        self.filed_at.load(Ordering::Relaxed)
+    }
+}
+
+/// The shard's stage wheel files a stage at the tick it was filed for.
+impl Timed for crate::sync::Arc<Stage> {
+    fn deadline(&self) -> u64 {
+        self.filed_at()
+    }
+}
+
+impl Drop for Stage {
+    /// Whatever nobody claimed (timeouts the final drain or their owner took back): the
+    /// references are dropped with the stage.
+    fn drop(&mut self) {
+        let mut left = Vec::new();
+        self.claim(&mut left);
+    }
 }
 
 impl std::fmt::Debug for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Relaxed: a debugging snapshot.
-        f.debug_struct("Stage").field("due", &self.due.load(Ordering::Relaxed)).finish_non_exhaustive()
+        f.debug_struct("Stage")
+            .field("head", &self.head.load(Ordering::Relaxed))
+            .field("tail", &self.tail.load(Ordering::Relaxed))
+            .field("due", &self.due.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
     }
 }
 
-/// What the shard took from a stage.
-pub(crate) enum Taken {
-    /// The owner holds the lock: try again on the next turn.
-    Busy,
-    /// The entries are in the buffer given; `true` if the stage is retired.
-    Took { retired: bool },
-}
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
 
-impl Stage {
-    fn new() -> Stage {
-        Stage {
-            inner: Mutex::new(Staged { entries: Vec::with_capacity(CAPACITY), closed: false, retired: false }),
-            due: AtomicU64::new(NEVER),
-            watched: AtomicBool::new(false),
+    fn entry(deadline: u64) -> EntryRef {
+        EntryRef::new(deadline, || {})
+    }
+
+    fn deadlines(entries: &[EntryRef]) -> Vec<u64> {
+        entries.iter().map(|e| e.state().load().deadline()).collect()
+    }
+
+    #[test]
+    fn push_promises_and_take_claims_in_order() {
+        let stage = Stage::new();
+        assert!(matches!(stage.push(entry(50), 50), Push::Staged(true)), "the first push lowers due");
+        assert!(matches!(stage.push(entry(70), 70), Push::Staged(false)), "a later one does not");
+        assert!(matches!(stage.push(entry(20), 20), Push::Staged(true)));
+        assert_eq!(stage.due(), 20);
+        let mut taken = Vec::new();
+        stage.take(&mut taken);
+        assert_eq!(deadlines(&taken), [50, 70, 20], "armed order");
+        assert_eq!(stage.due(), NONE);
+        assert!(stage.is_empty());
+        assert!(matches!(stage.push(entry(90), 90), Push::Staged(true)), "announced again");
+    }
+
+    #[test]
+    fn a_full_ring_sweeps_out_the_cancelled_and_keeps_order() {
+        let stage = Stage::new();
+        let mut handles = Vec::new();
+        for i in 0..CAPACITY as u64 {
+            let (mine, staged) = EntryRef::new_pair(100 + i, || {});
+            assert!(matches!(stage.push(staged, 100 + i), Push::Staged(_)));
+            handles.push(mine);
         }
-    }
-
-    /// Owner only: pushes `entry`, due at `deadline`, sweeping first if the stage is full.
-    /// Returns the entry if the stage is closed, and whether `due` was lowered (the caller
-    /// then announces the stage).
-    fn push(&self, shard: &Shard, entry: EntryRef, deadline: u64) -> Result<bool, EntryRef> {
-        let mut staged = lock(&self.inner);
-        if staged.closed {
-            return Err(entry);
-        }
-        if staged.entries.len() == CAPACITY {
-            staged.sweep(shard);
-        }
-        staged.entries.push(entry);
-        // Relaxed: written under the lock; the shard reads it only to plan its sleep, after
-        // the announcement below reached it through the mailbox (which orders it).
-        let lowered = deadline < self.due.load(Ordering::Relaxed);
-        if lowered {
-            self.due.store(deadline, Ordering::Relaxed);
-        }
-        Ok(lowered)
-    }
-
-    /// Owner only, as its thread exits: nothing more will be pushed. What the stage holds
-    /// is already promised to the shard by its `due`; the shard forgets the stage once it has
-    /// taken it, or a later registration does once it is empty.
-    fn retire(&self) {
-        lock(&self.inner).retired = true;
-    }
-
-    /// Whether the final drain has closed the stage.
-    fn is_closed(&self) -> bool {
-        lock(&self.inner).closed
-    }
-
-    /// Retired and empty: nothing can reach it any more. `false` while its lock is held.
-    fn is_spent(&self) -> bool {
-        try_lock(&self.inner).is_some_and(|staged| staged.retired && staged.entries.is_empty())
-    }
-
-    /// Shard only: the tick by which the stage must be taken (`NEVER`: nothing promised).
-    pub(crate) fn due(&self) -> u64 {
-        // Relaxed: see `push`.
-        self.due.load(Ordering::Relaxed)
-    }
-
-    /// Shard only: marks the stage watched; `false` if it already was.
-    pub(crate) fn watch(&self) -> bool {
-        // Relaxed: only the shard's thread touches the mark.
-        !self.watched.swap(true, Ordering::Relaxed)
-    }
-
-    /// Shard only.
-    pub(crate) fn unwatch(&self) {
-        // Relaxed: only the shard's thread touches the mark.
-        self.watched.store(false, Ordering::Relaxed);
-    }
-
-    /// Shard only: swaps the staged entries into `into` (empty, with capacity for a full
-    /// stage, which the owner then keeps), unless the owner holds the lock.
-    pub(crate) fn try_take(&self, into: &mut Vec<EntryRef>) -> Taken {
-        debug_assert!(into.is_empty());
-        let Some(mut staged) = try_lock(&self.inner) else {
-            return Taken::Busy;
-        };
-        std::mem::swap(&mut staged.entries, into);
-        // Relaxed: as in `push`.
-        self.due.store(NEVER, Ordering::Relaxed);
-        Taken::Took { retired: staged.retired }
-    }
-
-    /// Shard only, in its final drain: closes the stage and moves out what it holds.
-    fn close(&self, into: &mut Vec<EntryRef>) {
-        let mut staged = lock_patiently(&self.inner);
-        staged.closed = true;
-        into.append(&mut staged.entries);
-        // Relaxed: as in `push`.
-        self.due.store(NEVER, Ordering::Relaxed);
-    }
-}
-
-impl Staged {
-    /// Drops what no longer needs filing; sends the rest on if at least half survives.
-    fn sweep(&mut self, shard: &Shard) {
-        self.entries.retain(|entry| entry.state().needs_filing());
-        if self.entries.len() >= CAPACITY / 2 {
-            for entry in self.entries.drain(..) {
-                let deadline = entry.state().load().deadline();
-                // A closed mailbox is fine: we hold the lock and the stage is not closed, so
-                // the final drain reads the mailbox after this (module docs).
-                let _ = shard.mailbox.send(Command::Arm(entry), Some(deadline));
+        assert!(matches!(stage.push(entry(1), 1), Push::Full(_)));
+        // Cancel all but every fourth: a quarter survives, so the stage is not crowded.
+        for (i, h) in handles.iter().enumerate() {
+            if i % 4 != 0 {
+                assert!(h.cancel().is_some());
             }
         }
+        let mut scratch = Vec::new();
+        assert!(matches!(stage.sweep(&mut scratch), Sweep::Swept { lowered: false, crowded: false, earliest: 100 }));
+        let mut taken = Vec::new();
+        stage.take(&mut taken);
+        let expected: Vec<u64> = (0..CAPACITY as u64).filter(|i| i % 4 == 0).map(|i| 100 + i).collect();
+        assert_eq!(deadlines(&taken), expected);
     }
-}
 
-/// A shard's stages, for its final drain.
-#[derive(Debug, Default)]
-pub(crate) struct Registry {
-    inner: Mutex<Registered>,
-}
-
-#[derive(Debug, Default)]
-struct Registered {
-    stages: Vec<Arc<Stage>>,
-    closed: bool,
-}
-
-impl Registry {
-    /// A new stage for this shard, or `None` once the shard's final drain has begun. Forgets
-    /// the stages of exited threads that are empty, so the registry does not grow with
-    /// thread churn.
-    fn register(&self) -> Option<Arc<Stage>> {
-        let mut registered = lock(&self.inner);
-        if registered.closed {
-            return None;
+    #[test]
+    fn a_crowded_sweep_promises_now() {
+        let stage = Stage::new();
+        for i in 0..CAPACITY as u64 {
+            assert!(matches!(stage.push(entry(100 + i), 100 + i), Push::Staged(_)));
         }
-        registered.stages.retain(|stage| !stage.is_spent());
-        let stage = Arc::new(Stage::new());
-        registered.stages.push(stage.clone());
-        Some(stage)
+        let mut scratch = Vec::new();
+        assert!(matches!(stage.sweep(&mut scratch), Sweep::Swept { lowered: true, crowded: true, earliest: 100 }));
+        assert_eq!(stage.due(), 0);
     }
 
-    /// Shard only: forgets a retired stage.
-    pub(crate) fn remove(&self, stage: &Arc<Stage>) {
-        let mut registered = lock(&self.inner);
-        if let Some(i) = registered.stages.iter().position(|s| Arc::ptr_eq(s, stage)) {
-            registered.stages.swap_remove(i);
-        }
+    #[test]
+    fn a_closed_stage_refuses_and_a_sweep_leaves_it_alone() {
+        let stage = Stage::new();
+        assert!(matches!(stage.push(entry(5), 5), Push::Staged(true)));
+        let mut taken = Vec::new();
+        stage.close(&mut taken);
+        assert_eq!(taken.len(), 1);
+        assert!(matches!(stage.push(entry(5), 5), Push::Closed(Some(_))));
+        assert!(matches!(stage.sweep(&mut Vec::new()), Sweep::Closed));
+        assert!(!stage.retire(&mut Vec::new()));
     }
 
-    /// Shard only, in its final drain: closes every stage and moves out what they hold.
-    pub(crate) fn close(&self, into: &mut Vec<EntryRef>) {
-        let stages = {
-            let mut registered = lock_patiently(&self.inner);
-            registered.closed = true;
-            std::mem::take(&mut registered.stages)
-        };
-        for stage in stages {
-            stage.close(into);
-        }
-    }
-}
-
-/// What became of an arm offered to this thread's stage.
-pub(crate) enum Staging {
-    Staged,
-    /// The shard is shutting down; the entry was never shared.
-    Closed(EntryRef),
-    /// This thread cannot stage now (it is exiting); send the entry instead.
-    Unavailable(EntryRef),
-}
-
-/// A stage this thread owns, and whose: the service's id and the shard's index (not the
-/// shard's address, which a later shard may reuse; and not a reference to the shard, which
-/// would keep a dropped service's shards alive as long as the thread).
-struct Owned {
-    service: u64,
-    shard: usize,
-    stage: Arc<Stage>,
-}
-
-/// This thread's stages, one per shard it has scheduled on. Retired when the thread exits.
-#[derive(Default)]
-struct Mine(Vec<Owned>);
-
-thread_local! {
-    static MINE: RefCell<Mine> = RefCell::new(Mine::default());
-}
-
-impl Mine {
-    /// The index of this thread's stage for `shard`, registering one if needed; `None` if the
-    /// shard is shutting down.
-    fn find(&mut self, shard: &Shard) -> Option<usize> {
-        if let Some(i) = self.0.iter().position(|o| o.service == shard.service && o.shard == shard.index) {
-            return Some(i);
-        }
-        // Forget the stages of shards that have stopped: their final drain emptied them.
-        self.0.retain(|o| !o.stage.is_closed());
-        let stage = shard.stages.register()?;
-        self.0.push(Owned { service: shard.service, shard: shard.index, stage });
-        Some(self.0.len() - 1)
-    }
-}
-
-impl Drop for Mine {
-    fn drop(&mut self) {
-        for owned in self.0.drain(..) {
-            owned.stage.retire();
-        }
-    }
-}
-
-/// Stages `entry`, due at `deadline`, on this thread's stage for `shard`.
-pub(crate) fn arm(shard: &Shard, entry: EntryRef, deadline: u64) -> Staging {
-    #[cfg(loom)]
-    if loom_bypass::get() {
-        return Staging::Unavailable(entry);
-    }
-    // In an `Option` so that the entry survives a thread-local that is already gone.
-    let mut entry = Some(entry);
-    let staged = MINE.try_with(|mine| {
-        let mut mine = mine.try_borrow_mut().ok()?;
-        let entry = entry.take()?;
-        let Some(i) = mine.find(shard) else {
-            return Some(Staging::Closed(entry));
-        };
-        let stage = &mine.0[i].stage;
-        Some(match stage.push(shard, entry, deadline) {
-            Ok(true) => {
-                // A closed mailbox is fine: the stage was open when the entry went on it,
-                // so the final drain takes it.
-                let _ = shard.mailbox.send(Command::Stage(stage.clone()), Some(deadline));
-                Staging::Staged
-            }
-            Ok(false) => Staging::Staged,
-            Err(entry) => Staging::Closed(entry),
-        })
-    });
-    match (staged, entry) {
-        (Ok(Some(staging)), _) => staging,
-        (_, Some(entry)) => Staging::Unavailable(entry),
-        (_, None) => unreachable!("the entry is taken only on the way to `Some`"),
-    }
-}
-
-/// Under loom: a thread's choice to arm through the mailbox (`loom_support`).
-#[cfg(loom)]
-pub(crate) mod loom_bypass {
-    use std::cell::Cell;
-
-    loom::thread_local! {
-        static BYPASS: Cell<bool> = Cell::new(false);
+    #[test]
+    fn retiring_sweeps_and_promises_the_rest_now() {
+        let stage = Stage::new();
+        let (mine, staged) = EntryRef::new_pair(500, || {});
+        assert!(matches!(stage.push(staged, 500), Push::Staged(true)));
+        assert!(matches!(stage.push(entry(600), 600), Push::Staged(false)));
+        assert!(mine.cancel().is_some());
+        assert!(stage.retire(&mut Vec::new()));
+        assert!(stage.is_retired());
+        assert_eq!(stage.due(), 0);
+        let mut taken = Vec::new();
+        stage.take(&mut taken);
+        assert_eq!(deadlines(&taken), [600], "the cancelled entry was dropped by the owner");
     }
 
-    pub(crate) fn set() {
-        BYPASS.with(|b| b.set(true));
-    }
-
-    pub(crate) fn get() -> bool {
-        BYPASS.with(|b| b.get())
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No user code runs under these locks, so a poisoned one holds consistent data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match m.try_lock() {
-        Ok(guard) => Some(guard),
-        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        Err(_) => None,
-    }
-}
-
-/// The driver's blocking lock. Under loom it spins with yields instead of blocking: loom's
-/// `unpark` cannot wake a thread blocked on a mutex (see the mailbox's loom queue).
-fn lock_patiently<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    loop {
-        if let Some(guard) = try_lock(m) {
-            return guard;
-        }
-        crate::sync::thread::yield_now();
+    #[test]
+    fn unclaimed_entries_are_dropped_with_the_stage() {
+        let stage = Stage::new();
+        let (mine, staged) = EntryRef::new_pair(500, || {});
+        assert!(matches!(stage.push(staged, 500), Push::Staged(true)));
+        drop(stage);
+        assert!(mine.cancel().is_some(), "the handle's reference still works");
     }
 }

@@ -12,8 +12,8 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::Arc;
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
-    pub(crate) use std::sync::{Mutex, MutexGuard};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use std::sync::Mutex;
     pub(crate) use std::thread;
     pub(crate) use std::thread_local;
 
@@ -46,8 +46,8 @@ mod imp {
 #[cfg(loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
-    pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use loom::sync::{Arc, Mutex};
     pub(crate) use loom::thread;
     pub(crate) use loom::thread_local;
 

@@ -76,7 +76,9 @@ impl Timeout {
         self.reset_to(self.shard.clock.deadline_after(delay))
     }
 
-    /// Like [`reset`](Timeout::reset), to an instant.
+    /// Like [`reset`](Timeout::reset), to an instant. Reads no clock: a server that resets
+    /// many idle timeouts to the same instant (one clock read per event-loop turn) pays for
+    /// the compare-and-swap alone.
     pub fn reset_at(&self, deadline: Instant) -> bool {
         self.reset_to(self.shard.clock.deadline_at(deadline))
     }
@@ -118,8 +120,9 @@ impl Timeout {
 
     /// The deadline as the wheel holds it: the requested deadline rounded up to the
     /// service's tick, the boundary at which the timeout fires (or fired, or would have).
-    /// A deadline already reached when it was set is held as the tick then under way (the
-    /// timeout fires on its shard's next turn), so this may be slightly earlier than asked.
+    /// A delay of zero is held as the tick under way when it was set (the timeout fires on
+    /// its shard's next turn), so this may be slightly earlier than asked; an instant
+    /// already past is held as the tick at or after it.
     /// For a timeout that never fires (`Duration::MAX`) it is the farthest instant the
     /// platform represents.
     pub fn deadline(&self) -> Instant {

@@ -16,19 +16,23 @@ use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
 use crate::shard::Shard;
-use crate::stage::{self, Stage, Taken};
-use crate::state::{NEVER, State};
-use crate::sync::{Arc, const_thread_local, thread};
+use crate::shard::stages::StageWheel;
+use crate::stage::{self, Stage};
+use crate::state::State;
+use crate::sync::{Arc, const_thread_local};
 use crate::timeout::{Timeout, Unfired};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-/// Commands drained per turn, so a flood of arms cannot delay expiries without bound.
+/// Mail handled per turn, counted as one per command plus one per entry a stage it
+/// announces hands over, so a flood of mail cannot delay expiries without bound.
 const MAILBOX_BUDGET: usize = 4096;
 /// Wheel steps (firings and cascade moves) per turn, so a mass expiry cannot starve the
 /// mailbox: between slices the driver reads its mail.
 const EXPIRY_BUDGET: usize = 1024;
+/// Stage-wheel steps per turn: each due stage hands over at most `stage::CAPACITY` entries.
+const STAGE_BUDGET: usize = 64;
 
 /// The driver's own state.
 struct Local {
@@ -36,10 +40,12 @@ struct Local {
     wheel: Wheel<EntryRef>,
     /// Scratch for the wheel's output, kept to avoid allocating per turn.
     due: Vec<EntryRef>,
-    /// The stages announced to this shard that may hold entries (`stage.rs`).
-    watched: Vec<Arc<Stage>>,
-    /// An empty buffer with room for a full stage, swapped with a stage's as it is taken.
-    spare: Vec<EntryRef>,
+    /// Every stage announced to this shard and not yet forgotten (`stages.rs`).
+    stages: StageWheel,
+    /// Scratch for the stages due in a turn.
+    due_stages: Vec<Arc<Stage>>,
+    /// Scratch for a stage's entries as it is taken.
+    taken: Vec<EntryRef>,
 }
 
 const_thread_local! {
@@ -55,8 +61,9 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
             shard: shard.clone(),
             wheel: Wheel::new(),
             due: Vec::with_capacity(EXPIRY_BUDGET),
-            watched: Vec::new(),
-            spare: Vec::with_capacity(stage::CAPACITY),
+            stages: StageWheel::new(),
+            due_stages: Vec::with_capacity(STAGE_BUDGET),
+            taken: Vec::with_capacity(stage::CAPACITY),
         })
     });
     let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
@@ -109,26 +116,23 @@ enum Turn {
 }
 
 impl Local {
+    /// One turn: the due stages first (they hold the oldest arms of their threads), then
+    /// the mail, then the wheel, each within its budget.
     fn turn(&mut self, batch: &mut Vec<OwnedTask>) -> Turn {
-        let more_mail = self.drain_mailbox(MAILBOX_BUDGET);
         let now = self.shard.clock.now_tick();
-        let stage_held = self.take_due_stages(now);
+        let more_stages = self.take_due_stages(now);
+        // A stage still due must be taken before newer mail from its thread is filed.
+        let more_mail = !more_stages && self.drain_mailbox(MAILBOX_BUDGET, now);
         let more_due = self.expire(now, batch);
-        if stage_held {
-            // Its owner is inside a push or a sweep: let it finish.
-            thread::yield_now();
-        }
-        if more_mail || more_due || stage_held {
+        if more_stages || more_mail || more_due {
             return Turn::Busy;
         }
         self.idle()
     }
 
-    /// With no mail and nothing due as of the last poll: when the wheel or a watched stage
-    /// next has work.
+    /// With no mail and nothing due as of the last poll: when either wheel next has work.
     fn idle(&self) -> Turn {
-        let staged = self.watched.iter().map(|s| s.due()).filter(|&d| d != NEVER).min();
-        let next = match (self.wheel.next_deadline(), staged) {
+        let next = match (self.wheel.next_deadline(), self.stages.next_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -138,63 +142,57 @@ impl Local {
         }
     }
 
-    /// Takes the entries of every watched stage whose `due` has come and files them; stops
-    /// watching stages that promise nothing. `true` if a due stage's owner held its lock.
+    /// Takes the stages due by `now`, up to the budget; `true` if more are due.
     fn take_due_stages(&mut self, now: u64) -> bool {
-        let mut held = false;
-        let mut i = 0;
-        while i < self.watched.len() {
-            let due = self.watched[i].due();
-            if due == NEVER {
-                self.watched.swap_remove(i).unwatch();
-                continue;
-            }
-            if due > now {
-                i += 1;
-                continue;
-            }
-            let mut entries = std::mem::take(&mut self.spare);
-            match self.watched[i].try_take(&mut entries) {
-                Taken::Busy => {
-                    held = true;
-                    i += 1;
-                }
-                Taken::Took { retired } => {
-                    // A sweep of this stage may have sent earlier arms to the mailbox before
-                    // these went on the stage; file those first, so one thread's arms keep
-                    // their order. They are in the queue: the sweep sent them under the lock
-                    // just taken.
-                    while self.drain_mailbox(MAILBOX_BUDGET) {}
-                    for entry in entries.drain(..) {
-                        self.arm(entry);
-                    }
-                    if retired {
-                        let stage = self.watched.swap_remove(i);
-                        stage.unwatch();
-                        self.shard.stages.remove(&stage);
-                    }
-                }
-            }
-            self.spare = entries;
+        let mut due = std::mem::take(&mut self.due_stages);
+        let more = self.stages.poll(now, STAGE_BUDGET, &mut due);
+        for stage in due.drain(..) {
+            self.take_stage(&stage);
         }
-        held
+        self.due_stages = due;
+        more
     }
 
-    /// Starts watching a stage announced by its owner.
-    fn watch(&mut self, stage: Arc<Stage>) {
-        if stage.watch() {
-            self.watched.push(stage);
+    /// A stage announced itself: take it now if it is due, else file it at its due.
+    /// Returns the number of entries taken.
+    fn announced(&mut self, stage: Arc<Stage>, now: u64) -> usize {
+        if stage.due() <= now {
+            return self.take_stage(&stage);
         }
+        self.stages.file(&stage);
+        0
     }
 
-    /// Applies up to `budget` commands; `true` if mail may remain.
-    fn drain_mailbox(&mut self, budget: usize) -> bool {
-        for _ in 0..budget {
+    /// Files every entry of `stage` in the wheel, in the order they were armed; then files
+    /// the stage again at what it promises now, or forgets it if it is retired and empty.
+    /// Returns the number of entries taken.
+    fn take_stage(&mut self, stage: &Arc<Stage>) -> usize {
+        let mut taken = std::mem::take(&mut self.taken);
+        stage.take(&mut taken);
+        let n = taken.len();
+        for entry in taken.drain(..) {
+            self.arm(entry);
+        }
+        self.taken = taken;
+        if stage.is_retired() && stage.is_empty() {
+            self.stages.forget(stage);
+        } else {
+            self.stages.file(stage);
+        }
+        n
+    }
+
+    /// Applies mail up to `budget` (a command, or an entry a due stage hands over, each
+    /// count one); `true` if mail may remain.
+    fn drain_mailbox(&mut self, budget: usize, now: u64) -> bool {
+        let mut spent = 0;
+        while spent < budget {
+            spent += 1;
             match self.shard.mailbox.pop() {
                 Some(Command::Arm(entry)) => self.arm(entry),
                 Some(Command::Unlink(entry)) => self.unlink(entry),
                 Some(Command::Refile(entry)) => self.refile(entry),
-                Some(Command::Stage(stage)) => self.watch(stage),
+                Some(Command::Stage(stage)) => spent += self.announced(stage, now),
                 None => return false,
             }
         }
@@ -297,17 +295,20 @@ impl Local {
     fn shut_down(&mut self) -> Vec<Unfired> {
         self.shard.mailbox.begin_final_drain();
         let mut unfired = Vec::new();
-        // The stages first: a sweep moves its survivors to the mailbox under its stage's
-        // lock, so once every stage is closed the mailbox holds all there is (`stage.rs`).
+        // Every stage the shard knows of, then the mail (with the stages announced in it):
+        // a stage's first publication announces it, so these are all there are
+        // (`stage.rs`, "Shutdown").
         let mut staged = Vec::new();
-        self.shard.stages.close(&mut staged);
+        self.stages.close_all(&mut staged);
+        while let Some(cmd) = self.shard.mailbox.pop() {
+            match cmd {
+                Command::Arm(entry) => staged.push(entry),
+                Command::Stage(stage) => stage.close(&mut staged),
+                Command::Unlink(_) | Command::Refile(_) => {}
+            }
+        }
         for entry in staged {
             self.take_back(entry, &mut unfired);
-        }
-        while let Some(cmd) = self.shard.mailbox.pop() {
-            if let Command::Arm(entry) = cmd {
-                self.take_back(entry, &mut unfired);
-            }
         }
         let entries: Vec<_> = self.wheel.drain().collect();
         for entry in entries {
@@ -315,6 +316,7 @@ impl Local {
             self.take_back(entry, &mut unfired);
         }
         self.shard.counters.unfired(unfired.len() as u64);
+        self.shard.returned.free_all();
         unfired
     }
 

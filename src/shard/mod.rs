@@ -7,15 +7,16 @@
 //!   whichever thread won it, so it is exact whenever no call is in flight. With a
 //!   `max_pending_per_shard` limit the reservation is a CAS loop that never overshoots, so
 //!   the limit is exact too.
-//! - Everything else shared is in the mailbox (`mailbox.rs`), the stages (`stage.rs`) or the
-//!   counters (`stats.rs`).
+//! - Everything else shared is in the mailbox (`mailbox.rs`) or the counters (`stats.rs`).
+//!   The stages other threads arm through (`stage.rs`) are theirs; the shard learns of them
+//!   through the mailbox (`stages.rs`).
 
 pub(crate) mod driver;
+mod stages;
 
 use crate::clock::Clock;
 use crate::entry::Returned;
 use crate::mailbox::Mailbox;
-use crate::stage::Registry;
 use crate::stats::Counters;
 use crate::sync::{AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
@@ -29,8 +30,6 @@ pub(crate) struct Shard {
     pub(crate) counters: Counters,
     /// Cells this shard let go of last, for the threads that schedule here to free.
     pub(crate) returned: Returned,
-    /// The stages other threads arm through (`stage.rs`).
-    pub(crate) stages: Registry,
     /// `usize::MAX` when unbounded.
     max_pending: usize,
     pending: CachePadded<AtomicUsize>,
@@ -45,7 +44,6 @@ impl Shard {
             mailbox: Mailbox::new(),
             counters: Counters::default(),
             returned: Returned::new(),
-            stages: Registry::default(),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }

@@ -1,0 +1,164 @@
+//! Which stage a thread's arm goes to: each thread keeps, in a thread-local, one stage
+//! (`stage.rs`) per shard it arms on, made on its first arm there. Nothing is registered and
+//! nothing is locked: the stage's first announcement is what makes it known to its shard.
+//!
+//! Ground rules:
+//! - Only this thread pushes on, sweeps or retires its stages.
+//! - A stage whose sweep found it crowded (more than half live) is retired, promised as due
+//!   now and replaced by a fresh one, so an arm never waits for the shard to take the old
+//!   one. Its announcement, which goes before any of the fresh stage's, asks for a wake-up
+//!   only by its earliest deadline: the shard takes it at its next turn, before the fresh
+//!   stage, so one thread's arms keep their order.
+//! - When the thread exits, each of its stages is swept one last time, retired, and
+//!   announced as due now: the shard takes what is left and forgets the stage, so nothing of
+//!   the thread outlives it but its live timeouts, in its shards' wheels.
+//! - A thread holds its shards' shared halves (`Arc<Shard>`: the mailbox it announces
+//!   through) while it holds their stages; never the shard threads, which stop with the
+//!   service. Stages of stopped shards are forgotten at this thread's next new shard.
+
+use crate::entry::EntryRef;
+use crate::mailbox::{Command, Sent};
+use crate::shard::Shard;
+use crate::stage::{Push, Stage, Sweep};
+use crate::sync::{Arc, thread_local};
+use std::cell::RefCell;
+
+/// What became of an arm offered to this thread's stage.
+pub(crate) enum Staging {
+    Staged,
+    /// The shard is shutting down. `Some`: the entry was never shared, here it is back.
+    /// `None`: it was published; take the timeout back with a cancel (the final drain may
+    /// have taken it first).
+    Closed(Option<EntryRef>),
+    /// This thread cannot stage now (its thread-locals are being torn down): send the entry
+    /// through the mailbox instead.
+    Unavailable(EntryRef),
+}
+
+/// A stage this thread owns, and whose: the service's id and the shard's index (not the
+/// shard's address, which a later shard may reuse).
+struct Owned {
+    service: u64,
+    index: usize,
+    shard: Arc<Shard>,
+    stage: Arc<Stage>,
+}
+
+impl Owned {
+    /// Tells the shard the stage is due from `due` on. `false` if the mailbox is closed: the
+    /// stage is then closed too, so nothing more is published on it.
+    fn announce(&self, due: u64) -> bool {
+        match self.shard.mailbox.send(Command::Stage(self.stage.clone()), Some(due)) {
+            Sent::Delivered => true,
+            Sent::Closed => {
+                self.stage.close_from_owner();
+                false
+            }
+        }
+    }
+}
+
+/// This thread's stages, and a buffer for their sweeps.
+#[derive(Default)]
+struct Mine {
+    owned: Vec<Owned>,
+    scratch: Vec<EntryRef>,
+}
+
+thread_local! {
+    static MINE: RefCell<Mine> = RefCell::new(Mine::default());
+}
+
+/// Stages `entry`, due at `deadline`, on this thread's stage for `shard`.
+pub(crate) fn arm(shard: &Arc<Shard>, entry: EntryRef, deadline: u64) -> Staging {
+    #[cfg(loom)]
+    if loom_bypass::get() {
+        return Staging::Unavailable(entry);
+    }
+    // In an `Option` so that the entry survives a thread-local that is already gone.
+    let mut entry = Some(entry);
+    let staged = MINE.try_with(|mine| {
+        let mut mine = mine.try_borrow_mut().ok()?;
+        Some(mine.arm(shard, entry.take()?, deadline))
+    });
+    match (staged, entry) {
+        (Ok(Some(staging)), _) => staging,
+        (_, Some(entry)) => Staging::Unavailable(entry),
+        (_, None) => unreachable!("the entry is taken only on the way to `Some`"),
+    }
+}
+
+impl Mine {
+    /// The index of this thread's stage for `shard`, made if needed.
+    fn find(&mut self, shard: &Arc<Shard>) -> usize {
+        if let Some(i) = self.owned.iter().position(|o| o.service == shard.service && o.index == shard.index) {
+            return i;
+        }
+        // Forget the stages of shards that have stopped: their final drain emptied them.
+        self.owned.retain(|o| !o.stage.is_closed());
+        let stage = Arc::new(Stage::new());
+        self.owned.push(Owned { service: shard.service, index: shard.index, shard: shard.clone(), stage });
+        self.owned.len() - 1
+    }
+
+    fn arm(&mut self, shard: &Arc<Shard>, mut entry: EntryRef, deadline: u64) -> Staging {
+        let i = self.find(shard);
+        loop {
+            let owned = &self.owned[i];
+            match owned.stage.push(entry, deadline) {
+                Push::Staged(false) => return Staging::Staged,
+                Push::Staged(true) if owned.announce(deadline) => return Staging::Staged,
+                Push::Staged(true) => return Staging::Closed(None),
+                Push::Closed(back) => return Staging::Closed(back),
+                Push::Full(back) => entry = back,
+            }
+            // The ring is full: sweep it, then push again.
+            match owned.stage.sweep(&mut self.scratch) {
+                Sweep::Closed => return Staging::Closed(Some(entry)),
+                Sweep::Swept { lowered, crowded, earliest } => {
+                    // A crowded stage is due now, so that the shard takes it before the next
+                    // stage's arms (announced after this), but the shard need not wake for
+                    // it before its earliest deadline.
+                    if crowded {
+                        owned.stage.mark_retired();
+                    }
+                    if (lowered || crowded) && !owned.announce(earliest) {
+                        return Staging::Closed(Some(entry));
+                    }
+                    if crowded {
+                        self.owned[i].stage = Arc::new(Stage::new());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Mine {
+    /// The thread exits: each stage is swept, retired and announced as due now.
+    fn drop(&mut self) {
+        for owned in self.owned.drain(..) {
+            if owned.stage.retire(&mut self.scratch) {
+                owned.announce(0);
+            }
+        }
+    }
+}
+
+/// Under loom: a thread's choice to arm through the mailbox (`loom_support`).
+#[cfg(loom)]
+pub(crate) mod loom_bypass {
+    use std::cell::Cell;
+
+    loom::thread_local! {
+        static BYPASS: Cell<bool> = Cell::new(false);
+    }
+
+    pub(crate) fn set() {
+        BYPASS.with(|b| b.set(true));
+    }
+
+    pub(crate) fn get() -> bool {
+        BYPASS.with(|b| b.get())
+    }
+}
