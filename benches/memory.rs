@@ -20,8 +20,8 @@ use baselines::heap::HeapPeer;
 use baselines::netty::NettyPeer;
 use baselines::report;
 use baselines::shardwheel::ShardwheelPeer;
-use baselines::tokio_timers::{TokioSleepPeer, TokioTaskPeer};
-use baselines::{Peer, prearm};
+use baselines::tokio_timers::{TokioInRuntime, TokioTaskPeer};
+use baselines::{Peer, prearm, prearm_delay};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
@@ -73,35 +73,65 @@ static ALLOCATOR: Counting = Counting;
 /// Arms `N` timeouts on `peer`, lets it take them in, prints one tab-separated line:
 /// name, requested bytes/timeout, handle bytes, resident bytes/timeout, allocations/timeout.
 fn measure<P: Peer>(peer: P) {
+    measure_with(
+        peer.name(),
+        || {
+            let handles = prearm(&peer, N);
+            std::thread::sleep(Duration::from_millis(300));
+            peer.settle();
+            handles
+        },
+        || peer.diagnostics(),
+    );
+    // Exit without tearing a million timeouts down.
+    std::mem::forget(peer);
+}
+
+/// What [`measure`] prints, for `arm` arming `N` timeouts and handing back their handles.
+fn measure_with<H>(name: &str, arm: impl FnOnce() -> Vec<H>, diagnostics: impl FnOnce() -> String) {
     // Let the peer's threads start and settle their own allocations first.
     std::thread::sleep(Duration::from_millis(200));
     let live = LIVE.load(Ordering::Relaxed);
     let allocations = ALLOCATIONS.load(Ordering::Relaxed);
     let resident = report::resident_bytes().unwrap_or(0);
-    let handles = prearm(&peer, N);
-    std::thread::sleep(Duration::from_millis(300));
-    peer.settle();
-    let live = LIVE.load(Ordering::Relaxed) - live - (handles.capacity() * size_of::<P::Handle>()) as isize;
+    let handles = arm();
+    let live = LIVE.load(Ordering::Relaxed) - live - (handles.capacity() * size_of::<H>()) as isize;
     let allocations = ALLOCATIONS.load(Ordering::Relaxed) - allocations;
     let resident = report::resident_bytes().unwrap_or(0).saturating_sub(resident);
     println!(
         "{}\t{:.1}\t{}\t{:.1}\t{:.2}",
-        peer.name(),
+        name,
         live as f64 / N as f64,
-        size_of::<P::Handle>(),
+        size_of::<H>(),
         resident as f64 / N as f64,
         allocations as f64 / N as f64,
     );
-    eprintln!("  [{}] {}", peer.name(), peer.diagnostics());
+    eprintln!("  [{name}] {}", diagnostics());
     // Exit without tearing a million timeouts down.
     std::mem::forget(handles);
-    std::mem::forget(peer);
+}
+
+/// tokio as a tokio server holds its pending timeouts: `Sleep`s created and polled once in a
+/// task on the runtime (registered with the driver), each boxed, as it would sit in its own
+/// connection task's state. (No closure: what runs on timeout is that task's code.)
+fn measure_tokio() {
+    let tokio = TokioInRuntime::new(2);
+    measure_with(
+        tokio.name(),
+        || {
+            let sleeps = tokio.arm_registered(N, |i| prearm_delay(i, N));
+            std::thread::sleep(Duration::from_millis(300));
+            sleeps
+        },
+        || tokio.diagnostics(),
+    );
+    std::mem::forget(tokio);
 }
 
 fn child(name: &str) {
     match name {
         "shardwheel" => measure(ShardwheelPeer::new(2)),
-        "tokio" => measure(TokioSleepPeer::new()),
+        "tokio" => measure_tokio(),
         "tokio (task + sleep)" => measure(TokioTaskPeer::new()),
         "DelayQueue" => measure(DelayQueuePeer::new()),
         "Mutex<BinaryHeap>" => measure(HeapPeer::new()),

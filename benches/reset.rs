@@ -1,12 +1,25 @@
 //! Push a pending timeout's deadline later, again and again: the idle timeout of a
 //! connection that keeps talking. `K` pending 30 s timeouts (K = 1, 10 k, 1 M); each
-//! iteration resets the next one (round-robin) to 30 s from now, from one producer thread.
+//! iteration resets the next one (round-robin) to a later deadline, from one producer.
+//!
+//! The deadlines are computed before each timed sample, never in the timed loop: 16 instants
+//! 1 ms apart, the first 30 s from then (and after the previous sample's last), each used for
+//! a sixteenth of the sample in turn, so every reset moves a deadline later or keeps it
+//! (`baselines::ResetTargets`, `baselines::for_each_target`).
 //!
 //! How each peer resets (the same workload, each the way its users do it):
-//! shardwheel `Timeout::reset` (a later deadline is one CAS, no message); tokio
-//! `Sleep::reset` on a registered `Sleep`; `DelayQueue::reset`; the Netty-style wheel and
-//! the heap have no reset, so cancel + arm again with a fresh closure, as Netty users do
-//! (Netty's own `IdleStateHandler` avoids this with a lazy re-check; a timer user cannot).
+//! - shardwheel: `Timeout::reset_at(precomputed)` from the producer thread (a later deadline
+//!   is one CAS, no message);
+//! - tokio (the headline): `Sleep::reset(precomputed tokio::time::Instant)` in a task on the
+//!   worker of a 1-worker runtime, on `Sleep`s created and polled once (registered) in a task
+//!   on that runtime;
+//! - tokio (foreign threads): `Sleep::reset(precomputed)` on `Sleep`s registered from the
+//!   producer thread under `Runtime::enter` (secondary row);
+//! - `DelayQueue::reset_at(precomputed)`;
+//! - the Netty-style wheel and the heap have no reset, so cancel + arm again with a fresh
+//!   closure, as Netty users do (Netty's own `IdleStateHandler` avoids this with a lazy
+//!   re-check; a timer user cannot). Their users' APIs take a delay (`newTimeout(delay)`,
+//!   `schedule(delay)`) and read the clock themselves, so these two arm `DELAY` from now.
 //!
 //! `cargo bench --bench reset` prints a ratio table at the end.
 
@@ -18,8 +31,8 @@ use baselines::heap::HeapPeer;
 use baselines::netty::NettyPeer;
 use baselines::report::{self, OtherLoad, Row};
 use baselines::shardwheel::ShardwheelPeer;
-use baselines::tokio_timers::TokioSleepPeer;
-use baselines::{Peer, count_label};
+use baselines::tokio_timers::{FOREIGN_THREADS, IN_RUNTIME, TokioInRuntime, TokioSleepPeer};
+use baselines::{Peer, ResetTargets, count_label, for_each_target};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -28,9 +41,17 @@ use std::time::{Duration, Instant};
 const SIZES: [usize; 3] = [1, 10_000, 1_000_000];
 const DELAY: Duration = Duration::from_secs(30);
 const GROUP: &str = "reset_later";
-const PEERS: [&str; 5] = ["shardwheel", "tokio", "DelayQueue", "Mutex<BinaryHeap>", "netty-wheel"];
+const PEERS: [&str; 6] = ["shardwheel", IN_RUNTIME, FOREIGN_THREADS, "DelayQueue", "Mutex<BinaryHeap>", "netty-wheel"];
 
-fn row<P: Peer>(g: &mut BenchmarkGroup<'_, WallTime>, peer: P, size: usize) {
+/// A row for a [`Peer`], on this thread: `reset_to(peer, handle, target, iteration)` resets
+/// one timeout to the precomputed `target` (or, for peers whose API takes a delay, `DELAY`
+/// from now) and says whether it won.
+fn row<P: Peer>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    peer: P,
+    size: usize,
+    reset_to: impl Fn(&P, &mut P::Handle, Instant, u64) -> bool,
+) {
     let id = format!("{GROUP}/{}/{}", peer.name(), count_label(size));
     if !report::wanted(&id) {
         return;
@@ -47,24 +68,23 @@ fn row<P: Peer>(g: &mut BenchmarkGroup<'_, WallTime>, peer: P, size: usize) {
     });
     peer.settle();
     let mut next = 0;
+    let mut targets = ResetTargets::new(DELAY);
     g.throughput(Throughput::Elements(1));
     let (mut ran, load) = (false, OtherLoad::start());
     g.bench_function(BenchmarkId::new(peer.name(), count_label(size)), |b| {
         ran = true;
         b.iter_custom(|iters| {
+            let targets = targets.next_sample();
             peer.enter(|| {
                 let mut failed = 0u64;
                 let t = Instant::now();
-                for i in 0..iters {
-                    let ok = peer.reset(&mut handles[next], DELAY, move || {
-                        black_box(i);
-                    });
-                    failed += u64::from(!ok);
+                for_each_target(iters, &targets, |i, at| {
+                    failed += u64::from(!reset_to(&peer, &mut handles[next], at, i));
                     next += 1;
                     if next == size {
                         next = 0;
                     }
-                }
+                });
                 let elapsed = t.elapsed();
                 assert_eq!(failed, 0, "{}: a reset of a pending timeout failed", peer.name());
                 elapsed
@@ -85,15 +105,57 @@ fn row<P: Peer>(g: &mut BenchmarkGroup<'_, WallTime>, peer: P, size: usize) {
     drop(handles);
 }
 
+/// tokio's row: `size` sleeps registered in a task on a 1-worker runtime, reset round-robin
+/// in a task on that worker (see [`TokioInRuntime::resets`]).
+fn tokio_row(g: &mut BenchmarkGroup<'_, WallTime>, size: usize) {
+    if !report::wanted(&format!("{GROUP}/{IN_RUNTIME}/{}", count_label(size))) {
+        return;
+    }
+    let tokio = TokioInRuntime::new(1);
+    let mut sleeps = Some(tokio.arm_registered(size, |_| DELAY));
+    let mut next = 0;
+    let mut targets = ResetTargets::new(DELAY);
+    g.throughput(Throughput::Elements(1));
+    let (mut ran, load) = (false, OtherLoad::start());
+    g.bench_function(BenchmarkId::new(IN_RUNTIME, count_label(size)), |b| {
+        ran = true;
+        b.iter_custom(|iters| {
+            let targets = targets.next_sample().into_iter().map(tokio::time::Instant::from_std).collect();
+            let (back, at, elapsed) = tokio.resets(sleeps.take().expect("the sleeps came back"), next, targets, iters);
+            (sleeps, next) = (Some(back), at);
+            elapsed
+        })
+    });
+    if ran {
+        let load = load.cores();
+        report::note_load(GROUP, IN_RUNTIME, &count_label(size), load);
+        eprintln!(
+            "  [{IN_RUNTIME} {size} timeouts, Sleep::reset in a task on the worker] {}; other processes: {load:.2} cores",
+            tokio.diagnostics(),
+        );
+    }
+    // Before the runtime: dropping a registered sleep deregisters it from the live driver.
+    drop(sleeps);
+}
+
 fn reset(c: &mut Criterion) {
     let mut g = c.benchmark_group(GROUP);
     g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2));
     for size in SIZES {
-        row(&mut g, ShardwheelPeer::new(2), size);
-        row(&mut g, TokioSleepPeer::new(), size);
-        row(&mut g, DelayQueuePeer::new(), size);
-        row(&mut g, HeapPeer::new(), size);
-        row(&mut g, NettyPeer::new(), size);
+        row(&mut g, ShardwheelPeer::new(2), size, |peer, h, at, _| peer.reset_at(h, at));
+        tokio_row(&mut g, size);
+        row(&mut g, TokioSleepPeer::new(), size, |peer, h, at, _| peer.reset_at(h, at.into()));
+        row(&mut g, DelayQueuePeer::new(), size, |peer, k, at, _| peer.reset_at(k, at.into()));
+        row(&mut g, HeapPeer::new(), size, |peer, h, _, i| {
+            peer.reset(h, DELAY, move || {
+                black_box(i);
+            })
+        });
+        row(&mut g, NettyPeer::new(), size, |peer, h, _, i| {
+            peer.reset(h, DELAY, move || {
+                black_box(i);
+            })
+        });
     }
     g.finish();
 }
@@ -114,7 +176,7 @@ fn main() {
         })
         .collect();
     report::print_table(
-        "reset to a later deadline (30 s from now), resets/s; ×N = shardwheel ÷ peer",
+        "reset to a later precomputed deadline (≈ 30 s ahead), resets/s; ×N = shardwheel ÷ peer",
         "",
         &rows,
         &PEERS,

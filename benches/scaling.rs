@@ -1,7 +1,9 @@
 //! Does the service scale with shards? Arm a 30 s timeout and cancel it, as `arm_cancel`
 //! with nothing else pending: shardwheel with 1 shard and 1 producer thread against 2 shards
-//! and 2 producers (each producer's home shard is its own: checked), and for contrast the
-//! Netty-style wheel (always one worker) with 1 and 2 producers.
+//! and 2 producers (each producer's home shard is its own: checked), and for contrast tokio
+//! as a tokio server uses it (a runtime with 1 or 2 workers, one producer task on each, each
+//! `sleep` pinned in the task, polled once with its context and dropped: `TokioInRuntime`)
+//! and the Netty-style wheel (always one worker) with 1 and 2 producers.
 //!
 //! On a machine with fewer than `shards + producers` cores the threads share cores, so the
 //! ratio measures how little work the shard threads add per pair as much as how well the
@@ -15,6 +17,7 @@ mod baselines;
 use baselines::netty::NettyPeer;
 use baselines::report::{self, OtherLoad};
 use baselines::shardwheel::ShardwheelPeer;
+use baselines::tokio_timers::{IN_RUNTIME, TokioInRuntime};
 use baselines::{Peer, arm_cancel_pairs, run_threads};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -69,6 +72,23 @@ fn main() {
         }
     }
     for n in [1, 2] {
+        if !report::wanted(&format!("{GROUP}/{IN_RUNTIME}/{n}p")) {
+            continue;
+        }
+        let tokio = TokioInRuntime::new(n);
+        g.throughput(Throughput::Elements(n as u64));
+        let (mut ran, load) = (false, OtherLoad::start());
+        g.bench_function(BenchmarkId::new(IN_RUNTIME, format!("{n}p")), |b| {
+            ran = true;
+            b.iter_custom(|iters| tokio.arm_cancel_pairs(DELAY, iters))
+        });
+        if ran {
+            let load = load.cores();
+            report::note_load(GROUP, IN_RUNTIME, &format!("{n}p"), load);
+            eprintln!("  [{IN_RUNTIME} {n}p] {}; other processes: {load:.2} cores", tokio.diagnostics());
+        }
+    }
+    for n in [1, 2] {
         if !report::wanted(&format!("{GROUP}/netty-wheel/{n}p")) {
             continue;
         }
@@ -106,7 +126,21 @@ fn main() {
         _ => println!("{label:<30} not measured in this run"),
     };
     show("shardwheel (shards + producers)", "shardwheel", [param(1), param(2)]);
+    show("tokio (workers = producer tasks)", IN_RUNTIME, ["1p".to_owned(), "2p".to_owned()]);
     show("netty-wheel (producers)", "netty-wheel", ["1p".to_owned(), "2p".to_owned()]);
+    let vs_tokio = |n: usize| match (
+        report::rate(GROUP, "shardwheel", &param(n), n as f64),
+        report::rate(GROUP, IN_RUNTIME, &format!("{n}p"), n as f64),
+    ) {
+        (Some(sw), Some(tokio)) => format!("×{:.2}", sw / tokio),
+        _ => "-".to_owned(),
+    };
+    println!(
+        "{:<30} 1: {}   2: {}   (shardwheel n shards + n producers ÷ tokio n workers, n producer tasks)",
+        "shardwheel ÷ tokio",
+        vs_tokio(1),
+        vs_tokio(2)
+    );
     if cores < 4 {
         println!(
             "note: {cores} cores for up to 4 busy threads (2 shard threads + 2 producers): 2+2 can only reach ×2 \

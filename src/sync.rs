@@ -12,8 +12,8 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::Arc;
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use std::sync::Mutex;
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use std::thread;
     pub(crate) use std::thread_local;
 

@@ -5,44 +5,17 @@
 //! This file holds one test on purpose: the allocator counts the whole process, and a
 //! second test running in parallel would be counted too.
 
+mod common;
+
+use common::counting::{Counting, live};
 use shardwheel::TimerService;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
-/// Bytes allocated and not yet freed, process-wide.
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-struct Counting;
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter is a side
-// effect that does not touch the memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::SeqCst);
-        // SAFETY: the caller's contract for `alloc` is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::SeqCst);
-        // SAFETY: the caller's contract for `dealloc` is passed on as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::SeqCst);
-        // SAFETY: the caller's contract for `realloc` is passed on as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-fn live() -> i64 {
-    LIVE.load(Ordering::SeqCst)
-}
 
 /// One service's whole life: every way a timeout can end, then stop and drop.
 fn workload() {

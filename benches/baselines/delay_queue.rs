@@ -74,6 +74,12 @@ impl DelayQueuePeer {
         drop(self.queue.replace(queue));
     }
 
+    /// `DelayQueue::reset_at` to `deadline`, an instant the caller computed.
+    pub fn reset_at(&self, key: &Key, deadline: tokio::time::Instant) -> bool {
+        self.queue.borrow_mut().reset_at(key, deadline);
+        true
+    }
+
     /// Its tasks run only when it is polled: poll it until they do.
     pub fn self_check(&self) {
         self.enter(|| {
@@ -135,7 +141,7 @@ impl Peer for DelayQueuePeer {
     }
 
     fn reset_kind(&self) -> &'static str {
-        "DelayQueue::reset"
+        "DelayQueue::reset / reset_at"
     }
 
     fn diagnostics(&self) -> String {

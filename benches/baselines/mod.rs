@@ -1,8 +1,12 @@
 //! The peers every benchmark runs the same workload on, behind one small trait.
 //!
 //! - [`shardwheel`]: this crate's `TimerService` and `Timeout`.
-//! - [`tokio_timers`]: tokio's timer driver, used as a user thread would use it (a boxed
-//!   `Sleep` polled once so it registers, dropped to cancel), and tokio tasks that sleep.
+//! - [`tokio_timers`]: tokio's timer driver. The headline row "tokio" is
+//!   [`tokio_timers::TokioInRuntime`]: `Sleep`s created, polled once and dropped inside tasks
+//!   on the runtime's worker threads, one task per producer, as a tokio server uses them; it
+//!   is not a [`Peer`] (its producers are tasks, not threads) and has measurements of its
+//!   own. The secondary row "tokio (foreign threads)" arms the same `Sleep`s from other
+//!   threads under `Runtime::enter`; and tokio tasks that sleep, where timeouts must fire.
 //! - [`delay_queue`]: `tokio_util::time::DelayQueue`, single-threaded (one producer only).
 //! - [`heap`]: a `Mutex<BinaryHeap>` and one worker, cancelling as `ScheduledThreadPoolExecutor`
 //!   does by default (a flag; the entry stays in the heap until its time).
@@ -15,7 +19,7 @@
 //! cannot produce a flattering ratio. There is no `#[cfg(test)]` here: benches are not tests.
 //!
 //! Calling convention: every call on a peer happens inside [`Peer::enter`] on that thread
-//! (tokio's peers need their runtime entered there).
+//! (tokio's foreign-thread peers need their runtime entered there).
 #![allow(dead_code)]
 
 pub mod delay_queue;
@@ -92,9 +96,11 @@ pub fn arm_cancel_pairs<P: Peer>(peer: &P, delay: Duration, iters: u64) {
 /// Checks every peer once (about a second in all). Each bench binary calls it first.
 pub fn self_check_all() {
     let t = Instant::now();
-    // Peers whose tasks run by themselves pass the generic check; the two whose tasks do
-    // not (tokio's no-op-waker sleeps, the DelayQueue that must be polled) check themselves.
+    // Peers whose tasks run by themselves pass the generic check; the others (tokio in its
+    // runtime, which is no `Peer`; tokio's no-op-waker sleeps; the DelayQueue that must be
+    // polled) check themselves.
     generic_check(&shardwheel::ShardwheelPeer::new(2));
+    tokio_timers::TokioInRuntime::new(2).self_check();
     tokio_timers::TokioSleepPeer::new().self_check();
     generic_check(&tokio_timers::TokioTaskPeer::new());
     delay_queue::DelayQueuePeer::new().self_check();
@@ -113,15 +119,20 @@ pub fn count_label(n: usize) -> String {
     }
 }
 
-/// Pre-arms `n` timeouts due between 60 s and 660 s from now, spread evenly, each with a
-/// closure capturing a `u64`, and waits for the peer to take them in. The caller keeps the
-/// handles (dropping a tokio handle would cancel it).
+/// The delay of pre-armed timeout `i` of `n`: between 60 s and 660 s, spread evenly.
+pub fn prearm_delay(i: usize, n: usize) -> Duration {
+    Duration::from_secs(60) + Duration::from_nanos((600_000_000_000u128 * i as u128 / n as u128) as u64)
+}
+
+/// Pre-arms `n` timeouts due between 60 s and 660 s from now, spread evenly
+/// ([`prearm_delay`]), each with a closure capturing a `u64`, and waits for the peer to take
+/// them in. The caller keeps the handles (dropping a tokio handle would cancel it). tokio in
+/// its runtime pre-arms with [`tokio_timers::TokioInRuntime::arm_registered`] instead.
 pub fn prearm<P: Peer>(peer: &P, n: usize) -> Vec<P::Handle> {
     let mut handles = Vec::with_capacity(n);
     peer.enter(|| {
         for i in 0..n {
-            let delay =
-                Duration::from_secs(60) + Duration::from_nanos((600_000_000_000u128 * i as u128 / n as u128) as u64);
+            let delay = prearm_delay(i, n);
             let x = i as u64;
             handles.push(peer.prearm(i, delay, move || {
                 std::hint::black_box(x);
@@ -130,6 +141,53 @@ pub fn prearm<P: Peer>(peer: &P, n: usize) -> Vec<P::Handle> {
     });
     peer.settle();
     handles
+}
+
+/// How many precomputed deadlines one timed sample of resets moves its timeouts to.
+pub const RESET_TARGETS: usize = 16;
+
+/// The later deadlines resets move timeouts to, computed before each timed sample so that no
+/// reset reads the clock: [`RESET_TARGETS`] instants 1 ms apart (one tick, for shardwheel and
+/// tokio alike), the first `delay` from now and at least 1 ms after the previous sample's
+/// last. Used in turn by [`for_each_target`], every timeout's deadline only moves later.
+#[derive(Debug)]
+pub struct ResetTargets {
+    delay: Duration,
+    last: Option<Instant>,
+}
+
+impl ResetTargets {
+    pub fn new(delay: Duration) -> ResetTargets {
+        ResetTargets { delay, last: None }
+    }
+
+    /// The targets for the next sample (read the clock once, before it is timed).
+    pub fn next_sample(&mut self) -> Vec<Instant> {
+        const STEP: Duration = Duration::from_millis(1);
+        let mut first = Instant::now() + self.delay;
+        if let Some(last) = self.last {
+            first = first.max(last + STEP);
+        }
+        let targets: Vec<Instant> = (0..RESET_TARGETS as u32).map(|k| first + STEP * k).collect();
+        self.last = targets.last().copied();
+        targets
+    }
+}
+
+/// Calls `f(i, target)` for `i` in `0..iters`: the `targets` in order, each for an equal
+/// share of the iterations (the last one also for the remainder). The target changes only in
+/// the outer loop, so the inner loop is the call alone; with `targets` in increasing order, a
+/// round-robin over timeouts moves each one's deadline only later.
+pub fn for_each_target<T: Copy>(iters: u64, targets: &[T], mut f: impl FnMut(u64, T)) {
+    let share = iters / targets.len() as u64;
+    let mut i = 0;
+    for (k, &target) in targets.iter().enumerate() {
+        let end = if k + 1 == targets.len() { iters } else { i + share };
+        while i < end {
+            f(i, target);
+            i += 1;
+        }
+    }
 }
 
 /// Runs `work(peer, thread index)` on `threads` fresh threads at once (each inside

@@ -1,4 +1,5 @@
-//! This crate, as a user calls it: `TimerService::schedule`, `Timeout::cancel`, `Timeout::reset`.
+//! This crate, as a user calls it: `TimerService::schedule`, `Timeout::cancel`, `Timeout::reset`,
+//! `Timeout::reset_at`.
 
 use super::Peer;
 use shardwheel::{Timeout, TimerService};
@@ -15,6 +16,11 @@ pub struct ShardwheelPeer {
 impl ShardwheelPeer {
     pub fn new(shards: usize) -> ShardwheelPeer {
         ShardwheelPeer { service: TimerService::builder().shards(shards).build().expect("a valid service") }
+    }
+
+    /// `Timeout::reset_at` to `deadline`, an instant the caller computed (no clock read here).
+    pub fn reset_at(&self, handle: &Timeout, deadline: Instant) -> bool {
+        handle.reset_at(deadline)
     }
 
     /// The service, for its stats.
@@ -53,7 +59,7 @@ impl Peer for ShardwheelPeer {
     }
 
     fn reset_kind(&self) -> &'static str {
-        "Timeout::reset (one CAS when later)"
+        "Timeout::reset / reset_at (one CAS when later)"
     }
 
     fn diagnostics(&self) -> String {

@@ -159,7 +159,13 @@ impl Local {
         if stage.due() <= now {
             return self.take_stage(&stage);
         }
-        self.stages.file(&stage);
+        // An earlier announcement of a retired stage may have found it due already and
+        // taken it all: nothing is left to file.
+        if stage.is_retired() && stage.is_empty() {
+            self.stages.forget(&stage);
+        } else {
+            self.stages.file(&stage);
+        }
         0
     }
 

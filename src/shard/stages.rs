@@ -77,3 +77,25 @@ impl std::fmt::Debug for StageWheel {
         f.debug_struct("StageWheel").finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filed_stage_keeps_its_key_until_polled() {
+        let mut wheel = StageWheel::new();
+        let stage = Arc::new(Stage::new());
+        assert!(matches!(stage.push(EntryRef::new(100, || {}), 100), crate::stage::Push::Staged(true)));
+        wheel.file(&stage);
+        assert!(stage.key().is_some());
+        assert_eq!(Arc::strong_count(&stage), 2);
+        let mut out = Vec::new();
+        assert!(!wheel.poll(50, 64, &mut out));
+        assert!(out.is_empty());
+        assert!(stage.key().is_some());
+        assert!(wheel.next_deadline().is_some_and(|t| t <= 100));
+        wheel.forget(&stage);
+        assert_eq!(Arc::strong_count(&stage), 1);
+    }
+}

@@ -4,6 +4,8 @@
 //! Each test file includes this with `mod common;` and uses only part of it.
 #![allow(dead_code)]
 
+pub mod counting;
+
 use shardwheel::TimerTask;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
