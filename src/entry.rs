@@ -338,27 +338,21 @@ pub(crate) struct Returned {
 /// Cells held for their producers at most; beyond, the shard frees them itself.
 const RETURN_MAX: usize = 4096;
 
-#[cfg(not(loom))]
 type ReturnQueue = crossbeam_queue::ArrayQueue<EmptyCell>;
-#[cfg(loom)]
-type ReturnQueue = crate::mailbox::LoomQueue<EmptyCell>;
 
 impl Returned {
     pub(crate) fn new() -> Returned {
-        #[cfg(not(loom))]
-        return Returned { queue: crossbeam_queue::ArrayQueue::new(RETURN_MAX) };
-        #[cfg(loom)]
-        return Returned { queue: crate::mailbox::LoomQueue::new() };
+        Returned { queue: crossbeam_queue::ArrayQueue::new(RETURN_MAX) }
     }
 
-    /// Shard side: keeps the cell for a producer, or frees it if too many wait.
+    /// Shard side: keeps the cell for a producer, or frees it if too many wait. Under loom
+    /// it is freed at once: the hand-back is a matter of allocator caches, not a protocol,
+    /// and loom cannot see inside `ArrayQueue`.
     fn put(&self, cell: EmptyCell) {
         #[cfg(not(loom))]
         let _ = self.queue.push(cell);
         #[cfg(loom)]
-        if self.queue.len() < RETURN_MAX {
-            self.queue.push(cell);
-        }
+        drop(cell);
     }
 
     /// Producer side: frees one returned cell, if any, on the calling thread. Looks first:
@@ -397,6 +391,16 @@ pub(crate) mod loom_live {
 
     std::thread_local! {
         static LIVE: Cell<isize> = const { Cell::new(0) };
+        static STAGES: Cell<isize> = const { Cell::new(0) };
+    }
+
+    /// Stages (`stage.rs`) made and not yet freed.
+    pub(crate) fn add_stage(n: isize) {
+        STAGES.with(|l| l.set(l.get() + n));
+    }
+
+    pub(crate) fn stages() -> isize {
+        STAGES.with(Cell::get)
     }
 
     pub(crate) fn add(n: isize) {
@@ -409,6 +413,7 @@ pub(crate) mod loom_live {
 
     pub(crate) fn reset() {
         LIVE.with(|l| l.set(0));
+        STAGES.with(|l| l.set(0));
     }
 }
 

@@ -66,6 +66,8 @@ mod builder;
 mod clock;
 mod entry;
 mod error;
+#[cfg(loom)]
+mod loom_queue;
 mod mailbox;
 mod routing;
 mod service;
@@ -111,6 +113,11 @@ pub mod loom_support {
     /// Timeout entries allocated and not yet freed.
     pub fn live_entries() -> isize {
         crate::entry::loom_live::get()
+    }
+
+    /// Stages (a thread's arms for one shard) made and not yet freed.
+    pub fn live_stages() -> isize {
+        crate::entry::loom_live::stages()
     }
 
     /// Moves the mocked clock forward to `to` after the services' start.

@@ -201,65 +201,7 @@ impl Mailbox {
 #[cfg(not(loom))]
 type Queue<T> = crossbeam_queue::SegQueue<T>;
 
-/// Under loom the mailbox is a loom-visible stand-in: loom cannot see inside
-/// `crossbeam-queue`'s atomics (they are not loom's). Its items sit behind a loom mutex, but
-/// like `SegQueue`, whose `len`/`is_empty` read its head and tail indices without taking any
-/// lock, its length is a separate atomic that `is_empty` and `len` read on their own. So a
-/// producer's push and the driver's emptiness check are ordered only by what the handshakes
-/// in this module put around them, as with the real queue, and loom can show a missing fence.
-/// The items' lock is taken with `try_lock` and a yield, never by blocking: loom's `unpark`
-/// would otherwise wake a driver that is blocked on the lock rather than parked, which loom
-/// does not support.
+/// Under loom the mailbox is a loom-visible stand-in (`loom_queue.rs`): loom cannot see
+/// inside `crossbeam-queue`'s atomics.
 #[cfg(loom)]
-type Queue<T> = loom_queue::Queue<T>;
-
-#[cfg(loom)]
-pub(crate) use loom_queue::Queue as LoomQueue;
-
-#[cfg(loom)]
-mod loom_queue {
-    use loom::sync::atomic::{AtomicUsize, Ordering};
-    use loom::sync::{Mutex, MutexGuard};
-    use std::collections::VecDeque;
-
-    #[derive(Debug)]
-    pub(crate) struct Queue<T> {
-        items: Mutex<VecDeque<T>>,
-        len: AtomicUsize,
-    }
-
-    impl<T> Queue<T> {
-        pub(crate) fn new() -> Self {
-            Queue { items: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) }
-        }
-        fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
-            loop {
-                if let Ok(items) = self.items.try_lock() {
-                    return items;
-                }
-                loom::thread::yield_now();
-            }
-        }
-        pub(crate) fn push(&self, value: T) {
-            let mut items = self.lock();
-            items.push_back(value);
-            // SeqCst, as `SegQueue`'s index updates.
-            self.len.fetch_add(1, Ordering::SeqCst);
-        }
-        pub(crate) fn pop(&self) -> Option<T> {
-            let mut items = self.lock();
-            let value = items.pop_front();
-            if value.is_some() {
-                self.len.fetch_sub(1, Ordering::SeqCst);
-            }
-            value
-        }
-        pub(crate) fn is_empty(&self) -> bool {
-            self.len() == 0
-        }
-        pub(crate) fn len(&self) -> usize {
-            // SeqCst, as `SegQueue`'s index loads.
-            self.len.load(Ordering::SeqCst)
-        }
-    }
-}
+type Queue<T> = crate::loom_queue::Queue<T>;

@@ -57,7 +57,7 @@
 //! [`Command::Stage`]: crate::mailbox::Command::Stage
 
 use crate::entry::EntryRef;
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, thread};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence, thread};
 use crate::wheel::{Key, Timed};
 use std::ptr;
 
@@ -123,6 +123,8 @@ pub(crate) enum Sweep {
 
 impl Stage {
     pub(crate) fn new() -> Stage {
+        #[cfg(loom)]
+        crate::entry::loom_live::add_stage(1);
         Stage {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
@@ -185,11 +187,15 @@ impl Stage {
     /// were made, and publishes the rest again. `scratch` is an empty buffer to work in.
     pub(crate) fn sweep(&self, scratch: &mut Vec<EntryRef>) -> Sweep {
         debug_assert!(scratch.is_empty());
-        // SeqCst store and load: the owner's half of the Dekker handshake with `close`:
+        // Store, SeqCst fence, load: the owner's half of the Dekker handshake with `close`:
         // either this sweep sees `closed` and touches nothing, or the drain sees `sweeping`
-        // and waits for it to end.
-        self.sweeping.store(true, Ordering::SeqCst);
-        if self.closed.load(Ordering::SeqCst) {
+        // and waits for it to end. (The fence, not SeqCst accesses, makes the handshake, as
+        // in `mailbox.rs`; loom models fences, and treats SeqCst accesses as AcqRel.)
+        // Relaxed: ordered by the fence.
+        self.sweeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence.
+        if self.closed.load(Ordering::Relaxed) {
             // Release: nothing to publish, but pairs with the drain's wait like the other.
             self.sweeping.store(false, Ordering::Release);
             return Sweep::Closed;
@@ -278,9 +284,12 @@ impl Stage {
     /// Shard only, in its final drain: closes the stage, waits for a sweep in progress to
     /// end, and takes everything.
     pub(crate) fn close(&self, into: &mut Vec<EntryRef>) {
-        // SeqCst store and load: the drain's half of the handshake in `sweep`.
-        self.closed.store(true, Ordering::SeqCst);
-        while self.sweeping.load(Ordering::SeqCst) {
+        // Store, SeqCst fence, load: the drain's half of the handshake in `sweep`.
+        // Relaxed: ordered by the fence; the Acquire load in the loop below pairs with the
+        // sweep's Release store of `false`, so its entries are seen.
+        self.closed.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        while self.sweeping.load(Ordering::Acquire) {
             // A sweep is a bounded loop without user code: it ends soon.
             thread::yield_now();
         }
@@ -356,6 +365,8 @@ impl Drop for Stage {
     fn drop(&mut self) {
         let mut left = Vec::new();
         self.claim(&mut left);
+        #[cfg(loom)]
+        crate::entry::loom_live::add_stage(-1);
     }
 }
 
