@@ -5,7 +5,7 @@
 #[path = "harness.rs"]
 mod harness;
 
-use harness::{Probe, assert_exactly_once, drop_unfired, model, service};
+use harness::{Probe, assert_exactly_once, drop_unfired, model, service, wait_for_run};
 use std::time::Duration;
 
 /// cancel ∥ expire: exactly one wins; the loser never touches the task.
@@ -104,4 +104,42 @@ fn reset_earlier_races_expire() {
             assert!(counts.ran_at() >= floor, "fired at {} ms, deadline {floor} ms", counts.ran_at());
         }
     });
+}
+
+/// A timeout its shard has already filed in the wheel (armed through the mailbox; a second
+/// timeout due now has run, so the shard has read its mail in order), reset earlier, to due
+/// now: the refile notice must bring it out of its far slot and fire it.
+#[test]
+fn reset_earlier_of_a_filed_timeout() {
+    model("reset earlier of a filed timeout", || filed_then_reset_earlier(false));
+}
+
+/// The same ∥ a cancel: the cancel wins and the task never runs, or the reset and the expiry
+/// come first and the task runs; exactly once either way, and never lost.
+#[test]
+fn reset_earlier_of_a_filed_timeout_races_cancel() {
+    model("reset earlier of a filed timeout ∥ cancel", || filed_then_reset_earlier(true));
+}
+
+fn filed_then_reset_earlier(with_cancel: bool) {
+    shardwheel::loom_support::freeze_clock();
+    shardwheel::loom_support::arm_through_mailbox();
+    let timers = service();
+    let (task, counts) = Probe::new();
+    let timeout = timers.schedule(Duration::from_secs(60), task).unwrap();
+    let (marker, marker_counts) = Probe::new();
+    drop(timers.schedule(Duration::ZERO, marker).unwrap());
+    wait_for_run(&marker_counts);
+    let canceller = with_cancel.then(|| {
+        let t = timeout.clone();
+        loom::thread::spawn(move || t.cancel())
+    });
+    let reset = timeout.reset(Duration::ZERO);
+    let cancelled = canceller.is_some_and(|c| c.join().unwrap());
+    if !cancelled {
+        assert!(reset, "only a cancel could have ended it first");
+        wait_for_run(&counts);
+    }
+    let unfired = drop_unfired(timers.stop().unwrap());
+    assert_exactly_once(&counts, usize::from(cancelled), unfired);
 }

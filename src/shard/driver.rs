@@ -160,13 +160,19 @@ impl Local {
             return self.take_stage(&stage);
         }
         // An earlier announcement of a retired stage may have found it due already and
-        // taken it all: nothing is left to file.
-        if stage.is_retired() && stage.is_empty() {
-            self.stages.forget(&stage);
-        } else {
-            self.stages.file(&stage);
-        }
+        // taken it all: then there is nothing left to file.
+        self.file_or_forget(&stage);
         0
+    }
+
+    /// Files `stage` at what it promises now, or forgets it if it is retired (its owner
+    /// will publish nothing more) and empty.
+    fn file_or_forget(&mut self, stage: &Arc<Stage>) {
+        if stage.is_retired() && stage.is_empty() {
+            self.stages.forget(stage);
+        } else {
+            self.stages.file(stage);
+        }
     }
 
     /// Files every entry of `stage` in the wheel, in the order they were armed; then files
@@ -180,11 +186,7 @@ impl Local {
             self.arm(entry);
         }
         self.taken = taken;
-        if stage.is_retired() && stage.is_empty() {
-            self.stages.forget(stage);
-        } else {
-            self.stages.file(stage);
-        }
+        self.file_or_forget(stage);
         n
     }
 
