@@ -79,8 +79,8 @@ MUTATIONS = [
      "loom_memory", "drop_races_expire_and_cancel"),
     ("M13", "a winning cancel keeps its place in the pending count", "src/timeout.rs",
      """        self.shard.release();
-        self.shard.counters.cancelled();""",
-     """        self.shard.counters.cancelled();""",
+        crate::staging::count_cancelled(&self.shard);""",
+     """        crate::staging::count_cancelled(&self.shard);""",
      "loom_shutdown", "stop_races_cancel"),
     ("M15", "driver's SeqCst fence before its mailbox re-check removed", "src/mailbox.rs",
      """        self.sleep_until.store(until.max(AWAKE + 1), Ordering::SeqCst);
@@ -107,8 +107,8 @@ MUTATIONS = [
      """        let _ = &mut staged;""",
      "loom_shutdown", "schedule_races_stop"),
     ("M20", "a push that lowers its stage's due announces nothing", "src/staging.rs",
-     """                Push::Staged(true) if owned.announce(deadline) => return Staging::Staged,""",
-     """                Push::Staged(true) if true => return Staging::Staged,""",
+     """                Push::Staged(lowered) if !lowered || owned.announce(deadline) => {""",
+     """                Push::Staged(lowered) if !lowered || true => {""",
      "loom_mailbox", "earlier_deadline_wakes_a_sleeping_shard"),
     ("M21", "a refile notice leaves a staged entry on its stage", "src/shard/driver.rs",
      """        } else if entry.state().try_link() {""",

@@ -64,6 +64,7 @@
 
 mod builder;
 mod clock;
+mod counts;
 mod entry;
 mod error;
 #[cfg(loom)]

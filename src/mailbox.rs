@@ -64,9 +64,6 @@ pub(crate) enum Command {
     /// This entry's deadline moved earlier: file it again (or file it now, if it still
     /// waits on a stage).
     Refile(EntryRef),
-    /// This stage's promise was lowered (or it retired): file it at its `due()`, or take
-    /// it now if that has come (`stage.rs`).
-    Stage(Arc<Stage>),
 }
 
 /// What became of a sent command.
@@ -79,6 +76,12 @@ pub(crate) enum Sent {
 
 pub(crate) struct Mailbox {
     queue: Queue<Command>,
+    /// Stages whose promise was lowered (or that retired): file each at its `due()`, or take
+    /// it now if that has come (`stage.rs`). A queue of their own, read before the commands,
+    /// so that a flood of notices cannot hold back the arms a stage brings: with one queue,
+    /// a stage announced behind a million refile notices would be read a million commands
+    /// late. One thread's announcements keep their order, which is all its arms need.
+    stages: Queue<Arc<Stage>>,
     /// Written by the driver around its sleeps, CASed by producers that claim a wake-up.
     sleep_until: CachePadded<AtomicU64>,
     closed: AtomicBool,
@@ -91,6 +94,7 @@ impl std::fmt::Debug for Mailbox {
         // Relaxed: a debugging snapshot, ordered with nothing.
         f.debug_struct("Mailbox")
             .field("len", &self.queue.len())
+            .field("stages", &self.stages.len())
             .field("sleep_until", &self.sleep_until.load(Ordering::Relaxed))
             .field("closed", &self.closed.load(Ordering::Relaxed))
             .finish()
@@ -101,6 +105,7 @@ impl Mailbox {
     pub(crate) fn new() -> Mailbox {
         Mailbox {
             queue: Queue::new(),
+            stages: Queue::new(),
             sleep_until: CachePadded::new(AtomicU64::new(AWAKE)),
             closed: AtomicBool::new(false),
             thread: OnceLock::new(),
@@ -110,6 +115,17 @@ impl Mailbox {
     /// Sends `cmd`; wakes the driver if it sleeps past `deadline` or the backlog is high.
     pub(crate) fn send(&self, cmd: Command, deadline: Option<u64>) -> Sent {
         self.queue.push(cmd);
+        self.pushed(deadline)
+    }
+
+    /// Announces `stage`, due from `due` on; wakes the driver if it sleeps past that.
+    pub(crate) fn announce(&self, stage: Arc<Stage>, due: u64) -> Sent {
+        self.stages.push(stage);
+        self.pushed(Some(due))
+    }
+
+    /// After a push to either queue: the producer half of both handshakes.
+    fn pushed(&self, deadline: Option<u64>) -> Sent {
         // SeqCst fence: the producer half of both handshakes in the module docs.
         fence(Ordering::SeqCst);
         if self.closed.load(Ordering::Relaxed) {
@@ -118,7 +134,7 @@ impl Mailbox {
         // Relaxed: ordered by the fence above; a stale value only makes the CAS below fail
         // and retry.
         let mut until = self.sleep_until.load(Ordering::Relaxed);
-        while until != AWAKE && (deadline.is_some_and(|d| d < until) || self.queue.len() >= HIGH_WATER) {
+        while until != AWAKE && (deadline.is_some_and(|d| d < until) || self.len() >= HIGH_WATER) {
             // Claim the wake-up. Relaxed: the CAS decides who unparks and publishes no data;
             // the command itself was published by the queue.
             match self.sleep_until.compare_exchange(until, AWAKE, Ordering::Relaxed, Ordering::Relaxed) {
@@ -132,14 +148,19 @@ impl Mailbox {
         Sent::Delivered
     }
 
-    /// Commands waiting.
+    /// Commands and announcements waiting.
     pub(crate) fn len(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.stages.len()
     }
 
     /// Driver only: the next command, if any.
     pub(crate) fn pop(&self) -> Option<Command> {
         self.queue.pop()
+    }
+
+    /// Driver only: the next announced stage, if any.
+    pub(crate) fn pop_stage(&self) -> Option<Arc<Stage>> {
+        self.stages.pop()
     }
 
     /// Registers the driver's thread, the one to unpark. The service does it as it spawns
@@ -156,7 +177,7 @@ impl Mailbox {
         // SeqCst store and fence: the driver half of the wake-up handshake.
         self.sleep_until.store(until.max(AWAKE + 1), Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if !self.queue.is_empty() || self.closed.load(Ordering::Relaxed) {
+        if !self.queue.is_empty() || !self.stages.is_empty() || self.closed.load(Ordering::Relaxed) {
             self.woke();
             return false;
         }

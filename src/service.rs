@@ -141,6 +141,7 @@ impl TimerService {
         let mut stats = Stats::default();
         for shard in self.inner.shards.iter() {
             shard.counters.add_to(&mut stats);
+            stats.cancelled += shard.cancelled();
             stats.pending += shard.pending() as u64;
             stats.queued += shard.mailbox.len() as u64;
         }
@@ -193,7 +194,10 @@ impl TimerService {
         let (entry, handle) = EntryRef::new_pair(deadline, task);
         let timeout = Timeout { entry: handle, shard: shard.clone() };
         let entry = match driver::schedule_local(shard, entry) {
-            Ok(()) => return Ok(timeout),
+            Ok(()) => {
+                shard.counters.armed();
+                return Ok(timeout);
+            }
             Err(entry) => entry,
         };
         let entry = match staging::arm(shard, entry, deadline) {
@@ -205,7 +209,10 @@ impl TimerService {
             Staging::Unavailable(entry) => entry,
         };
         match shard.mailbox.send(Command::Arm(entry), Some(deadline)) {
-            Sent::Delivered => Ok(timeout),
+            Sent::Delivered => {
+                shard.counters.armed();
+                Ok(timeout)
+            }
             Sent::Closed => self.take_back(timeout),
         }
     }
@@ -214,6 +221,8 @@ impl TimerService {
     /// in `stop`'s list, so the schedule succeeded) or never will (take the task back).
     fn take_back<T: TimerTask>(&self, timeout: Timeout) -> Result<Timeout, ScheduleError<T>> {
         let Some((task, _)) = timeout.entry.cancel() else {
+            // The final drain took it: it is in `stop`'s list, counted as armed and unfired.
+            timeout.shard.counters.armed();
             return Ok(timeout);
         };
         timeout.shard.release();

@@ -34,8 +34,9 @@
 //!   one word, so they are totally ordered: an owner's `fetch_min` before the shard's swap
 //!   made its entry visible to the claim that follows the swap; one after it finds `NONE`,
 //!   lowers it, and so announces the stage again. An entry is never left unpromised.
-//! - **Announcements.** An owner whose `fetch_min` lowered `due` sends [`Command::Stage`]
-//!   through the mailbox, whose wake-up protocol wakes a shard sleeping past the new due.
+//! - **Announcements.** An owner whose `fetch_min` lowered `due` announces the stage through
+//!   the mailbox ([`Mailbox::announce`]), whose wake-up protocol wakes a shard sleeping past
+//!   the new due.
 //!   The shard files the stage in a wheel of its own by `due` (`shard/stages.rs`), and keeps
 //!   it there, at `NEVER` once taken, until the stage is retired and empty: the shard always
 //!   knows every stage that may hold entries for it, which its final drain needs.
@@ -54,7 +55,7 @@
 //! announcement precedes the next stage's, so one thread's arms keep their order across its
 //! stages too.
 //!
-//! [`Command::Stage`]: crate::mailbox::Command::Stage
+//! [`Mailbox::announce`]: crate::mailbox::Mailbox::announce
 
 use crate::entry::EntryRef;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, fence, thread};

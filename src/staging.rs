@@ -16,12 +16,14 @@
 //!   through) while it holds their stages; never the shard threads, which stop with the
 //!   service. Stages of stopped shards are forgotten at this thread's next new shard.
 
+use crate::counts::Slot;
 use crate::entry::EntryRef;
-use crate::mailbox::{Command, Sent};
+use crate::mailbox::Sent;
 use crate::shard::Shard;
 use crate::stage::{Push, Stage, Sweep};
 use crate::sync::{Arc, thread_local};
 use std::cell::RefCell;
+use std::ptr::NonNull;
 
 /// What became of an arm offered to this thread's stage.
 pub(crate) enum Staging {
@@ -42,13 +44,21 @@ struct Owned {
     index: usize,
     shard: Arc<Shard>,
     stage: Arc<Stage>,
+    /// This thread's slot in `shard.counts`.
+    counts: NonNull<Slot>,
 }
 
 impl Owned {
+    fn counts(&self) -> &Slot {
+        // SAFETY: the slot lives as long as the shard's `Slots`, which `self.shard` keeps
+        // alive; this thread claimed it and alone writes it until `Mine` gives it back.
+        unsafe { self.counts.as_ref() }
+    }
+
     /// Tells the shard the stage is due from `due` on. `false` if the mailbox is closed: the
     /// stage is then closed too, so nothing more is published on it.
     fn announce(&self, due: u64) -> bool {
-        match self.shard.mailbox.send(Command::Stage(self.stage.clone()), Some(due)) {
+        match self.shard.mailbox.announce(self.stage.clone(), due) {
             Sent::Delivered => true,
             Sent::Closed => {
                 self.stage.close_from_owner();
@@ -97,7 +107,8 @@ impl Mine {
         // Forget the stages of shards that have stopped: their final drain emptied them.
         self.owned.retain(|o| !o.stage.is_closed());
         let stage = Arc::new(Stage::new());
-        self.owned.push(Owned { service: shard.service, index: shard.index, shard: shard.clone(), stage });
+        let counts = NonNull::from(shard.counts.claim());
+        self.owned.push(Owned { service: shard.service, index: shard.index, shard: shard.clone(), stage, counts });
         self.owned.len() - 1
     }
 
@@ -106,9 +117,12 @@ impl Mine {
         loop {
             let owned = &self.owned[i];
             match owned.stage.push(entry, deadline) {
-                Push::Staged(false) => return Staging::Staged,
-                Push::Staged(true) if owned.announce(deadline) => return Staging::Staged,
-                Push::Staged(true) => return Staging::Closed(None),
+                Push::Staged(lowered) if !lowered || owned.announce(deadline) => {
+                    owned.counts().armed();
+                    return Staging::Staged;
+                }
+                // Announced to a closed mailbox: take the timeout back.
+                Push::Staged(_) => return Staging::Closed(None),
                 Push::Closed(back) => return Staging::Closed(back),
                 Push::Full(back) => entry = back,
             }
@@ -138,10 +152,25 @@ impl Drop for Mine {
     /// The thread exits: each stage is swept, retired and announced as due now.
     fn drop(&mut self) {
         for owned in self.owned.drain(..) {
+            owned.counts().give_back();
             if owned.stage.retire(&mut self.scratch) {
                 owned.announce(0);
             }
         }
+    }
+}
+
+/// Counts a winning cancel of a timeout of `shard` in this thread's slot (or, while this
+/// thread's thread-locals are torn down, in the shard's shared counter).
+pub(crate) fn count_cancelled(shard: &Arc<Shard>) {
+    let counted = MINE.try_with(|mine| {
+        let mut mine = mine.try_borrow_mut().ok()?;
+        let i = mine.find(shard);
+        mine.owned[i].counts().cancelled();
+        Some(())
+    });
+    if !matches!(counted, Ok(Some(()))) {
+        shard.counters.cancelled();
     }
 }
 

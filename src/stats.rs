@@ -37,8 +37,10 @@ pub struct Stats {
     pub queued: u64,
 }
 
-/// Per-shard counters. Producers write the first group, the shard thread the second;
-/// each group has a cache line of its own so the two sides do not invalidate each other.
+/// Per-shard counters. Producers write the first group (rarely: their arms and cancels are
+/// counted in slots of their own, `counts.rs`; these take what cannot be, such as arms
+/// from the shard's own thread), the shard thread the second; each group has a cache line
+/// of its own so the two sides do not invalidate each other.
 ///
 /// Every access is `Relaxed`: the counters carry no data, and a reader that needs exact
 /// values synchronizes with the writers by other means (joining, a channel, the task's own
@@ -51,6 +53,7 @@ pub(crate) struct Counters {
 
 #[derive(Debug, Default)]
 struct RemoteCounters {
+    armed: AtomicU64,
     cancelled: AtomicU64,
     rejected: AtomicU64,
 }
@@ -69,6 +72,9 @@ fn bump(counter: &AtomicU64, by: u64) {
 }
 
 impl Counters {
+    pub(crate) fn armed(&self) {
+        bump(&self.remote.armed, 1);
+    }
     pub(crate) fn cancelled(&self) {
         bump(&self.remote.cancelled, 1);
     }
@@ -88,14 +94,20 @@ impl Counters {
         bump(&self.local.wakeups, 1);
     }
 
-    /// Adds this shard's counts into `stats` (all but `pending` and `scheduled`).
+    /// Adds this shard's counts into `stats` (all but `pending`, `scheduled` and
+    /// `cancelled`, which the shard sums with its threads' slots).
     pub(crate) fn add_to(&self, stats: &mut Stats) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        stats.cancelled += get(&self.remote.cancelled);
         stats.rejected += get(&self.remote.rejected);
         stats.expired += get(&self.local.expired);
         stats.panicked += get(&self.local.panicked);
         stats.unfired += get(&self.local.unfired);
         stats.wakeups += get(&self.local.wakeups);
+    }
+
+    /// `(armed, cancelled, ended otherwise)`: the shared counts that pending is derived from.
+    pub(crate) fn for_pending(&self) -> (u64, u64, u64) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (get(&self.remote.armed), get(&self.remote.cancelled), get(&self.local.expired) + get(&self.local.unfired))
     }
 }

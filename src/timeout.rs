@@ -53,7 +53,7 @@ impl Timeout {
             return false;
         };
         self.shard.release();
-        self.shard.counters.cancelled();
+        crate::staging::count_cancelled(&self.shard);
         // The notice only gives back the wheel's node and the entry's memory; the cancel is
         // already decided. An entry the shard had not filed yet needs none: whoever gets to
         // the arm next (the shard, or the sweep of the stage it waits on) sees the cancel and

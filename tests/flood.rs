@@ -49,6 +49,7 @@ fn a_mail_flood_delays_a_due_timeout_by_at_most_a_budget() {
     }
     let late = fired.saturating_duration_since(deadline);
     let sent = sent.load(Ordering::Relaxed);
+    eprintln!("probe fired {late:?} late under a flood of {sent} refile notices");
     assert!(fired >= deadline, "never early");
     assert!(sent >= 10_000, "the flood was real: {sent} refile notices");
     // A budget of mail is 4096 commands, well under a millisecond of work; the bound leaves

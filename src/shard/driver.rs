@@ -122,9 +122,10 @@ impl Local {
         let now = self.shard.clock.now_tick();
         let more_stages = self.take_due_stages(now);
         // A stage still due must be taken before newer mail from its thread is filed.
-        let more_mail = !more_stages && self.drain_mailbox(MAILBOX_BUDGET, now);
+        let more_announced = !more_stages && self.drain_announcements(MAILBOX_BUDGET, now);
+        let more_mail = !more_stages && !more_announced && self.drain_mailbox(MAILBOX_BUDGET);
         let more_due = self.expire(now, batch);
-        if more_stages || more_mail || more_due {
+        if more_stages || more_announced || more_mail || more_due {
             return Turn::Busy;
         }
         self.idle()
@@ -190,17 +191,26 @@ impl Local {
         n
     }
 
-    /// Applies mail up to `budget` (a command, or an entry a due stage hands over, each
-    /// count one); `true` if mail may remain.
-    fn drain_mailbox(&mut self, budget: usize, now: u64) -> bool {
+    /// Reads announced stages up to `budget` (an announcement, and each entry a due stage
+    /// hands over, count one); `true` if more may wait.
+    fn drain_announcements(&mut self, budget: usize, now: u64) -> bool {
         let mut spent = 0;
         while spent < budget {
-            spent += 1;
+            let Some(stage) = self.shard.mailbox.pop_stage() else {
+                return false;
+            };
+            spent += 1 + self.announced(stage, now);
+        }
+        true
+    }
+
+    /// Applies up to `budget` commands; `true` if mail may remain.
+    fn drain_mailbox(&mut self, budget: usize) -> bool {
+        for _ in 0..budget {
             match self.shard.mailbox.pop() {
                 Some(Command::Arm(entry)) => self.arm(entry),
                 Some(Command::Unlink(entry)) => self.unlink(entry),
                 Some(Command::Refile(entry)) => self.refile(entry),
-                Some(Command::Stage(stage)) => spent += self.announced(stage, now),
                 None => return false,
             }
         }
@@ -308,11 +318,12 @@ impl Local {
         // (`stage.rs`, "Shutdown").
         let mut staged = Vec::new();
         self.stages.close_all(&mut staged);
+        while let Some(stage) = self.shard.mailbox.pop_stage() {
+            stage.close(&mut staged);
+        }
         while let Some(cmd) = self.shard.mailbox.pop() {
-            match cmd {
-                Command::Arm(entry) => staged.push(entry),
-                Command::Stage(stage) => stage.close(&mut staged),
-                Command::Unlink(_) | Command::Refile(_) => {}
+            if let Command::Arm(entry) = cmd {
+                staged.push(entry);
             }
         }
         for entry in staged {

@@ -2,11 +2,14 @@
 //! The wheel and everything else single-threaded live in `driver.rs`, on the shard's thread.
 //!
 //! Ground rules:
-//! - `pending` counts the shard's pending timeouts. It rises when a schedule reserves a place
-//!   (before the timeout is visible to anyone) and falls at the winning terminal CAS, on
-//!   whichever thread won it, so it is exact whenever no call is in flight. With a
-//!   `max_pending_per_shard` limit the reservation is a CAS loop that never overshoots, so
-//!   the limit is exact too.
+//! - Pending timeouts are counted as armed − cancelled − expired − unfired: arms and cancels
+//!   in per-thread slots (`counts.rs`), so the arm path writes no shared line for them;
+//!   expiries and stops by the shard. Each count moves on the thread of the call that made
+//!   it, right after the CAS that decided it, so the difference is exact whenever no call is
+//!   in flight.
+//! - With a `max_pending_per_shard` limit, an exact shared count gates schedules too: it rises
+//!   when a schedule reserves a place (a CAS loop that never overshoots, before the timeout
+//!   is visible to anyone) and falls at the winning terminal CAS, so the limit is exact.
 //! - Everything else shared is in the mailbox (`mailbox.rs`) or the counters (`stats.rs`).
 //!   The stages other threads arm through (`stage.rs`) are theirs; the shard learns of them
 //!   through the mailbox (`stages.rs`).
@@ -15,6 +18,7 @@ pub(crate) mod driver;
 mod stages;
 
 use crate::clock::Clock;
+use crate::counts::Slots;
 use crate::entry::Returned;
 use crate::mailbox::Mailbox;
 use crate::stats::Counters;
@@ -28,6 +32,8 @@ pub(crate) struct Shard {
     pub(crate) clock: Clock,
     pub(crate) mailbox: Mailbox,
     pub(crate) counters: Counters,
+    /// Each thread's arms and cancels on this shard (`counts.rs`).
+    pub(crate) counts: Slots,
     /// Cells this shard let go of last, for the threads that schedule here to free.
     pub(crate) returned: Returned,
     /// `usize::MAX` when unbounded.
@@ -43,20 +49,27 @@ impl Shard {
             clock,
             mailbox: Mailbox::new(),
             counters: Counters::default(),
+            counts: Slots::new(),
             returned: Returned::new(),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 
-    /// Reserves a place for one more pending timeout; `false` if the shard is full.
+    /// Whether a `max_pending_per_shard` limit is set (then `pending` is counted in one
+    /// shared word, exactly, to gate schedules).
+    fn limited(&self) -> bool {
+        self.max_pending != usize::MAX
+    }
+
+    /// Reserves a place for one more pending timeout; `false` if the shard is full. Without
+    /// a limit there is nothing to reserve.
     pub(crate) fn try_reserve(&self) -> bool {
-        // Relaxed throughout: `pending` is a count that publishes no data (see the counters
-        // in `stats.rs`); the CAS loop alone makes the limit exact.
-        if self.max_pending == usize::MAX {
-            self.pending.fetch_add(1, Ordering::Relaxed);
+        if !self.limited() {
             return true;
         }
+        // Relaxed throughout: `pending` is a count that publishes no data (see the counters
+        // in `stats.rs`); the CAS loop alone makes the limit exact.
         let mut cur = self.pending.load(Ordering::Relaxed);
         loop {
             if cur >= self.max_pending {
@@ -69,14 +82,29 @@ impl Shard {
         }
     }
 
-    /// Gives a place back: a timeout left PENDING (or a reservation was not used).
+    /// Gives a reserved place back: a timeout left PENDING (or a reservation was not used).
     pub(crate) fn release(&self) {
-        // Relaxed: see `try_reserve`.
-        self.pending.fetch_sub(1, Ordering::Relaxed);
+        if self.limited() {
+            // Relaxed: see `try_reserve`.
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
+    /// Timeouts pending now; exact whenever no call is in flight.
     pub(crate) fn pending(&self) -> usize {
-        // Relaxed: see `try_reserve`.
-        self.pending.load(Ordering::Relaxed)
+        if self.limited() {
+            // Relaxed: see `try_reserve`.
+            return self.pending.load(Ordering::Relaxed);
+        }
+        let (armed, cancelled) = self.counts.sum();
+        let (armed_here, cancelled_here, ended) = self.counters.for_pending();
+        // Read while calls are in flight, an end may be counted before its arm: never below 0.
+        let pending = (armed + armed_here).saturating_sub(cancelled + cancelled_here + ended);
+        usize::try_from(pending).unwrap_or(usize::MAX)
+    }
+
+    /// Cancels counted in the threads' slots and here.
+    pub(crate) fn cancelled(&self) -> u64 {
+        self.counts.sum().1 + self.counters.for_pending().1
     }
 }
