@@ -1,7 +1,8 @@
 //! # shardwheel
 //!
-//! A lock-free, sharded, multi-core timer service: one hierarchical hashed timing wheel per
-//! core, lock-free mailboxes between threads, and one compare-and-swap per timeout.
+//! A sharded, multi-core timer service whose producers never wait: one hierarchical hashed
+//! timing wheel per core, lock-free stages and mailboxes between threads, and one
+//! compare-and-swap per timeout.
 //!
 //! ```
 //! use shardwheel::{TimerService, TimeoutState};
@@ -41,11 +42,13 @@
 //!   through the shard's lock-free mailbox; it wakes the shard only if its deadline is
 //!   earlier than the one the shard sleeps until.
 //!   [`TimerService::schedule_on`] picks a shard explicitly.
-//! - **Stages.** A thread's arms first wait on its own short list for that shard (its
-//!   stage), which the shard takes by the earliest deadline on it. When the stage fills, the
-//!   thread drops the timeouts it has cancelled meanwhile, in its own cache, and passes the
-//!   rest on: a timeout armed and cancelled by one thread (the request-timeout pattern) never
-//!   reaches its shard at all.
+//! - **Stages.** A thread's arms first wait on its own ring for that shard (its stage), whose
+//!   entries the thread and the shard claim with one CAS, and which the shard takes by the
+//!   earliest deadline on it. When the ring fills, the thread drops the timeouts it has
+//!   cancelled meanwhile, in its own cache, and keeps the rest: a timeout armed and cancelled
+//!   by one thread (the request-timeout pattern) never reaches its shard at all. No lock is
+//!   taken on the way, and arms and cancels are counted in per-thread slots, so producers
+//!   never wait for each other or for the shard, and write no line another producer writes.
 //! - **One state word.** Each timeout's state and deadline share one `AtomicU64`, so
 //!   [`Timeout::cancel`], [`Timeout::reset`] and the shard's expiry are each one CAS, and
 //!   exactly one of cancel and expire wins. A reset to a later deadline is nothing but that
@@ -55,8 +58,9 @@
 //!
 //! - A timeout never fires before its deadline; it fires at the first tick boundary at or
 //!   after it. Timeouts armed by one thread for the same tick on the same shard fire in the
-//!   order they were armed (timeouts armed concurrently by different threads may fire in
-//!   either order).
+//!   order they were armed; timeouts armed by different threads for the same tick may fire
+//!   in either order, even when one arm happens-before the other (ordering them would take a
+//!   sequence number shared by every producer).
 //! - A timeout ends exactly once: it fires, or a `cancel()` returns true for it, or `stop()`
 //!   hands it back.
 //! - Every error hands the task back; bad input is an error, never a panic.

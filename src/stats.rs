@@ -30,8 +30,9 @@ pub struct Stats {
     /// whose earliest timeouts were cancelled wakes at most once more, at the tick it had
     /// promised (see `shard/driver.rs`).
     pub wakeups: u64,
-    /// Commands (arms passed on by a stage's sweep, stage announcements, cancel and
-    /// earlier-reset notices) waiting in the shards' mailboxes, not yet read by their shard.
+    /// Commands (stage announcements, cancel and earlier-reset notices, and the rare arm that
+    /// cannot go on a stage, such as one from a thread that is exiting) waiting in the
+    /// shards' mailboxes, not yet read by their shard.
     /// A sleeping shard is woken before this grows past a high-water mark (1024 per shard),
     /// whatever the commands' deadlines. Arms still on their thread's stage are not counted.
     pub queued: u64,
