@@ -188,3 +188,23 @@ fn sweep_races_stop() {
         }
     });
 }
+
+/// Two arms in a row from one thread that stays alive, both due now: the first one's
+/// announcement must wake the shard (time is frozen, and no thread exits to retire a stage
+/// and wake it for another reason); both run, in the order they were armed.
+#[test]
+fn announcements_wake_the_shard_while_their_thread_lives() {
+    model("two arms in a row, their thread alive", || {
+        shardwheel::loom_support::freeze_clock();
+        let timers = service();
+        let (first, first_counts) = Probe::new();
+        let (second, second_counts) = Probe::new();
+        drop(timers.schedule(Duration::ZERO, first).unwrap());
+        drop(timers.schedule(Duration::ZERO, second).unwrap());
+        wait_for_run(&first_counts);
+        wait_for_run(&second_counts);
+        assert_eq!(drop_unfired(timers.stop().unwrap()), 0);
+        assert_exactly_once(&first_counts, 0, 0);
+        assert_exactly_once(&second_counts, 0, 0);
+    });
+}

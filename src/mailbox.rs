@@ -204,10 +204,10 @@ impl Mailbox {
 
     /// Driver only, after it saw `is_closed()`: the fence that pairs with the producers'
     /// fence, so the final drain sees every command whose producer did not see `closed`.
-    /// With `SegQueue` (whose index operations are `SeqCst`) and with loom's stand-in (a
-    /// lock) the queue already gives that order, and loom finds no case the fence decides
-    /// (mutation M16 in `loom-tests/README.md`). It stays because it costs nothing, once per
-    /// shutdown, and keeps the handshake independent of the queue's insides.
+    /// `SegQueue`'s `SeqCst` index operations may give that order already; loom's lock-free
+    /// stand-in does not, and loom then finds the lost command (mutation M16 in
+    /// `loom-tests/README.md`). Once per shutdown, it keeps the handshake independent of the
+    /// queue's insides.
     pub(crate) fn begin_final_drain(&self) {
         fence(Ordering::SeqCst);
     }

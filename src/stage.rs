@@ -224,9 +224,14 @@ impl Stage {
     }
 
     /// Owner only, as its thread exits: sweeps, marks the stage retired, and promises what
-    /// is left as due now. Returns `true` if the shard must be told (unless the stage is
-    /// closed): it then takes what is left and forgets the stage.
+    /// is left as due now. Returns `true` if the shard must be told: it then takes what is
+    /// left and forgets the stage. Not if the stage is closed, nor if nothing was ever
+    /// published on it (a thread that only cancelled): the shard never heard of it.
     pub(crate) fn retire(&self, scratch: &mut Vec<EntryRef>) -> bool {
+        // Relaxed: the owner's own `tail`.
+        if self.tail.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         if let Sweep::Closed = self.sweep(scratch) {
             return false;
         }
