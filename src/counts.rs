@@ -54,17 +54,17 @@ impl Slot {
     }
 }
 
-/// A shard's slots.
+// SAFETY: a `Slot` is shared between its holder and the readers that sum it: its counts
+// and flag are atomics, and `next` is written before the slot is published (by the Release
+// CAS in `claim`) and never again, so shared references to it are sound on any thread.
+unsafe impl Sync for Slot {}
+
+/// A shard's slots. (`Send` and `Sync` through `AtomicPtr`; the slots behind it stay valid
+/// until it is dropped, as the list only grows.)
 #[derive(Debug)]
 pub(crate) struct Slots {
     head: AtomicPtr<Slot>,
 }
-
-// SAFETY: the slots are atomics behind pointers that stay valid until `Slots` is dropped
-// (the list only grows); `next` is written before a slot is published and never again.
-unsafe impl Send for Slots {}
-// SAFETY: as above.
-unsafe impl Sync for Slots {}
 
 impl Slots {
     pub(crate) fn new() -> Slots {

@@ -24,7 +24,9 @@ struct Node<T> {
 pub(crate) struct Queue<T> {
     head: AtomicPtr<Node<T>>,
     /// Items pushed and not yet popped; may dip below zero while a push is between linking
-    /// its node and counting it.
+    /// its node and counting it, and so, unlike `SegQueue`'s (which over-reports), may
+    /// under-report for a moment: that can only make a model fail spuriously, never hide
+    /// a lost wake-up.
     len: AtomicIsize,
     /// The consumer's own: nodes taken off the stack, oldest first.
     taken: RefCell<VecDeque<T>>,

@@ -153,8 +153,8 @@ impl TimerService {
     /// on its way to its shard), each now [`Cancelled`](crate::TimeoutState::Cancelled),
     /// without calling their tasks' `cancelled()`. Waits for running tasks to finish.
     ///
-    /// A schedule racing with `stop` either lands in the returned list or fails with
-    /// [`ScheduleError::Shutdown`]: nothing is lost. Later schedules fail with `Shutdown`; a
+    /// A schedule racing with `stop` either lands in the returned list, fires (if it was due
+    /// by the shard's last turn), or fails with [`ScheduleError::Shutdown`]: nothing is lost. Later schedules fail with `Shutdown`; a
     /// second `stop` returns an empty list. From a task on one of this service's shard
     /// threads, `stop` would wait for itself, and returns [`StopError::OnTimerThread`].
     pub fn stop(&self) -> Result<Vec<Unfired>, StopError> {
@@ -217,11 +217,12 @@ impl TimerService {
         }
     }
 
-    /// A schedule that met a closing mailbox: the final drain either took the timeout (it is
-    /// in `stop`'s list, so the schedule succeeded) or never will (take the task back).
+    /// A schedule that met a closing mailbox: the shard either took the timeout (its final
+    /// drain put it in `stop`'s list, or its last turn fired it: the schedule succeeded) or
+    /// never will (take the task back).
     fn take_back<T: TimerTask>(&self, timeout: Timeout) -> Result<Timeout, ScheduleError<T>> {
         let Some((task, _)) = timeout.entry.cancel() else {
-            // The final drain took it: it is in `stop`'s list, counted as armed and unfired.
+            // The shard took it: in `stop`'s list (counted unfired) or fired (counted expired).
             timeout.shard.counters.armed();
             return Ok(timeout);
         };

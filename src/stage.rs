@@ -145,8 +145,9 @@ impl Stage {
 
     /// Owner only: publishes `entry`, due at `deadline`.
     pub(crate) fn push(&self, entry: EntryRef, deadline: u64) -> Push {
-        // Acquire: pairs with the Release stores of `closed` (a fast refusal; the check
-        // after the promise below is the one that decides).
+        // Acquire: a hint, a fast refusal (the owner's own `close_from_owner`, or a drain
+        // already seen); the check after the promise below is the one that decides, ordered
+        // by the drain's swap of `due` (see `promise`).
         if self.closed.load(Ordering::Acquire) {
             return Push::Closed(Some(entry));
         }
@@ -257,7 +258,9 @@ impl Stage {
 
     /// Whether the stage is closed (the owner then forgets it).
     pub(crate) fn is_closed(&self) -> bool {
-        // Acquire: pairs with the Release stores of `closed`.
+        // Acquire: pairs with `close_from_owner`'s Release store; a drain's `closed`, set
+        // before its fence, is only a hint here (the owner then forgets a stage it no
+        // longer publishes on; its `Arc` count orders the stage's drop).
         self.closed.load(Ordering::Acquire)
     }
 
@@ -312,6 +315,11 @@ impl Stage {
             // are written.
             let tail = self.tail.load(Ordering::Acquire);
             let n = (tail - head) as usize;
+            if n == 0 {
+                // Nothing to claim: no CAS, so an empty take does not write the line the
+                // owner's pushes read.
+                return;
+            }
             if n > CAPACITY {
                 // `head` moved on since it was read (another claim): read it again.
                 // Acquire: as above.

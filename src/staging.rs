@@ -104,8 +104,15 @@ impl Mine {
         if let Some(i) = self.owned.iter().position(|o| o.service == shard.service && o.index == shard.index) {
             return i;
         }
-        // Forget the stages of shards that have stopped: their final drain emptied them.
-        self.owned.retain(|o| !o.stage.is_closed());
+        // Forget the stages of shards that have stopped (their final drain takes, or has
+        // taken, what is on them), giving their counts slots back.
+        self.owned.retain(|o| {
+            let closed = o.stage.is_closed();
+            if closed {
+                o.counts().give_back();
+            }
+            !closed
+        });
         let stage = Arc::new(Stage::new());
         let counts = NonNull::from(shard.counts.claim());
         self.owned.push(Owned { service: shard.service, index: shard.index, shard: shard.clone(), stage, counts });
