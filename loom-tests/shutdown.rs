@@ -11,14 +11,15 @@ use std::time::Duration;
 
 /// schedule ∥ stop: the timeout lands in stop's list (or fires), or the schedule fails
 /// with `Shutdown` and hands the task back: never lost, never both. The arm goes on the
-/// producer's stage, whose lock orders it with the final drain (`src/stage.rs`).
+/// producer's stage, whose promise and announcement order it with the final drain
+/// (`src/stage.rs`, "Shutdown").
 #[test]
 fn schedule_races_stop() {
     model("schedule ∥ stop", || schedule_races_stop_model(false));
 }
 
-/// The same through the mailbox (as a stage's sweep sends arms), whose close handshake then
-/// decides (`src/mailbox.rs`).
+/// The same through the mailbox (as a thread whose thread-locals are gone arms), whose close
+/// handshake then decides (`src/mailbox.rs`).
 #[test]
 fn schedule_through_mailbox_races_stop() {
     model("schedule through the mailbox ∥ stop", || schedule_races_stop_model(true));

@@ -132,7 +132,8 @@ pub mod loom_support {
     }
 
     /// Makes the calling thread's arms skip its stages and go straight to the mailbox, as a
-    /// stage's sweep sends them: for the models of the mailbox protocol itself.
+    /// thread whose thread-locals are gone arms: for the models of the mailbox protocol
+    /// itself.
     pub fn arm_through_mailbox() {
         crate::staging::loom_bypass::set();
     }

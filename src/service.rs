@@ -154,8 +154,8 @@ impl TimerService {
     /// without calling their tasks' `cancelled()`. Waits for running tasks to finish.
     ///
     /// A schedule racing with `stop` either lands in the returned list, fires (if it was due
-    /// by the shard's last turn), or fails with [`ScheduleError::Shutdown`]: nothing is lost. Later schedules fail with `Shutdown`; a
-    /// second `stop` returns an empty list. From a task on one of this service's shard
+    /// by the shard's last turn), or fails with [`ScheduleError::Shutdown`]: nothing is lost.
+    /// Later schedules fail with `Shutdown`; a second `stop` returns an empty list. From a task on one of this service's shard
     /// threads, `stop` would wait for itself, and returns [`StopError::OnTimerThread`].
     pub fn stop(&self) -> Result<Vec<Unfired>, StopError> {
         if routing::driving(self.inner.id).is_some() {

@@ -25,8 +25,8 @@ use crate::wheel::Wheel;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-/// Mail handled per turn, counted as one per command plus one per entry a stage it
-/// announces hands over, so a flood of mail cannot delay expiries without bound.
+/// Commands handled per turn, and announcements read per turn (each counted as one plus
+/// the entries its stage hands over), so a flood of mail cannot delay expiries without bound.
 const MAILBOX_BUDGET: usize = 4096;
 /// Wheel steps (firings and cascade moves) per turn, so a mass expiry cannot starve the
 /// mailbox: between slices the driver reads its mail.
