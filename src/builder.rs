@@ -20,6 +20,7 @@ use std::time::Duration;
 /// # Ok::<(), shardwheel::BuildError>(())
 /// ```
 #[derive(Clone, Debug)]
+#[must_use = "a Builder does nothing until `build` is called"]
 pub struct Builder {
     pub(crate) shards: Option<usize>,
     pub(crate) tick: Duration,
@@ -77,7 +78,12 @@ impl Builder {
         self
     }
 
-    /// Whether to pin shard `i` to the `i`-th core available to the process. Default true.
+    /// Whether to pin each shard thread to a core of its own. Default true.
+    ///
+    /// Cores are handed out in turn over every service of the process: a service takes the
+    /// cores after those the previous one took, wrapping around, so two services (or two
+    /// one-shard services) do not both land on core 0. Shards beyond the core count are not
+    /// pinned.
     pub fn pin_threads(mut self, pin: bool) -> Self {
         self.pin_threads = pin;
         self

@@ -7,6 +7,7 @@ use std::time::Duration;
 ///
 /// `Debug`, `Display` and `Error` are implemented for every `T`, as for
 /// `std::sync::mpsc::SendError`, so `?` works whatever the task type.
+#[non_exhaustive]
 pub enum ScheduleError<T> {
     /// The shard already holds `max_pending_per_shard` pending timeouts.
     Rejected(T),

@@ -89,7 +89,7 @@ mod wheel;
 
 pub use builder::Builder;
 pub use error::{BuildError, ScheduleError, StopError};
-pub use service::TimerService;
+pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;
 pub use task::TimerTask;
 pub use timeout::{Timeout, TimeoutState, Unfired};

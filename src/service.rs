@@ -6,10 +6,11 @@ use crate::entry::EntryRef;
 use crate::error::{BuildError, ScheduleError, StopError};
 use crate::mailbox::{Command, Sent};
 use crate::routing;
-use crate::shard::{Shard, driver};
+use crate::shard::{Shard, ShardHandle, driver};
 use crate::staging::{self, Staging};
 use crate::stats::Stats;
-use crate::sync::plain::AtomicU64;
+use crate::sync::plain::{Arc as PlainArc, Weak};
+use crate::sync::plain::{AtomicU64, AtomicUsize};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Mutex, Ordering, spawn_named};
 use crate::task::TimerTask;
@@ -20,6 +21,10 @@ use std::time::{Duration, Instant};
 /// Distinguishes services, so a shard thread knows whose shard it drives. Relaxed: it only
 /// hands out distinct numbers.
 static NEXT_SERVICE: AtomicU64 = AtomicU64::new(1);
+/// Where the next pinned shard goes, counted over every service of the process, so that
+/// services started one after another take different cores instead of all starting at
+/// core 0. Relaxed: it only spreads shards out.
+static NEXT_CORE: AtomicUsize = AtomicUsize::new(0);
 
 /// A sharded timer service: one wheel per shard thread; clones share the same shards.
 ///
@@ -35,11 +40,46 @@ static NEXT_SERVICE: AtomicU64 = AtomicU64::new(1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Dropping the last clone stops the shards; timeouts still pending are dropped unrun.
-/// Call [`stop`](TimerService::stop) to get them back instead.
+/// # Stopping
+///
+/// Dropping the last clone stops the shards without waiting for them: it closes their
+/// mailboxes and returns at once, and each shard thread then drops its pending timeouts
+/// unrun and exits on its own (after the task it may be running). So the last drop never
+/// blocks, not on an async worker and not inside a task on a shard thread. Call
+/// [`stop`](TimerService::stop) to wait for the shards and get the pending timeouts back
+/// instead.
+///
+/// # Tasks that schedule more
+///
+/// A task that captures a `TimerService` keeps the service, and its threads, alive while
+/// the task waits: a clone held by a pending timeout is a clone like any other. A task
+/// that only needs to schedule the next timeout should capture a [`WeakTimerService`]
+/// ([`downgrade`](TimerService::downgrade)) instead, so that dropping the user's last
+/// clone still stops the service:
+///
+/// ```
+/// use shardwheel::{TimerService, WeakTimerService};
+/// use std::time::Duration;
+///
+/// fn heartbeat(timers: WeakTimerService) {
+///     // Once every strong clone is gone, the chain ends here.
+///     if let Some(strong) = timers.upgrade() {
+///         let _ = strong.schedule(Duration::from_millis(100), move || heartbeat(timers));
+///     }
+/// }
+///
+/// let timers = TimerService::new()?;
+/// timers.schedule(Duration::from_millis(100), {
+///     let weak = timers.downgrade();
+///     move || heartbeat(weak)
+/// })?;
+/// drop(timers); // the shards stop; the pending heartbeat is dropped unrun
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct TimerService {
-    inner: Arc<Inner>,
+    /// A plain `Arc`, not loom's: see `sync::plain`.
+    inner: PlainArc<Inner>,
 }
 
 struct Inner {
@@ -62,6 +102,13 @@ impl TimerService {
         Builder::new()
     }
 
+    /// A handle that does not keep the service alive: for tasks that schedule on their own
+    /// service (see [Tasks that schedule more](TimerService#tasks-that-schedule-more)).
+    #[must_use]
+    pub fn downgrade(&self) -> WeakTimerService {
+        WeakTimerService { inner: PlainArc::downgrade(&self.inner) }
+    }
+
     /// Starts `n` shards with checked settings.
     pub(crate) fn start(settings: Builder, n: usize) -> Result<TimerService, BuildError> {
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
@@ -70,11 +117,11 @@ impl TimerService {
         let settings = Builder { pin_threads: false, ..settings };
         let shards: Box<[Arc<Shard>]> =
             (0..n).map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard))).collect();
-        let cores = if settings.pin_threads { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let cores = if settings.pin_threads { pick_cores(n) } else { Vec::new() };
         let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
         for (i, shard) in inner.shards.iter().enumerate() {
             let driven = shard.clone();
-            let core = cores.get(i).copied();
+            let core = cores.get(i).copied().flatten();
             let spawned = spawn_named(format!("{}-{i}", settings.thread_name), move || {
                 if let Some(core) = core {
                     // Best effort: a refused pin leaves the thread where the OS put it.
@@ -91,7 +138,7 @@ impl TimerService {
                 Err(e) => return Err(BuildError::Spawn(e)),
             }
         }
-        Ok(TimerService { inner: Arc::new(inner) })
+        Ok(TimerService { inner: PlainArc::new(inner) })
     }
 
     /// Runs `task` once `delay` has passed, on a shard thread: the calling thread's own
@@ -192,22 +239,23 @@ impl TimerService {
         // Free a cell the shard let go of, here, where this allocation can reuse it.
         shard.returned.free_one();
         let (entry, handle) = EntryRef::new_pair(deadline, task);
-        let timeout = Timeout { entry: handle, shard: shard.clone() };
         let entry = match driver::schedule_local(shard, entry) {
-            Ok(()) => {
+            Ok(own) => {
                 shard.counters.armed();
-                return Ok(timeout);
+                return Ok(Timeout { entry: handle, shard: own });
             }
             Err(entry) => entry,
         };
         let entry = match staging::arm(shard, entry, deadline) {
-            Staging::Staged => return Ok(timeout),
+            Staging::Staged(own) => return Ok(Timeout { entry: handle, shard: own }),
             Staging::Closed(entry) => {
                 drop(entry);
-                return self.take_back(timeout);
+                return self.take_back(Timeout { entry: handle, shard: ShardHandle::new(shard.clone()) });
             }
             Staging::Unavailable(entry) => entry,
         };
+        // Rare paths (a thread being torn down, a stopping shard): a handle of their own.
+        let timeout = Timeout { entry: handle, shard: ShardHandle::new(shard.clone()) };
         match shard.mailbox.send(Command::Arm(entry), Some(deadline)) {
             Sent::Delivered => {
                 shard.counters.armed();
@@ -254,9 +302,52 @@ impl Inner {
     }
 }
 
+/// The cores for `n` shards: consecutive cores from where the previous service stopped,
+/// wrapping around; `None` (not pinned) for shards beyond the core count, so that no two
+/// shards of one service share a core. Empty if the cores cannot be listed.
+fn pick_cores(n: usize) -> Vec<Option<core_affinity::CoreId>> {
+    let all = core_affinity::get_core_ids().unwrap_or_default();
+    if all.is_empty() {
+        return Vec::new();
+    }
+    let pinned = n.min(all.len());
+    let first = NEXT_CORE.fetch_add(pinned, Ordering::Relaxed);
+    (0..n).map(|i| (i < pinned).then(|| all[(first + i) % all.len()])).collect()
+}
+
 impl Drop for Inner {
+    /// The last clone is gone: close every mailbox and return without joining, so that the
+    /// caller never blocks (it may be an async worker, or a task on a shard thread). Each
+    /// shard thread sees its mailbox closed at its next turn, drops what it still holds, and
+    /// exits; its `JoinHandle` is dropped here, which detaches it.
     fn drop(&mut self) {
-        drop(self.stop());
+        for shard in self.shards.iter() {
+            shard.mailbox.close();
+        }
+    }
+}
+
+/// A handle to a [`TimerService`] that does not keep it alive; made by
+/// [`TimerService::downgrade`]. [`upgrade`](WeakTimerService::upgrade) gives a service
+/// back while any strong clone lives.
+#[derive(Clone)]
+pub struct WeakTimerService {
+    inner: Weak<Inner>,
+}
+
+impl WeakTimerService {
+    /// The service, if a strong clone still lives. A service that was stopped but not
+    /// dropped still upgrades (and refuses schedules with
+    /// [`ScheduleError::Shutdown`]).
+    #[must_use]
+    pub fn upgrade(&self) -> Option<TimerService> {
+        self.inner.upgrade().map(|inner| TimerService { inner })
+    }
+}
+
+impl fmt::Debug for WeakTimerService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakTimerService").field("alive", &(self.inner.strong_count() > 0)).finish()
     }
 }
 
@@ -268,5 +359,59 @@ impl fmt::Debug for TimerService {
             .field("pending", &self.pending())
             .field("stopped", &self.is_stopped())
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::TimerService;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Timeouts count on their thread's handle for the shard, not on the shard: a thousand
+    /// of them, and their drops, leave the shard's own count where one thread's first
+    /// schedule put it (see `shard/handle.rs`).
+    /// Two one-shard services in a row are pinned to different cores (where there are two).
+    #[test]
+    fn services_take_cores_in_turn() {
+        let cores = core_affinity::get_core_ids().unwrap_or_default().len();
+        let first = super::pick_cores(1);
+        let second = super::pick_cores(1);
+        assert_eq!((first.len(), second.len()), if cores == 0 { (0, 0) } else { (1, 1) });
+        if cores >= 2 {
+            assert_ne!(first[0], second[0], "both services would stack on one core");
+        }
+        let many = super::pick_cores(cores + 2);
+        if cores > 0 {
+            let pinned: Vec<_> = many.iter().flatten().collect();
+            assert_eq!(pinned.len(), cores, "one shard per core, the rest unpinned");
+            let mut distinct = pinned.clone();
+            distinct.sort_by_key(|c| c.id);
+            distinct.dedup();
+            assert_eq!(distinct.len(), cores, "no two shards of one service share a core");
+        }
+    }
+
+    #[test]
+    fn timeouts_do_not_count_on_the_shard() {
+        let timers = TimerService::builder().shards(1).build().expect("the service starts");
+        let shard = &timers.inner.shards[0];
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let first = timers.schedule(Duration::from_secs(60), || {}).expect("the service runs");
+                let after_first = Arc::strong_count(shard);
+                let many: Vec<_> = (0..1000)
+                    .map(|_| timers.schedule(Duration::from_secs(60), || {}).expect("the service runs"))
+                    .collect();
+                assert_eq!(Arc::strong_count(shard), after_first, "a schedule touched the shard's count");
+                for t in &many {
+                    assert!(t.cancel());
+                }
+                drop(many);
+                drop(first);
+                assert_eq!(Arc::strong_count(shard), after_first, "a drop touched the shard's count");
+            });
+        });
+        timers.stop().expect("not on a timer thread");
     }
 }

@@ -12,14 +12,14 @@
 //! - When the thread exits, each of its stages is swept one last time, retired, and
 //!   announced as due now: the shard takes what is left and forgets the stage, so nothing of
 //!   the thread outlives it but its live timeouts, in its shards' wheels.
-//! - A thread holds its shards' shared halves (`Arc<Shard>`: the mailbox it announces
-//!   through) while it holds their stages; never the shard threads, which stop with the
-//!   service. Stages of stopped shards are forgotten at this thread's next new shard.
+//! - A thread holds its shards' shared halves (through a `ShardHandle`: the mailbox it
+//!   announces through) while it holds their stages, and lends that handle to each timeout
+//!   it makes there; never the shard threads, which stop with the service. Stages of stopped shards are forgotten at this thread's next new shard.
 
 use crate::counts::Slot;
 use crate::entry::EntryRef;
 use crate::mailbox::Sent;
-use crate::shard::Shard;
+use crate::shard::{Shard, ShardHandle};
 use crate::stage::{Push, Stage, Sweep};
 use crate::sync::{Arc, thread_local};
 use std::cell::RefCell;
@@ -27,7 +27,8 @@ use std::ptr::NonNull;
 
 /// What became of an arm offered to this thread's stage.
 pub(crate) enum Staging {
-    Staged,
+    /// Staged; the handle this thread keeps for the shard, for the timeout to hold.
+    Staged(Arc<ShardHandle>),
     /// The shard is shutting down. `Some`: the entry was never shared, here it is back.
     /// `None`: it was published; take the timeout back with a cancel (the final drain may
     /// have taken it first).
@@ -42,7 +43,9 @@ pub(crate) enum Staging {
 struct Owned {
     service: u64,
     index: usize,
-    shard: Arc<Shard>,
+    /// The shard, counted once for this thread and all the timeouts it makes there (see
+    /// `shard/handle.rs`).
+    shard: Arc<ShardHandle>,
     stage: Arc<Stage>,
     /// This thread's slot in `shard.counts`.
     counts: NonNull<Slot>,
@@ -115,7 +118,13 @@ impl Mine {
         });
         let stage = Arc::new(Stage::new());
         let counts = NonNull::from(shard.counts.claim());
-        self.owned.push(Owned { service: shard.service, index: shard.index, shard: shard.clone(), stage, counts });
+        self.owned.push(Owned {
+            service: shard.service,
+            index: shard.index,
+            shard: ShardHandle::new(shard.clone()),
+            stage,
+            counts,
+        });
         self.owned.len() - 1
     }
 
@@ -126,7 +135,7 @@ impl Mine {
             match owned.stage.push(entry, deadline) {
                 Push::Staged(lowered) if !lowered || owned.announce(deadline) => {
                     owned.counts().armed();
-                    return Staging::Staged;
+                    return Staging::Staged(owned.shard.clone());
                 }
                 // Announced to a closed mailbox: take the timeout back.
                 Push::Staged(_) => return Staging::Closed(None),

@@ -20,7 +20,9 @@ pub struct Stats {
     pub cancelled: u64,
     /// Schedules refused because a shard was at `max_pending_per_shard`.
     pub rejected: u64,
-    /// Tasks that panicked while running (caught; the shard went on).
+    /// Tasks that panicked while running on a shard (caught; the shard went on), or in their
+    /// `cancelled()` or `Drop` inside a winning [`Timeout::cancel`](crate::Timeout::cancel)
+    /// (caught there; the cancel stands).
     pub panicked: u64,
     /// Timeouts pending now.
     pub pending: u64,

@@ -74,9 +74,14 @@ macro_rules! const_thread_local {
 }
 pub(crate) use const_thread_local;
 
-/// Plain `std` atomics for the few process-wide counters that hand out ids (services,
-/// threads). They take part in no protocol, so loom need not see them, and as `static`s
-/// they could not be loom's anyway.
+/// Plain `std` primitives, never loom's:
+/// - atomics for the few process-wide counters that hand out ids (services, threads, cores).
+///   They take part in no protocol, so loom need not see them, and as `static`s they could
+///   not be loom's anyway;
+/// - the `Arc`/`Weak` pair that holds the service's own record (`TimerService`,
+///   `WeakTimerService`): its count decides only when the last user handle is gone, which
+///   closes the mailboxes (a protocol loom does see); loom's `Arc` has no `Weak`.
 pub(crate) mod plain {
     pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::{Arc, Weak};
 }

@@ -2,11 +2,12 @@
 
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::Command;
-use crate::shard::Shard;
+use crate::shard::ShardHandle;
 use crate::state::{Cancelled, Reset, State};
 use crate::sync::Arc;
 use crate::task::TimerTask;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 /// Where a timeout stands. `Cancelled` and `Expired` are final.
@@ -40,7 +41,8 @@ pub enum TimeoutState {
 #[derive(Clone)]
 pub struct Timeout {
     pub(crate) entry: EntryRef,
-    pub(crate) shard: Arc<Shard>,
+    /// Counted per (thread, shard), not per shard: see `shard/handle.rs`.
+    pub(crate) shard: Arc<ShardHandle>,
 }
 
 impl Timeout {
@@ -48,12 +50,16 @@ impl Timeout {
     /// from pending to cancelled; then the task will never run, its
     /// [`cancelled`](TimerTask::cancelled) has run on this thread, and the task has been
     /// dropped, all before `cancel` returns.
+    ///
+    /// A panic in the task's `cancelled()` or in its `Drop` does not escape: it is caught,
+    /// counted in [`Stats::panicked`](crate::Stats::panicked) as a panic in `run` is on a
+    /// shard, and the cancel still stands (`cancel` returns `true`).
     pub fn cancel(&self) -> bool {
         let Some((task, linked)) = self.entry.cancel_borrowed() else {
             return false;
         };
         self.shard.release();
-        crate::staging::count_cancelled(&self.shard);
+        crate::staging::count_cancelled(self.shard.shard());
         // The notice only gives back the wheel's node and the entry's memory; the cancel is
         // already decided. An entry the shard had not filed yet needs none: whoever gets to
         // the arm next (the shard, or the sweep of the stage it waits on) sees the cancel and
@@ -61,7 +67,11 @@ impl Timeout {
         if linked == Cancelled::Linked {
             let _ = self.shard.mailbox.send(Command::Unlink(self.entry.clone()), None);
         }
-        task.cancelled();
+        // The cancel is decided and counted: a panic from the task's own code must not undo
+        // it or escape into the caller's bookkeeping half done.
+        if catch_unwind(AssertUnwindSafe(|| task.cancelled())).is_err() {
+            self.shard.counters.panicked();
+        }
         true
     }
 
@@ -142,12 +152,22 @@ impl Timeout {
 
 impl fmt::Debug for Timeout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.entry.state().load();
-        f.debug_struct("Timeout")
-            .field("state", &self.state())
-            .field("deadline_tick", &state.deadline())
-            .field("shard", &self.shard.index)
-            .finish()
+        let mut out = f.debug_struct("Timeout");
+        out.field("state", &self.state()).field("shard", &self.shard.index);
+        if self.entry.state().load().deadline() >= crate::state::NEVER {
+            out.field("deadline", &format_args!("never"));
+        } else {
+            // From now, so that the output reads without a reference instant: positive
+            // ahead, negative behind.
+            let deadline = self.deadline();
+            let now = Instant::now();
+            let from_now = match deadline.checked_duration_since(now) {
+                Some(ahead) => format!("in {ahead:.3?}"),
+                None => format!("{:.3?} ago", now.duration_since(deadline)),
+            };
+            out.field("deadline", &format_args!("{from_now}"));
+        }
+        out.finish()
     }
 }
 

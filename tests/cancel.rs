@@ -4,7 +4,7 @@
 mod common;
 
 use common::{ChanTask, DropCounter, Kind, next_event};
-use shardwheel::{TimeoutState, TimerService};
+use shardwheel::{TimeoutState, TimerService, TimerTask};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Barrier};
@@ -195,4 +195,44 @@ fn cancel_racing_expiry_ends_each_timeout_exactly_once() {
     assert_eq!(stats.expired, ran.load(Ordering::Relaxed) as u64);
     assert_eq!(stats.scheduled, N as u64);
     assert_eq!(stats.pending, 0);
+}
+
+/// A task whose `cancelled()` panics.
+struct PanicsWhenCancelled;
+
+impl TimerTask for PanicsWhenCancelled {
+    fn run(self: Box<Self>) {}
+    fn cancelled(self: Box<Self>) {
+        panic!("cancelled() panics");
+    }
+}
+
+/// Panics when dropped.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("drop panics");
+    }
+}
+
+#[test]
+fn a_panic_in_cancelled_or_drop_is_caught_and_counted_and_the_cancel_stands() {
+    let timers = TimerService::builder().shards(1).build().unwrap();
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let first = timers.schedule(Duration::from_secs(60), PanicsWhenCancelled).unwrap();
+    let guard = PanicsOnDrop;
+    let second = timers
+        .schedule(Duration::from_secs(60), move || {
+            let _keep = &guard;
+        })
+        .unwrap();
+    let (a, b) = (first.cancel(), second.cancel());
+    std::panic::set_hook(quiet);
+    assert!(a && b, "each cancel won and returned normally");
+    assert!(first.is_cancelled() && second.is_cancelled());
+    assert!(!first.cancel(), "and stands");
+    let stats = timers.stats();
+    assert_eq!((stats.panicked, stats.cancelled, stats.pending), (2, 2, 0));
 }

@@ -250,8 +250,11 @@ fn dropping_the_last_clone_stops_the_shards_and_drops_pending_tasks() {
     drop(timers);
     assert_eq!(drops.total(), 0, "a clone still lives: nothing may stop");
     assert!(timeouts.iter().all(|t| t.is_pending()));
+    let started = std::time::Instant::now();
     drop(clone);
-    // The drop joined the shards: every pending task has been dropped, unrun, exactly once.
+    assert!(started.elapsed() < Duration::from_millis(100), "the last drop waited: it must only close the mailboxes");
+    // The shards stop on their own: every pending task is dropped, unrun, exactly once.
+    assert!(wait_until(|| drops.total() == N, PATIENCE), "pending tasks were not dropped");
     drops.assert_each_dropped_once();
     assert!(task_rx.try_recv().is_err(), "a dropped service must not run or cancel-notify its tasks");
     assert!(timeouts.iter().all(|t| t.is_cancelled() && !t.cancel()));

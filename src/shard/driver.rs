@@ -15,8 +15,8 @@
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
-use crate::shard::Shard;
 use crate::shard::stages::StageWheel;
+use crate::shard::{Shard, ShardHandle};
 use crate::stage::{self, Stage};
 use crate::state::State;
 use crate::sync::{Arc, const_thread_local};
@@ -37,6 +37,9 @@ const STAGE_BUDGET: usize = 64;
 /// The driver's own state.
 struct Local {
     shard: Arc<Shard>,
+    /// What the timeouts this thread schedules on its own shard, and those `stop` hands
+    /// back, hold.
+    handle: Arc<ShardHandle>,
     wheel: Wheel<EntryRef>,
     /// Scratch for the wheel's output, kept to avoid allocating per turn.
     due: Vec<EntryRef>,
@@ -59,6 +62,7 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
             shard: shard.clone(),
+            handle: ShardHandle::new(shard.clone()),
             wheel: Wheel::new(),
             due: Vec::with_capacity(EXPIRY_BUDGET),
             stages: StageWheel::new(),
@@ -89,13 +93,14 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
 
 /// Files a timeout armed on this shard's own thread straight into the wheel. Hands the
 /// entry back if this thread is not free to do so (not this shard's driver, or inside a
-/// turn, as from a task's destructor): the caller then sends it through the mailbox.
-pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<(), EntryRef> {
+/// turn, as from a task's destructor): the caller then sends it through the mailbox. On
+/// success, the driver's handle for the timeout to hold.
+pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<Arc<ShardHandle>, EntryRef> {
     LOCAL.with(|l| match l.try_borrow_mut() {
         Ok(mut guard) => match guard.as_mut() {
             Some(local) if std::ptr::eq(Arc::as_ptr(&local.shard), shard) => {
                 local.arm(entry);
-                Ok(())
+                Ok(local.handle.clone())
             }
             _ => Err(entry),
         },
@@ -342,7 +347,7 @@ impl Local {
     fn take_back(&self, entry: EntryRef, unfired: &mut Vec<Unfired>) {
         if let Some((task, _)) = entry.cancel() {
             self.shard.release();
-            unfired.push(Unfired::new(Timeout { entry, shard: self.shard.clone() }, task));
+            unfired.push(Unfired::new(Timeout { entry, shard: self.handle.clone() }, task));
         }
     }
 }

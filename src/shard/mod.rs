@@ -15,7 +15,10 @@
 //!   through the mailbox (`stages.rs`).
 
 pub(crate) mod driver;
+mod handle;
 mod stages;
+
+pub(crate) use handle::ShardHandle;
 
 use crate::clock::Clock;
 use crate::counts::Slots;
