@@ -15,7 +15,7 @@ use std::time::Duration;
 /// The owner's sweep ∥ the shard taking the stage: the producer arms a timeout due now (its
 /// announcement wakes the shard, which may take the stage at any point from then on), arms
 /// and cancels a far one, and arms a third, which finds the stage full unless the shard took
-/// it first. The sweep drops the cancelled entry and sends the survivor through the mailbox.
+/// it first. The sweep drops the cancelled entry and keeps the survivor on the stage.
 /// Whatever the order: the due timeout runs once, the cancelled one never, the far one is
 /// handed back by stop, and every entry is freed.
 #[test]

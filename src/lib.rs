@@ -48,8 +48,8 @@
 //!   cancelled meanwhile, in its own cache, and keeps the rest: a timeout armed and cancelled
 //!   by one thread (the request-timeout pattern) never reaches its shard at all. No lock is
 //!   taken on the way, and arms and cancels are counted in per-thread slots, so producers
-//!   do not wait for each other or for the shard, and write no line another producer writes
-//!   but the shard's reference count held by each [`Timeout`].
+//!   do not wait for each other or for the shard, and write no line another producer writes:
+//!   a [`Timeout`] keeps its shard alive through a handle counted per (thread, shard).
 //! - **One state word.** Each timeout's state and deadline share one `AtomicU64`, so
 //!   [`Timeout::cancel`], [`Timeout::reset`] and the shard's expiry are each one CAS, and
 //!   exactly one of cancel and expire wins. A reset to a later deadline is nothing but that

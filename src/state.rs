@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Because state, deadline and the LINKED flag share a word, every transition is one
-//! read-modify-write, and the races of section 3 of the design are decided by which lands
+//! read-modify-write, and the races of `docs/protocols.md` §1 are decided by which lands
 //! first:
 //!
 //! - cancel ∥ expire: exactly one CAS leaves PENDING; the winner alone owns the task.

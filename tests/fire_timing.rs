@@ -8,7 +8,7 @@ use shardwheel::TimerService;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// How late a timeout may fire beyond its one tick of rounding. The design promises "one
+/// How late a timeout may fire beyond its one tick of rounding. docs/design.md §4 promises "one
 /// tick plus scheduling delay"; the scheduling delay on the shared 2-core test machine (other
 /// tests, builds) can reach tens of milliseconds, so this is deliberately generous. The
 /// lower bound (never early) is strict.

@@ -123,7 +123,7 @@ fn a_far_future_timeout_makes_no_wakeups() {
 
 #[test]
 fn arms_later_than_the_next_deadline_do_not_wake_the_shard() {
-    // Design, section 5: a producer wakes a sleeping shard only for an earlier deadline.
+    // docs/protocols.md §4: a producer wakes a sleeping shard only for an earlier deadline.
     let timers = TimerService::builder().shards(1).build().unwrap();
     timers.schedule(Duration::from_secs(2), || ()).unwrap();
     std::thread::sleep(Duration::from_millis(50));
