@@ -1,7 +1,7 @@
 //! Configuring and starting a service.
 
 use crate::error::BuildError;
-use crate::service::TimerService;
+use crate::service::{Settings, TimerService};
 use std::time::Duration;
 
 /// Settings for a [`TimerService`]; [`build`](Builder::build) checks them and starts it.
@@ -98,7 +98,13 @@ impl Builder {
     /// Checks the settings and starts the shards.
     pub fn build(self) -> Result<TimerService, BuildError> {
         let shards = self.validate()?;
-        TimerService::start(self, shards)
+        TimerService::start(Settings {
+            shards,
+            tick: self.tick,
+            max_pending_per_shard: self.max_pending_per_shard,
+            pin_threads: self.pin_threads,
+            thread_name: self.thread_name,
+        })
     }
 
     /// Checks every setting; returns the shard count.
@@ -128,5 +134,19 @@ impl Builder {
             return Err(BuildError::ThreadNameHasNul);
         }
         Ok(shards)
+    }
+}
+
+/// The ways in: here rather than in `service.rs`, so that the service does not depend on
+/// its builder (the builder starts the service, not the other way round).
+impl TimerService {
+    /// A service with the default settings (see [`Builder`]).
+    pub fn new() -> Result<TimerService, BuildError> {
+        Builder::new().build()
+    }
+
+    /// A [`Builder`] to configure a service.
+    pub fn builder() -> Builder {
+        Builder::new()
     }
 }

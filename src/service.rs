@@ -1,12 +1,12 @@
 //! The service: its shards, their threads, and the calls that route work to them.
 
-use crate::builder::Builder;
 use crate::clock::Clock;
 use crate::entry::EntryRef;
 use crate::error::{BuildError, ScheduleError, StopError};
 use crate::mailbox::{Command, Sent};
 use crate::routing;
-use crate::shard::{Shard, ShardHandle, driver};
+use crate::shard::driver::{self, TakenBack};
+use crate::shard::{Shard, ShardHandle};
 use crate::staging::{self, Staging};
 use crate::stats::Stats;
 use crate::sync::plain::{Arc as PlainArc, Weak};
@@ -88,20 +88,20 @@ struct Inner {
     shards: Box<[Arc<Shard>]>,
     /// The shard threads, until `stop` joins them. The lock also makes a second, concurrent
     /// `stop` wait for the first, then return an empty list.
-    threads: Mutex<Vec<JoinHandle<Vec<Unfired>>>>,
+    threads: Mutex<Vec<JoinHandle<Vec<TakenBack>>>>,
+}
+
+/// Checked settings, as [`Builder::build`](crate::Builder::build) hands them over.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) shards: usize,
+    pub(crate) tick: Duration,
+    pub(crate) max_pending_per_shard: Option<usize>,
+    pub(crate) pin_threads: bool,
+    pub(crate) thread_name: String,
 }
 
 impl TimerService {
-    /// A service with the default settings (see [`Builder`]).
-    pub fn new() -> Result<TimerService, BuildError> {
-        Builder::new().build()
-    }
-
-    /// A [`Builder`] to configure a service.
-    pub fn builder() -> Builder {
-        Builder::new()
-    }
-
     /// A handle that does not keep the service alive: for tasks that schedule on their own
     /// service (see [Tasks that schedule more](TimerService#tasks-that-schedule-more)).
     #[must_use]
@@ -109,12 +109,13 @@ impl TimerService {
         WeakTimerService { inner: PlainArc::downgrade(&self.inner) }
     }
 
-    /// Starts `n` shards with checked settings.
-    pub(crate) fn start(settings: Builder, n: usize) -> Result<TimerService, BuildError> {
+    /// Starts the shards.
+    pub(crate) fn start(settings: Settings) -> Result<TimerService, BuildError> {
+        let n = settings.shards;
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
         let clock = Clock::new(Instant::now(), settings.tick);
         #[cfg(loom)]
-        let settings = Builder { pin_threads: false, ..settings };
+        let settings = Settings { pin_threads: false, ..settings };
         let shards: Box<[Arc<Shard>]> =
             (0..n).map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard))).collect();
         let cores = if settings.pin_threads { pick_cores(n) } else { Vec::new() };
@@ -288,13 +289,21 @@ impl Inner {
         }
         let me = thread::current().id();
         let mut unfired = Vec::new();
-        for handle in threads.drain(..) {
+        // The threads were pushed in shard order.
+        for (shard, handle) in self.shards.iter().zip(threads.drain(..)) {
             if handle.thread().id() == me {
-                // Dropped from a task on this very thread: it finishes after the task.
+                // Never: `TimerService::stop` refuses on a shard thread of its own service.
                 continue;
             }
             match handle.join() {
-                Ok(list) => unfired.extend(list),
+                Ok(list) => {
+                    let handle = ShardHandle::new(shard.clone());
+                    unfired.extend(
+                        list.into_iter().map(|TakenBack { entry, task }| {
+                            Unfired::new(Timeout { entry, shard: handle.clone() }, task)
+                        }),
+                    );
+                }
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }

@@ -20,7 +20,6 @@ use crate::shard::{Shard, ShardHandle};
 use crate::stage::{self, Stage};
 use crate::state::State;
 use crate::sync::{Arc, const_thread_local};
-use crate::timeout::{Timeout, Unfired};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -37,8 +36,7 @@ const STAGE_BUDGET: usize = 64;
 /// The driver's own state.
 struct Local {
     shard: Arc<Shard>,
-    /// What the timeouts this thread schedules on its own shard, and those `stop` hands
-    /// back, hold.
+    /// What the timeouts this thread schedules on its own shard hold.
     handle: Arc<ShardHandle>,
     wheel: Wheel<EntryRef>,
     /// Scratch for the wheel's output, kept to avoid allocating per turn.
@@ -55,9 +53,16 @@ const_thread_local! {
     static LOCAL: RefCell<Option<Local>> = RefCell::new(None);
 }
 
+/// A timeout the shard took back as it stopped: now cancelled, its task the caller's.
+#[derive(Debug)]
+pub(crate) struct TakenBack {
+    pub(crate) entry: EntryRef,
+    pub(crate) task: OwnedTask,
+}
+
 /// Runs shard `shard` on the calling thread until its mailbox is closed; returns the
 /// timeouts that were still pending then, each now cancelled.
-pub(crate) fn run(shard: Arc<Shard>) -> Vec<Unfired> {
+pub(crate) fn run(shard: Arc<Shard>) -> Vec<TakenBack> {
     let _driving = routing::enter_driver(shard.service, shard.index);
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
@@ -315,7 +320,7 @@ impl Local {
     /// After the mailbox closed: takes back every timeout still pending, in the wheel or in
     /// the mailbox. Producers that push after the final drain see `closed` and take their
     /// own timeouts back; the CAS decides any race.
-    fn shut_down(&mut self) -> Vec<Unfired> {
+    fn shut_down(&mut self) -> Vec<TakenBack> {
         self.shard.mailbox.begin_final_drain();
         let mut unfired = Vec::new();
         // Every stage the shard knows of, then the mail (with the stages announced in it):
@@ -344,10 +349,10 @@ impl Local {
         unfired
     }
 
-    fn take_back(&self, entry: EntryRef, unfired: &mut Vec<Unfired>) {
+    fn take_back(&self, entry: EntryRef, unfired: &mut Vec<TakenBack>) {
         if let Some((task, _)) = entry.cancel() {
             self.shard.release();
-            unfired.push(Unfired::new(Timeout { entry, shard: self.handle.clone() }, task));
+            unfired.push(TakenBack { entry, task });
         }
     }
 }
