@@ -132,8 +132,8 @@ impl Clock {
     pub(crate) fn sleep_until(&self, tick: Option<u64>) {
         #[cfg(not(loom))]
         match tick {
-            None => std::thread::park(),
-            Some(tick) => std::thread::park_timeout(self.until(tick)),
+            None => crate::sync::thread::park(),
+            Some(tick) => crate::sync::thread::park_timeout(self.until(tick)),
         }
         // Under loom a timed sleep is the passing of time: the mocked clock jumps to the
         // tick (loom cannot model a timeout, and a model must not hang on one). A model that
@@ -143,7 +143,7 @@ impl Clock {
             Some(tick) if !mock::frozen() => {
                 mock::advance_to(self.instant_of(tick).saturating_duration_since(self.start))
             }
-            _ => loom::thread::park(),
+            _ => crate::sync::thread::park(),
         }
     }
 }

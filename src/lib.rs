@@ -73,6 +73,8 @@ mod counts;
 mod entry;
 mod error;
 #[cfg(loom)]
+mod loom_live;
+#[cfg(loom)]
 mod loom_queue;
 mod mailbox;
 mod routing;
@@ -113,17 +115,17 @@ pub mod loom_support {
     /// the start of every model.
     pub fn reset_clock() {
         crate::clock::mock::reset();
-        crate::entry::loom_live::reset();
+        crate::loom_live::reset();
     }
 
     /// Timeout entries allocated and not yet freed.
     pub fn live_entries() -> isize {
-        crate::entry::loom_live::get()
+        crate::loom_live::get()
     }
 
     /// Stages (a thread's arms for one shard) made and not yet freed.
     pub fn live_stages() -> isize {
-        crate::entry::loom_live::stages()
+        crate::loom_live::stages()
     }
 
     /// Moves the mocked clock forward to `to` after the services' start.

@@ -36,9 +36,8 @@
 
 use crate::entry::EntryRef;
 use crate::stage::Stage;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, fence, thread};
+use crate::sync::{Arc, AtomicBool, AtomicU64, OnceLock, Ordering, fence, thread};
 use crossbeam_utils::CachePadded;
-use std::sync::OnceLock;
 
 /// `sleep_until` while the driver runs: no deadline is earlier, so nobody wakes it.
 pub(crate) const AWAKE: u64 = 0;

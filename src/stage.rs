@@ -125,7 +125,7 @@ pub(crate) enum Sweep {
 impl Stage {
     pub(crate) fn new() -> Stage {
         #[cfg(loom)]
-        crate::entry::loom_live::add_stage(1);
+        crate::loom_live::add_stage(1);
         Stage {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
@@ -380,7 +380,7 @@ impl Drop for Stage {
         let mut left = Vec::new();
         self.claim(&mut left);
         #[cfg(loom)]
-        crate::entry::loom_live::add_stage(-1);
+        crate::loom_live::add_stage(-1);
     }
 }
 

@@ -62,6 +62,11 @@ mod imp {
 
 pub(crate) use imp::*;
 
+/// `std`'s in both builds: loom has no `OnceLock`. The one use (the mailbox's driver thread,
+/// set once as the thread is spawned, read by producers that wake it) is a publication of
+/// a value that never changes afterwards, which `OnceLock` itself orders.
+pub(crate) use std::sync::OnceLock;
+
 /// A thread-local with a `const` initializer: std's fast `const` form in a normal build,
 /// loom's thread-local (which has no `const` form) under loom.
 macro_rules! const_thread_local {

@@ -40,6 +40,15 @@ use std::any::TypeId;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
 
+mod owned;
+mod returned;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub(crate) use owned::{BorrowedTask, OwnedTask};
+use returned::EmptyCell;
+pub(crate) use returned::Returned;
+
 /// "Not in the wheel."
 const NO_KEY: u32 = u32::MAX;
 /// More references than this is a bug (a leak of handles in a loop): abort, as `Arc` does.
@@ -153,7 +162,7 @@ unsafe impl Sync for EntryRef {}
 
 impl EntryRef {
     /// A pending entry holding `task`, with one reference (the one returned).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn new<T: TimerTask>(deadline: u64, task: T) -> EntryRef {
         Self::with_refs(deadline, task, 1)
     }
@@ -180,7 +189,7 @@ impl EntryRef {
             task: UnsafeCell::new(MaybeUninit::new(task)),
         });
         #[cfg(loom)]
-        loom_live::add(1);
+        crate::loom_live::add(1);
         EntryRef { ptr: NonNull::from(Box::leak(cell)).cast() }
     }
 
@@ -281,7 +290,7 @@ impl EntryRef {
             unsafe { (this.header().vtable.drop_task)(this.ptr) };
         }
         #[cfg(loom)]
-        loom_live::add(-1);
+        crate::loom_live::add(-1);
         // The task is gone (dropped above, or moved out by the winner of the terminal CAS,
         // whose `OwnedTask` held a reference until it was done).
         Some(EmptyCell { ptr: this.ptr })
@@ -305,365 +314,8 @@ impl Drop for EntryRef {
     }
 }
 
-/// A cell no reference points to any more, its task gone: only its memory is left.
-struct EmptyCell {
-    ptr: NonNull<Header>,
-}
-
-// SAFETY: the cell is unreachable from anywhere else and holds no task; freeing it on any
-// thread is sound.
-unsafe impl Send for EmptyCell {}
-
-impl Drop for EmptyCell {
-    fn drop(&mut self) {
-        // SAFETY: nothing else refers to the cell and its task is gone (`EntryRef::release`).
-        unsafe { (self.ptr.as_ref().vtable.dealloc)(self.ptr) };
-    }
-}
-
-/// Cells whose last reference a shard let go of, waiting to be freed by a thread that
-/// schedules on that shard.
-///
-/// Why: a cell is allocated by the scheduling thread and, as often as not, let go of last by
-/// the shard (after an expiry, an unlink, or an arm found already cancelled). Freed there,
-/// the memory lands in the shard thread's allocator cache while the scheduling thread's
-/// stays empty, and with glibc's malloc both sides fall to their slow paths: measured with
-/// callgrind, that was about a third of all instructions of an arm-and-cancel loop. Handed
-/// back, the free lands where the next allocation of the same size will find it. The queue
-/// is bounded: past [`RETURN_MAX`] cells the shard frees them itself.
-pub(crate) struct Returned {
-    queue: ReturnQueue,
-}
-
-/// Cells held for their producers at most; beyond, the shard frees them itself.
-const RETURN_MAX: usize = 4096;
-
-type ReturnQueue = crossbeam_queue::ArrayQueue<EmptyCell>;
-
-impl Returned {
-    pub(crate) fn new() -> Returned {
-        Returned { queue: crossbeam_queue::ArrayQueue::new(RETURN_MAX) }
-    }
-
-    /// Shard side: keeps the cell for a producer, or frees it if too many wait. Under loom
-    /// it is freed at once: the hand-back is a matter of allocator caches, not a protocol,
-    /// and loom cannot see inside `ArrayQueue`.
-    fn put(&self, cell: EmptyCell) {
-        #[cfg(not(loom))]
-        let _ = self.queue.push(cell);
-        #[cfg(loom)]
-        drop(cell);
-    }
-
-    /// Producer side: frees one returned cell, if any, on the calling thread. Looks first:
-    /// an empty `ArrayQueue`'s `pop` pays for a `SeqCst` fence, a plain load does not.
-    pub(crate) fn free_one(&self) {
-        if !self.queue.is_empty() {
-            drop(self.queue.pop());
-        }
-    }
-
-    /// Frees every returned cell (the shard has stopped: no producer will come for them,
-    /// and a thread that still holds the shard's shared half should not keep them).
-    pub(crate) fn free_all(&self) {
-        while self.queue.pop().is_some() {}
-    }
-}
-
-impl std::fmt::Debug for Returned {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Returned").field("len", &self.queue.len()).finish()
-    }
-}
-
 impl std::fmt::Debug for EntryRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EntryRef").field("state", &self.state().load()).finish_non_exhaustive()
-    }
-}
-
-/// Under loom, the number of cells alive, so a model can tell that the shard let go of an
-/// entry without waiting for a stop. A plain thread-local: loom runs a model's threads on one
-/// OS thread.
-#[cfg(loom)]
-pub(crate) mod loom_live {
-    use std::cell::Cell;
-
-    std::thread_local! {
-        static LIVE: Cell<isize> = const { Cell::new(0) };
-        static STAGES: Cell<isize> = const { Cell::new(0) };
-    }
-
-    /// Stages (`stage.rs`) made and not yet freed.
-    pub(crate) fn add_stage(n: isize) {
-        STAGES.with(|l| l.set(l.get() + n));
-    }
-
-    pub(crate) fn stages() -> isize {
-        STAGES.with(Cell::get)
-    }
-
-    pub(crate) fn add(n: isize) {
-        LIVE.with(|l| l.set(l.get() + n));
-    }
-
-    pub(crate) fn get() -> isize {
-        LIVE.with(Cell::get)
-    }
-
-    pub(crate) fn reset() {
-        LIVE.with(|l| l.set(0));
-        STAGES.with(|l| l.set(0));
-    }
-}
-
-/// The right to an entry's task, held by the winner of its terminal CAS. Moves the task out
-/// exactly once: by one of the consuming methods, or, if dropped unused, by dropping it.
-pub(crate) struct OwnedTask {
-    entry: ManuallyDrop<EntryRef>,
-}
-
-impl OwnedTask {
-    fn new(entry: EntryRef) -> OwnedTask {
-        OwnedTask { entry: ManuallyDrop::new(entry) }
-    }
-
-    /// Takes the entry reference back out, leaving nothing for `Drop` to do.
-    fn into_entry(self) -> EntryRef {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never used or dropped again, so the reference is moved out once.
-        unsafe { ManuallyDrop::take(&mut this.entry) }
-    }
-
-    /// Runs the task (on the shard, after a won expiry).
-    #[cfg(test)]
-    pub(crate) fn run(self) {
-        let entry = self.into_entry();
-        // SAFETY: we won the terminal CAS, so the task is in place and ours; `entry` keeps
-        // the cell alive during the call.
-        unsafe { (entry.header().vtable.run)(entry.ptr) };
-    }
-
-    /// Runs the task on its shard, then lets go of the entry there (see [`Returned`]). If
-    /// the task panics, the reference is dropped as the panic unwinds.
-    pub(crate) fn run_on_shard(self, returned: &Returned) {
-        let entry = self.into_entry();
-        // SAFETY: we won the terminal CAS, so the task is in place and ours; `entry` keeps
-        // the cell alive during the call.
-        unsafe { (entry.header().vtable.run)(entry.ptr) };
-        entry.release_to(returned);
-    }
-
-    /// Tells the task it was cancelled (after a won `cancel()`; `Timeout::cancel` uses
-    /// [`BorrowedTask`]).
-    #[cfg(test)]
-    pub(crate) fn cancelled(self) {
-        let entry = self.into_entry();
-        // SAFETY: as in `run`.
-        unsafe { (entry.header().vtable.cancelled)(entry.ptr) };
-    }
-
-    /// The task in a box, for the user (`Unfired::into_task`).
-    pub(crate) fn boxed(self) -> Box<dyn TimerTask> {
-        let entry = self.into_entry();
-        // SAFETY: as in `run`.
-        unsafe { (entry.header().vtable.boxed)(entry.ptr) }
-    }
-
-    /// The task as the type it was scheduled with (to hand it back in an error).
-    ///
-    /// Panics if `T` is not that type: the caller scheduled it, so a mismatch is a bug here.
-    pub(crate) fn downcast<T: TimerTask>(self) -> T {
-        let entry = self.into_entry();
-        assert!((entry.header().vtable.type_id)() == TypeId::of::<T>(), "task type mismatch");
-        // SAFETY: as in `run`, and the type check above makes the cell a `Cell<T>`.
-        unsafe { Cell::<T>::take(entry.ptr) }
-    }
-}
-
-/// The right to an entry's task, as [`OwnedTask`], for a winner that holds a reference to
-/// the entry throughout (`Timeout::cancel`): the borrow keeps the cell alive.
-pub(crate) struct BorrowedTask<'a> {
-    entry: &'a EntryRef,
-}
-
-impl BorrowedTask<'_> {
-    /// Tells the task it was cancelled.
-    pub(crate) fn cancelled(self) {
-        let this = ManuallyDrop::new(self);
-        // SAFETY: we won the terminal CAS, so the task is in place and ours; the borrowed
-        // reference keeps the cell alive during the call; `this` is not dropped, so the task
-        // is moved out once.
-        unsafe { (this.entry.header().vtable.cancelled)(this.entry.ptr) };
-    }
-}
-
-impl Drop for BorrowedTask<'_> {
-    fn drop(&mut self) {
-        // SAFETY: as in `cancelled`; `drop` runs once, and only if `cancelled` did not.
-        unsafe { (self.entry.header().vtable.drop_task)(self.entry.ptr) };
-    }
-}
-
-impl Drop for OwnedTask {
-    fn drop(&mut self) {
-        // SAFETY: as in `run`; `drop` runs once, and the reference is not used afterwards.
-        unsafe {
-            let entry = ManuallyDrop::take(&mut self.entry);
-            (entry.header().vtable.drop_task)(entry.ptr);
-        }
-    }
-}
-
-impl std::fmt::Debug for OwnedTask {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OwnedTask").finish_non_exhaustive()
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-
-    /// Counts runs, cancels and drops of one task.
-    #[derive(Default)]
-    struct Counts {
-        runs: AtomicUsize,
-        cancels: AtomicUsize,
-        drops: AtomicUsize,
-    }
-
-    /// A task that implements the trait by hand (boxed paths), with a payload to move.
-    struct Probe(Arc<Counts>, [u64; 4]);
-
-    impl TimerTask for Probe {
-        fn run(self: Box<Self>) {
-            self.0.runs.fetch_add(1, SeqCst);
-        }
-        fn cancelled(self: Box<Self>) {
-            self.0.cancels.fetch_add(1, SeqCst);
-        }
-    }
-
-    impl Drop for Probe {
-        fn drop(&mut self) {
-            self.0.drops.fetch_add(1, SeqCst);
-        }
-    }
-
-    fn probe() -> (Probe, Arc<Counts>) {
-        let counts = Arc::new(Counts::default());
-        (Probe(counts.clone(), [7; 4]), counts)
-    }
-
-    fn seen(c: &Counts) -> (usize, usize, usize) {
-        (c.runs.load(SeqCst), c.cancels.load(SeqCst), c.drops.load(SeqCst))
-    }
-
-    #[test]
-    fn each_way_out_moves_the_task_exactly_once() {
-        let (task, c) = probe();
-        let e = EntryRef::new(5, task);
-        assert!(e.state().try_link());
-        e.expire(5).unwrap().run();
-        assert_eq!(seen(&c), (1, 0, 1));
-
-        let (task, c) = probe();
-        let e = EntryRef::new(5, task);
-        e.cancel().unwrap().0.cancelled();
-        assert_eq!(seen(&c), (0, 1, 1));
-
-        // Borrowed, as `Timeout::cancel` takes it: told, or dropped unused.
-        let (task, c) = probe();
-        let (e, handle) = EntryRef::new_pair(5, task);
-        drop(e);
-        let (borrowed, linked) = handle.cancel_borrowed().unwrap();
-        assert_eq!(linked, Cancelled::Unlinked);
-        borrowed.cancelled();
-        assert_eq!(seen(&c), (0, 1, 1));
-        assert!(handle.cancel_borrowed().is_none(), "final");
-        let (task, c) = probe();
-        let (e, handle) = EntryRef::new_pair(5, task);
-        drop(handle.cancel_borrowed().unwrap());
-        assert_eq!(seen(&c), (0, 0, 1));
-        drop((e, handle));
-
-        let (task, c) = probe();
-        let e = EntryRef::new(5, task);
-        let boxed = e.cancel().unwrap().0.boxed();
-        assert_eq!(seen(&c), (0, 0, 0));
-        boxed.run();
-        assert_eq!(seen(&c), (1, 0, 1));
-
-        let (task, c) = probe();
-        let e = EntryRef::new(5, task);
-        let back: Probe = e.cancel().unwrap().0.downcast();
-        assert_eq!(back.1, [7; 4]);
-        drop(back);
-        assert_eq!(seen(&c), (0, 0, 1));
-
-        let (task, c) = probe();
-        let e = EntryRef::new(5, task);
-        drop(e.cancel().unwrap());
-        assert_eq!(seen(&c), (0, 0, 1), "an unused right drops the task");
-    }
-
-    #[test]
-    fn the_last_reference_drops_a_pending_task_and_only_a_pending_one() {
-        let (task, c) = probe();
-        let e = EntryRef::new(5, task);
-        let e2 = e.clone();
-        drop(e);
-        assert_eq!(seen(&c), (0, 0, 0));
-        drop(e2);
-        assert_eq!(seen(&c), (0, 0, 1));
-
-        let (task, c) = probe();
-        let e = EntryRef::new(5, task);
-        assert!(e.state().try_link());
-        let owned = e.expire(5).unwrap();
-        drop(e);
-        assert_eq!(seen(&c), (0, 0, 0), "the winner's right keeps the cell alive");
-        owned.run();
-        assert_eq!(seen(&c), (1, 0, 1));
-    }
-
-    #[test]
-    fn closures_run_in_place_and_only_once() {
-        let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
-        let e = EntryRef::new(0, move || {
-            r.fetch_add(1, SeqCst);
-        });
-        assert!(e.cancel().is_some());
-        assert!(!e.state().try_link());
-        assert!(e.expire(0).is_none(), "final");
-        assert_eq!(ran.load(SeqCst), 0);
-        let r = ran.clone();
-        let e = EntryRef::new(0, move || {
-            r.fetch_add(1, SeqCst);
-        });
-        assert!(e.state().try_link());
-        e.expire(0).unwrap().run();
-        assert_eq!(ran.load(SeqCst), 1);
-        // A zero-sized closure needs no storage at all.
-        let e = EntryRef::new(0, || {});
-        assert!(e.state().try_link());
-        e.expire(0).unwrap().run();
-    }
-
-    #[test]
-    #[should_panic(expected = "task type mismatch")]
-    fn downcast_checks_the_type() {
-        let e = EntryRef::new(0, || {});
-        let _: Probe = e.cancel().unwrap().0.downcast();
-    }
-
-    #[test]
-    fn the_header_is_24_bytes() {
-        assert_eq!(std::mem::size_of::<Header>(), 24);
-        assert_eq!(std::mem::size_of::<Cell<fn()>>(), 32);
     }
 }

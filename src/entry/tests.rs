@@ -1,0 +1,145 @@
+//! The cell's life cycle: counts, task ownership, type erasure.
+
+use super::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+/// Counts runs, cancels and drops of one task.
+#[derive(Default)]
+struct Counts {
+    runs: AtomicUsize,
+    cancels: AtomicUsize,
+    drops: AtomicUsize,
+}
+
+/// A task that implements the trait by hand (boxed paths), with a payload to move.
+struct Probe(Arc<Counts>, [u64; 4]);
+
+impl TimerTask for Probe {
+    fn run(self: Box<Self>) {
+        self.0.runs.fetch_add(1, SeqCst);
+    }
+    fn cancelled(self: Box<Self>) {
+        self.0.cancels.fetch_add(1, SeqCst);
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.0.drops.fetch_add(1, SeqCst);
+    }
+}
+
+fn probe() -> (Probe, Arc<Counts>) {
+    let counts = Arc::new(Counts::default());
+    (Probe(counts.clone(), [7; 4]), counts)
+}
+
+fn seen(c: &Counts) -> (usize, usize, usize) {
+    (c.runs.load(SeqCst), c.cancels.load(SeqCst), c.drops.load(SeqCst))
+}
+
+#[test]
+fn each_way_out_moves_the_task_exactly_once() {
+    let (task, c) = probe();
+    let e = EntryRef::new(5, task);
+    assert!(e.state().try_link());
+    e.expire(5).unwrap().run();
+    assert_eq!(seen(&c), (1, 0, 1));
+
+    let (task, c) = probe();
+    let e = EntryRef::new(5, task);
+    e.cancel().unwrap().0.cancelled();
+    assert_eq!(seen(&c), (0, 1, 1));
+
+    // Borrowed, as `Timeout::cancel` takes it: told, or dropped unused.
+    let (task, c) = probe();
+    let (e, handle) = EntryRef::new_pair(5, task);
+    drop(e);
+    let (borrowed, linked) = handle.cancel_borrowed().unwrap();
+    assert_eq!(linked, Cancelled::Unlinked);
+    borrowed.cancelled();
+    assert_eq!(seen(&c), (0, 1, 1));
+    assert!(handle.cancel_borrowed().is_none(), "final");
+    let (task, c) = probe();
+    let (e, handle) = EntryRef::new_pair(5, task);
+    drop(handle.cancel_borrowed().unwrap());
+    assert_eq!(seen(&c), (0, 0, 1));
+    drop((e, handle));
+
+    let (task, c) = probe();
+    let e = EntryRef::new(5, task);
+    let boxed = e.cancel().unwrap().0.boxed();
+    assert_eq!(seen(&c), (0, 0, 0));
+    boxed.run();
+    assert_eq!(seen(&c), (1, 0, 1));
+
+    let (task, c) = probe();
+    let e = EntryRef::new(5, task);
+    let back: Probe = e.cancel().unwrap().0.downcast();
+    assert_eq!(back.1, [7; 4]);
+    drop(back);
+    assert_eq!(seen(&c), (0, 0, 1));
+
+    let (task, c) = probe();
+    let e = EntryRef::new(5, task);
+    drop(e.cancel().unwrap());
+    assert_eq!(seen(&c), (0, 0, 1), "an unused right drops the task");
+}
+
+#[test]
+fn the_last_reference_drops_a_pending_task_and_only_a_pending_one() {
+    let (task, c) = probe();
+    let e = EntryRef::new(5, task);
+    let e2 = e.clone();
+    drop(e);
+    assert_eq!(seen(&c), (0, 0, 0));
+    drop(e2);
+    assert_eq!(seen(&c), (0, 0, 1));
+
+    let (task, c) = probe();
+    let e = EntryRef::new(5, task);
+    assert!(e.state().try_link());
+    let owned = e.expire(5).unwrap();
+    drop(e);
+    assert_eq!(seen(&c), (0, 0, 0), "the winner's right keeps the cell alive");
+    owned.run();
+    assert_eq!(seen(&c), (1, 0, 1));
+}
+
+#[test]
+fn closures_run_in_place_and_only_once() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let e = EntryRef::new(0, move || {
+        r.fetch_add(1, SeqCst);
+    });
+    assert!(e.cancel().is_some());
+    assert!(!e.state().try_link());
+    assert!(e.expire(0).is_none(), "final");
+    assert_eq!(ran.load(SeqCst), 0);
+    let r = ran.clone();
+    let e = EntryRef::new(0, move || {
+        r.fetch_add(1, SeqCst);
+    });
+    assert!(e.state().try_link());
+    e.expire(0).unwrap().run();
+    assert_eq!(ran.load(SeqCst), 1);
+    // A zero-sized closure needs no storage at all.
+    let e = EntryRef::new(0, || {});
+    assert!(e.state().try_link());
+    e.expire(0).unwrap().run();
+}
+
+#[test]
+#[should_panic(expected = "task type mismatch")]
+fn downcast_checks_the_type() {
+    let e = EntryRef::new(0, || {});
+    let _: Probe = e.cancel().unwrap().0.downcast();
+}
+
+#[test]
+fn the_header_is_24_bytes() {
+    assert_eq!(std::mem::size_of::<Header>(), 24);
+    assert_eq!(std::mem::size_of::<Cell<fn()>>(), 32);
+}
