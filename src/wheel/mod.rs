@@ -25,7 +25,15 @@
 //! in it or are already due join its tail, so FIFO order survives the slicing.
 //!
 //! Insert and remove are O(1); nodes live in a slab (`slab.rs`) and are reused, so a wheel in
-//! steady state does not allocate.
+//! steady state does not allocate. Lists are circular with a sentinel node each, so a node
+//! carries no list id: 16 bytes for a pointer-sized value.
+//!
+//! # Two drivers
+//!
+//! The service's shard drives it with [`Wheel::poll`] (a batch per turn, under a step
+//! budget); the embedded [`LocalWheel`](crate::LocalWheel) with [`Wheel::pop_due`] (one due
+//! entry at a time, the caller's loop being the budget), which leaves the entry allocated so
+//! its owner can look at it before it [`Wheel::take`]s it or [`Wheel::refile`]s it.
 //!
 //! # Deadlines that move
 //!
@@ -33,14 +41,14 @@
 //! whenever it files it, at insertion and at every cascade. A timeout whose deadline was
 //! pushed out (a reset, which is only a CAS on its state word) is therefore carried straight
 //! to its new place at the next cascade, instead of riding down to its old tick first; and a
-//! node is 24 bytes, not 32. The ordering guarantees above hold for entries whose deadlines
+//! node is smaller by a deadline. The ordering guarantees above hold for entries whose deadlines
 //! do not move while they wait; one whose deadline moves is ordered by where it is filed.
 
 mod slab;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-use slab::{List, ListId, NIL, Slab};
+use slab::{ListId, NIL, Slab};
 
 pub(crate) use crate::state::NEVER;
 
@@ -59,10 +67,14 @@ pub(crate) const LEVELS: usize = 2;
 /// Ticks the levels cover.
 const HORIZON_BITS: u32 = SLOT_BITS * LEVELS as u32;
 
-/// List ids beyond the level slots.
+/// List ids (sentinel nodes) beyond the level slots.
 const READY: ListId = (LEVELS * SLOTS_PER_LEVEL) as ListId;
 const HORIZON: ListId = READY + 1;
 const NEVER_LIST: ListId = READY + 2;
+/// Lists in all: every level slot, and the three above.
+const LISTS: u32 = NEVER_LIST + 1;
+/// The smallest key an entry can have: the keys below are the lists' sentinels.
+pub(crate) const FIRST_KEY: u32 = LISTS;
 
 /// What the wheel holds: anything that can say when it is due.
 pub(crate) trait Timed {
@@ -70,7 +82,8 @@ pub(crate) trait Timed {
     fn deadline(&self) -> u64;
 }
 
-/// A key to an entry in the wheel, valid until the entry is removed or returned by `poll`.
+/// A key to an entry in the wheel, valid until the entry is removed or returned by `poll`
+/// (or taken after `pop_due`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Key(u32);
 
@@ -84,11 +97,10 @@ impl Key {
     }
 }
 
-/// One level: 64 FIFO lists and the bitmap of the non-empty ones.
-#[derive(Debug)]
+/// One level: the bitmap of its non-empty slots (the slots' lists live in the slab).
+#[derive(Debug, Clone, Copy)]
 struct Level {
     occupied: u64,
-    slots: [List; SLOTS_PER_LEVEL],
 }
 
 /// A timing wheel holding values of type `T`, each with a deadline in ticks.
@@ -96,17 +108,22 @@ struct Level {
 pub(crate) struct Wheel<T> {
     /// The tick the wheel has advanced to. Every entry on a level has a deadline after it.
     elapsed: u64,
-    levels: Box<[Level; LEVELS]>,
-    /// Entries already due (inserted with a deadline at or before `elapsed`), FIFO.
-    ready: List,
+    levels: [Level; LEVELS],
     /// The slot being worked through, if a budget cut its work short: `(level, slot)`.
     processing: Option<(usize, usize)>,
-    /// Deadlines beyond the top level, and the earliest among them (`NEVER` if none).
-    horizon: List,
+    /// The earliest deadline on the horizon list (`NEVER` if none).
     horizon_min: u64,
-    /// Deadlines of `NEVER`.
-    never: List,
     slab: Slab<T>,
+}
+
+/// What one step of the wheel did.
+enum Step {
+    /// This node is due: unlinked, still allocated.
+    Fired(u32),
+    /// A cascade moved one node.
+    Moved,
+    /// Nothing is due at or before `now`; `elapsed` is `now` (or was already later).
+    Idle,
 }
 
 /// The level a deadline after `elapsed` belongs on: where the two first differ, in 6-bit
@@ -120,23 +137,28 @@ fn slot_for(deadline: u64, level: usize) -> usize {
     ((deadline >> (SLOT_BITS * level as u32)) & (SLOTS_PER_LEVEL as u64 - 1)) as usize
 }
 
+fn slot_list(level: usize, slot: usize) -> ListId {
+    (level * SLOTS_PER_LEVEL + slot) as ListId
+}
+
 impl<T: Timed> Wheel<T> {
     pub(crate) fn new() -> Wheel<T> {
-        const EMPTY_LEVEL: Level = Level { occupied: 0, slots: [List::EMPTY; SLOTS_PER_LEVEL] };
+        Wheel::with_capacity(0)
+    }
+
+    /// A wheel with room for `capacity` entries before its slab allocates again.
+    pub(crate) fn with_capacity(capacity: usize) -> Wheel<T> {
         Wheel {
             elapsed: 0,
-            levels: Box::new([EMPTY_LEVEL; LEVELS]),
-            ready: List::EMPTY,
+            levels: [Level { occupied: 0 }; LEVELS],
             processing: None,
-            horizon: List::EMPTY,
             horizon_min: NEVER,
-            never: List::EMPTY,
-            slab: Slab::new(),
+            slab: Slab::with_capacity(LISTS, capacity),
         }
     }
 
-    /// Entries in the wheel.
-    #[cfg(test)]
+    /// Entries in the wheel (counting one taken out by `pop_due` and not yet taken).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
     }
@@ -147,7 +169,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// The tick the wheel has advanced to.
-    #[cfg(test)]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
     }
@@ -155,34 +177,23 @@ impl<T: Timed> Wheel<T> {
     /// Files `value` to fire at its deadline. A deadline at or before `elapsed` fires on the
     /// next `poll`.
     pub(crate) fn insert(&mut self, value: T) -> Key {
-        let deadline = value.deadline().min(NEVER);
         let key = self.slab.alloc(value);
-        match self.processing {
-            // Due now, or belongs in the slot being worked through: join its tail, behind
-            // every older entry for the same tick.
-            Some((level, slot)) if deadline <= self.elapsed || self.in_processing_range(deadline, level) => {
-                self.push_slot(level, slot, key);
-            }
-            _ => self.file(key),
-        }
+        self.place(key);
         Key(key)
     }
 
     /// Takes an entry out before it fires.
     pub(crate) fn remove(&mut self, key: Key) -> T {
-        let id = self.slab.node(key.0).list;
-        let list = self.list_mut(id);
-        let mut taken = *list;
-        self.slab.unlink(&mut taken, key.0);
-        *self.list_mut(id) = taken;
-        if (id as usize) < READY as usize && taken.is_empty() {
-            let (level, slot) = (id as usize / SLOTS_PER_LEVEL, id as usize % SLOTS_PER_LEVEL);
-            self.levels[level].occupied &= !(1 << slot);
-            if self.processing == Some((level, slot)) {
-                self.processing = None;
-            }
-        }
+        self.detach(key.0);
         self.slab.release(key.0)
+    }
+
+    /// Files the entry at `key` again by the deadline it reports now, behind every entry
+    /// already filed for the same tick: for a deadline that moved, or for an entry handed
+    /// out by `pop_due` that its owner keeps.
+    pub(crate) fn refile(&mut self, key: Key) {
+        self.detach(key.0);
+        self.place(key.0);
     }
 
     /// The value at `key`, if `key` names an entry.
@@ -190,11 +201,18 @@ impl<T: Timed> Wheel<T> {
         self.slab.get(key.0).and_then(|n| n.value.as_ref())
     }
 
+    /// The value at `key`, if `key` names an entry. Changing its deadline through it takes a
+    /// `refile` to move it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.slab.get_mut(key.0)
+    }
+
     /// The tick at which `poll` next has work: now (`elapsed`) if something is due, else
     /// the start of the next occupied slot, else the tick at which the horizon list must be
     /// re-filed. `None` if nothing but `NEVER` entries (or nothing) is held.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        if !self.ready.is_empty() || self.processing.is_some() {
+        if !self.slab.is_empty(READY) || self.processing.is_some() {
             return Some(self.elapsed);
         }
         self.next_slot().map(|(_, _, start)| start).or_else(|| self.horizon_wake())
@@ -213,17 +231,68 @@ impl<T: Timed> Wheel<T> {
                 self.elapsed = self.elapsed.max(now);
                 return false;
             }
+            match self.step(now) {
+                Step::Fired(key) => out.push(self.slab.release(key)),
+                Step::Moved => {}
+                Step::Idle => return false,
+            }
+            steps += 1;
+        }
+    }
+
+    /// Advances towards tick `now` until one entry is due, and hands out its key: the entry
+    /// is off every list but still allocated, for the caller to [`Wheel::take`] (it fires)
+    /// or [`Wheel::refile`] (it stays). `None` once nothing is due at `now`; `elapsed` is
+    /// then `now`. Entries come out in the order `poll` would fire them.
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<Key> {
+        loop {
+            match self.step(now) {
+                Step::Fired(key) => return Some(Key(key)),
+                Step::Moved => {}
+                Step::Idle => return None,
+            }
+        }
+    }
+
+    /// Frees the entry `pop_due` handed out, and returns its value.
+    pub(crate) fn take(&mut self, key: Key) -> T {
+        self.slab.release(key.0)
+    }
+
+    /// After `remove` or `take` freed `key`: never hands that key out again.
+    pub(crate) fn retire(&mut self, key: Key) {
+        self.slab.retire(key.0);
+    }
+
+    /// Takes every value out (for shutdown), in no particular order; the wheel is left empty
+    /// at the same `elapsed`.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.levels = [Level { occupied: 0 }; LEVELS];
+        self.processing = None;
+        self.horizon_min = NEVER;
+        self.slab.drain()
+    }
+
+    /// One firing or one cascade move, after moving time to the next occupied slot if it is
+    /// due (which counts as no step, as re-filing the horizon does not).
+    fn step(&mut self, now: u64) -> Step {
+        loop {
             // Already due: fire in FIFO order.
-            if let Some(key) = self.slab.pop_front(&mut self.ready) {
-                out.push(self.slab.release(key));
-                steps += 1;
-                continue;
+            if let Some(key) = self.slab.pop_front(READY) {
+                return Step::Fired(key);
             }
             // A slot under way: fire what is due, cascade the rest one level down.
             if let Some((level, slot)) = self.processing {
-                self.step_processing(level, slot, out);
-                steps += 1;
-                continue;
+                let key = self.slab.pop_front(slot_list(level, slot)).expect("a slot under way is never empty");
+                if self.slab.is_empty(slot_list(level, slot)) {
+                    self.levels[level].occupied &= !(1 << slot);
+                    self.processing = None;
+                }
+                if self.deadline_of(key) <= self.elapsed {
+                    return Step::Fired(key);
+                }
+                self.file(key);
+                return Step::Moved;
             }
             // Move time to the next occupied slot if it is due, and start on it.
             match self.next_slot() {
@@ -243,38 +312,35 @@ impl<T: Timed> Wheel<T> {
             }
             // Nothing is due before `now`: every occupied slot starts after it.
             self.elapsed = self.elapsed.max(now);
-            return false;
+            return Step::Idle;
         }
     }
 
-    /// Takes every value out (for shutdown), in no particular order; the wheel is left empty
-    /// at the same `elapsed`.
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
-        for level in self.levels.iter_mut() {
-            level.occupied = 0;
-            level.slots = [List::EMPTY; SLOTS_PER_LEVEL];
-        }
-        self.ready = List::EMPTY;
-        self.processing = None;
-        self.horizon = List::EMPTY;
-        self.horizon_min = NEVER;
-        self.never = List::EMPTY;
-        self.slab.drain()
-    }
-
-    /// One step on the slot under way.
-    fn step_processing(&mut self, level: usize, slot: usize, out: &mut Vec<T>) {
-        let mut list = self.levels[level].slots[slot];
-        let key = self.slab.pop_front(&mut list).expect("a slot under way is never empty");
-        self.levels[level].slots[slot] = list;
-        if list.is_empty() {
+    /// Takes a node off its list, clearing its slot's bit if that emptied it.
+    fn detach(&mut self, key: u32) {
+        if let Some(list) = self.slab.unlink(key).filter(|&l| l < READY) {
+            let (level, slot) = (list as usize / SLOTS_PER_LEVEL, list as usize % SLOTS_PER_LEVEL);
             self.levels[level].occupied &= !(1 << slot);
-            self.processing = None;
+            if self.processing == Some((level, slot)) {
+                self.processing = None;
+            }
         }
-        if self.deadline_of(key) <= self.elapsed {
-            out.push(self.slab.release(key));
-        } else {
-            self.file(key);
+    }
+
+    /// Files a node that is on no list, by its deadline now.
+    fn place(&mut self, key: u32) {
+        match self.processing {
+            // Due now, or belongs in the slot being worked through: join its tail, behind
+            // every older entry for the same tick.
+            Some((level, slot)) => {
+                let deadline = self.deadline_of(key);
+                if deadline <= self.elapsed || self.in_processing_range(deadline, level) {
+                    self.push_slot(level, slot, key);
+                } else {
+                    self.file(key);
+                }
+            }
+            None => self.file(key),
         }
     }
 
@@ -293,14 +359,14 @@ impl<T: Timed> Wheel<T> {
     fn file(&mut self, key: u32) {
         let deadline = self.deadline_of(key);
         if deadline <= self.elapsed {
-            self.slab.push_back(&mut self.ready, READY, key);
+            self.slab.push_back(READY, key);
         } else if deadline == NEVER {
-            self.slab.push_back(&mut self.never, NEVER_LIST, key);
+            self.slab.push_back(NEVER_LIST, key);
         } else {
             let level = level_for(self.elapsed, deadline);
             if level >= LEVELS {
                 self.horizon_min = self.horizon_min.min(deadline);
-                self.slab.push_back(&mut self.horizon, HORIZON, key);
+                self.slab.push_back(HORIZON, key);
             } else {
                 self.push_slot(level, slot_for(deadline, level), key);
             }
@@ -308,10 +374,8 @@ impl<T: Timed> Wheel<T> {
     }
 
     fn push_slot(&mut self, level: usize, slot: usize, key: u32) {
-        let id = (level * SLOTS_PER_LEVEL + slot) as ListId;
-        let lvl = &mut self.levels[level];
-        self.slab.push_back(&mut lvl.slots[slot], id, key);
-        lvl.occupied |= 1 << slot;
+        self.slab.push_back(slot_list(level, slot), key);
+        self.levels[level].occupied |= 1 << slot;
     }
 
     /// The first occupied slot at or after `elapsed`: `(level, slot, start tick)`. Lower
@@ -334,24 +398,19 @@ impl<T: Timed> Wheel<T> {
     /// The tick at which the earliest horizon entry comes within the levels' range: the
     /// start of its top-level block.
     fn horizon_wake(&self) -> Option<u64> {
-        (!self.horizon.is_empty()).then_some(self.horizon_min >> HORIZON_BITS << HORIZON_BITS)
+        (!self.slab.is_empty(HORIZON)).then_some(self.horizon_min >> HORIZON_BITS << HORIZON_BITS)
     }
 
     /// Re-files the horizon list after `elapsed` moved; entries still out of range stay.
     fn refile_horizon(&mut self) {
-        let mut list = std::mem::replace(&mut self.horizon, List::EMPTY);
-        self.horizon_min = NEVER;
-        while let Some(key) = self.slab.pop_front(&mut list) {
-            self.file(key);
+        // Detach the whole list first (its entries may go straight back on it).
+        let mut taken = Vec::new();
+        while let Some(key) = self.slab.pop_front(HORIZON) {
+            taken.push(key);
         }
-    }
-
-    fn list_mut(&mut self, id: ListId) -> &mut List {
-        match id {
-            READY => &mut self.ready,
-            HORIZON => &mut self.horizon,
-            NEVER_LIST => &mut self.never,
-            slot => &mut self.levels[slot as usize / SLOTS_PER_LEVEL].slots[slot as usize % SLOTS_PER_LEVEL],
+        self.horizon_min = NEVER;
+        for key in taken {
+            self.file(key);
         }
     }
 }

@@ -1,52 +1,48 @@
-//! The wheel's storage: a slab of nodes, each on exactly one intrusive doubly linked list.
+//! The wheel's storage: a slab of nodes, each on at most one intrusive, circular, doubly
+//! linked list.
 //!
 //! Indices instead of pointers keep the wheel free of `unsafe`: a node is a `u32` key into
 //! a `Vec`, freed nodes form a free list through `next`, and in steady state (as many arms
 //! as expiries and cancels) nothing is allocated. Every operation is O(1).
+//!
+//! Each list has a *sentinel*: a node of its own at a fixed index below [`Slab::lists`],
+//! which never holds a value. A list is the ring sentinel → head → … → tail → sentinel, so
+//! unlinking a node needs only its two neighbours, never the list it is on: a node carries
+//! no list id (16 bytes for a pointer-sized value, not 24), and a list that an unlink
+//! empties is recognised by the sentinel left pointing at itself.
 
-/// "No node": the end of a list, an empty head.
+/// "No node": the end of the free list.
 pub(super) const NIL: u32 = u32::MAX;
 
-/// Which list a node is on. Level slots are `level * 64 + slot`; the rest follow.
-pub(super) type ListId = u16;
+/// Which list: the index of its sentinel node.
+pub(super) type ListId = u32;
 
 #[derive(Debug)]
 pub(super) struct Node<T> {
-    /// `None` exactly when the node is free.
+    /// `None` exactly when the node is free or a sentinel.
     pub(super) value: Option<T>,
-    pub(super) list: ListId,
     pub(super) prev: u32,
     pub(super) next: u32,
-}
-
-/// Head and tail of one list; FIFO: push at the tail, pop at the head.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct List {
-    pub(super) head: u32,
-    pub(super) tail: u32,
-}
-
-impl List {
-    pub(super) const EMPTY: List = List { head: NIL, tail: NIL };
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.head == NIL
-    }
 }
 
 #[derive(Debug)]
 pub(super) struct Slab<T> {
     nodes: Vec<Node<T>>,
+    /// Sentinels: indices `0..lists`.
+    lists: u32,
     free: u32,
     len: usize,
 }
 
 impl<T> Slab<T> {
-    pub(super) fn new() -> Slab<T> {
-        Slab { nodes: Vec::new(), free: NIL, len: 0 }
+    /// A slab with `lists` empty lists and room for `capacity` values before it allocates.
+    pub(super) fn with_capacity(lists: u32, capacity: usize) -> Slab<T> {
+        let mut nodes = Vec::with_capacity(lists as usize + capacity);
+        nodes.extend((0..lists).map(|i| Node { value: None, prev: i, next: i }));
+        Slab { nodes, lists, free: NIL, len: 0 }
     }
 
-    #[cfg(test)]
+    /// Values held.
     pub(super) fn len(&self) -> usize {
         self.len
     }
@@ -60,19 +56,24 @@ impl<T> Slab<T> {
         self.nodes.get(key as usize).filter(|n| n.value.is_some())
     }
 
+    /// The value at `key` if `key` names an occupied node.
+    pub(super) fn get_mut(&mut self, key: u32) -> Option<&mut T> {
+        self.nodes.get_mut(key as usize).and_then(|n| n.value.as_mut())
+    }
+
     /// Stores a value on no list yet; returns its key.
     pub(super) fn alloc(&mut self, value: T) -> u32 {
         self.len += 1;
-        let node = Node { value: Some(value), list: 0, prev: NIL, next: NIL };
         if self.free != NIL {
             let key = self.free;
-            self.free = self.nodes[key as usize].next;
-            self.nodes[key as usize] = node;
+            let node = &mut self.nodes[key as usize];
+            self.free = node.next;
+            *node = Node { value: Some(value), prev: key, next: key };
             key
         } else {
-            let key = u32::try_from(self.nodes.len()).expect("a shard holds fewer than 2^32 - 1 timeouts");
-            assert!(key != NIL, "a shard holds fewer than 2^32 - 1 timeouts");
-            self.nodes.push(node);
+            let key = u32::try_from(self.nodes.len()).expect("a wheel holds fewer than 2^32 - 1 timers");
+            assert!(key != NIL, "a wheel holds fewer than 2^32 - 1 timers");
+            self.nodes.push(Node { value: Some(value), prev: key, next: key });
             key
         }
     }
@@ -87,48 +88,61 @@ impl<T> Slab<T> {
         value
     }
 
-    pub(super) fn push_back(&mut self, list: &mut List, id: ListId, key: u32) {
-        let node = &mut self.nodes[key as usize];
-        node.list = id;
-        node.prev = list.tail;
-        node.next = NIL;
-        if list.tail == NIL {
-            list.head = key;
-        } else {
-            self.nodes[list.tail as usize].next = key;
+    /// Takes the node `key`, just freed by [`Slab::release`], off the free list for good: it
+    /// is never handed out again. For a slot whose generation has gone all the way round
+    /// (`local/`): 24 bytes lost once per 2³² reuses of one slot.
+    pub(super) fn retire(&mut self, key: u32) {
+        if self.free == key {
+            self.free = self.nodes[key as usize].next;
+            self.nodes[key as usize].next = NIL;
         }
-        list.tail = key;
     }
 
-    pub(super) fn pop_front(&mut self, list: &mut List) -> Option<u32> {
-        let key = list.head;
-        if key == NIL {
+    pub(super) fn is_empty(&self, list: ListId) -> bool {
+        self.nodes[list as usize].next == list
+    }
+
+    pub(super) fn push_back(&mut self, list: ListId, key: u32) {
+        let tail = self.nodes[list as usize].prev;
+        let node = &mut self.nodes[key as usize];
+        node.prev = tail;
+        node.next = list;
+        self.nodes[tail as usize].next = key;
+        self.nodes[list as usize].prev = key;
+    }
+
+    pub(super) fn pop_front(&mut self, list: ListId) -> Option<u32> {
+        let key = self.nodes[list as usize].next;
+        if key == list {
             return None;
         }
-        self.unlink(list, key);
+        self.unlink(key);
         Some(key)
     }
 
-    /// Takes `key` off `list`, which must be the list it is on.
-    pub(super) fn unlink(&mut self, list: &mut List, key: u32) {
+    /// Takes `key` off the list it is on (a node on none is left alone). Returns the list,
+    /// if this emptied it.
+    pub(super) fn unlink(&mut self, key: u32) -> Option<ListId> {
         let (prev, next) = {
             let node = &self.nodes[key as usize];
             (node.prev, node.next)
         };
-        match prev {
-            NIL => list.head = next,
-            p => self.nodes[p as usize].next = next,
-        }
-        match next {
-            NIL => list.tail = prev,
-            n => self.nodes[n as usize].prev = prev,
-        }
+        self.nodes[prev as usize].next = next;
+        self.nodes[next as usize].prev = prev;
+        let node = &mut self.nodes[key as usize];
+        node.prev = key;
+        node.next = key;
+        (prev == next && prev < self.lists && prev != key).then_some(prev)
     }
 
-    /// Takes every value out, in no particular order, and empties the slab.
+    /// Takes every value out, in no particular order, and empties every list.
     pub(super) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
         self.free = NIL;
         self.len = 0;
-        self.nodes.drain(..).filter_map(|n| n.value)
+        for (i, sentinel) in self.nodes.iter_mut().take(self.lists as usize).enumerate() {
+            sentinel.prev = i as u32;
+            sentinel.next = i as u32;
+        }
+        self.nodes.drain(self.lists as usize..).filter_map(|n| n.value)
     }
 }
