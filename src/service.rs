@@ -44,10 +44,13 @@ static NEXT_CORE: AtomicUsize = AtomicUsize::new(0);
 ///
 /// Dropping the last clone stops the shards without waiting for them: it closes their
 /// mailboxes and returns at once, and each shard thread then drops its pending timeouts
-/// unrun and exits on its own (after the task it may be running). So the last drop never
-/// blocks, not on an async worker and not inside a task on a shard thread. Call
+/// unrun (catching and counting their panics) and exits on its own, after the task it may
+/// be running. So the last drop never blocks, not on an async worker and not inside a task
+/// on a shard thread, and runs no task's `Drop` on the caller's thread. Call
 /// [`stop`](TimerService::stop) to wait for the shards and get the pending timeouts back
-/// instead.
+/// instead: only `stop` guarantees that every task is dropped (or handed back) before it
+/// returns, so a program that exits right after its last drop may exit before its shards
+/// have dropped theirs.
 ///
 /// # Tasks that schedule more
 ///
@@ -135,7 +138,7 @@ impl TimerService {
                     shard.mailbox.register_driver(handle.thread().clone());
                     inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
                 }
-                // Dropping `inner` closes and joins the shards already started.
+                // Dropping `inner` closes the shards already started (they stop on their own).
                 Err(e) => return Err(BuildError::Spawn(e)),
             }
         }
@@ -314,14 +317,24 @@ impl Inner {
 /// The cores for `n` shards: consecutive cores from where the previous service stopped,
 /// wrapping around; `None` (not pinned) for shards beyond the core count, so that no two
 /// shards of one service share a core. Empty if the cores cannot be listed.
+///
+/// The cores are those the calling thread may run on (`core_affinity` reads the thread's
+/// affinity mask): a service built from a thread pinned to one core pins all its shards
+/// to that core, and so does one built inside a task on another service's shard.
 fn pick_cores(n: usize) -> Vec<Option<core_affinity::CoreId>> {
     let all = core_affinity::get_core_ids().unwrap_or_default();
+    let pinned = n.min(all.len());
+    let first = NEXT_CORE.fetch_add(pinned, Ordering::Relaxed);
+    cores_from(&all, first, n)
+}
+
+/// `n` shards' cores out of `all`, starting at `all[first % len]`.
+fn cores_from<C: Copy>(all: &[C], first: usize, n: usize) -> Vec<Option<C>> {
     if all.is_empty() {
         return Vec::new();
     }
-    let pinned = n.min(all.len());
-    let first = NEXT_CORE.fetch_add(pinned, Ordering::Relaxed);
-    (0..n).map(|i| (i < pinned).then(|| all[(first + i) % all.len()])).collect()
+    let first = first % all.len();
+    (0..n).map(|i| (i < all.len()).then(|| all[(first + i) % all.len()])).collect()
 }
 
 impl Drop for Inner {
@@ -331,6 +344,8 @@ impl Drop for Inner {
     /// exits; its `JoinHandle` is dropped here, which detaches it.
     fn drop(&mut self) {
         for shard in self.shards.iter() {
+            // SeqCst, before the close: a shard that sees its mailbox closed sees this too.
+            shard.abandoned.store(true, Ordering::SeqCst);
             shard.mailbox.close();
         }
     }
@@ -377,34 +392,33 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    /// Services started in turn take consecutive cores, wrapping around; a service never
+    /// puts two of its shards on one core; the counter wrapping around is harmless.
+    #[test]
+    fn services_take_cores_in_turn() {
+        let cores = [10, 11, 12];
+        assert_eq!(super::cores_from(&cores, 0, 1), [Some(10)]);
+        assert_eq!(super::cores_from(&cores, 1, 1), [Some(11)], "the next one-shard service moves on");
+        assert_eq!(super::cores_from(&cores, 2, 2), [Some(12), Some(10)], "wraps around");
+        assert_eq!(super::cores_from(&cores, 4, 5), [Some(11), Some(12), Some(10), None, None]);
+        assert_eq!(super::cores_from(&cores, usize::MAX, 2), [Some(10), Some(11)]);
+        assert!(super::cores_from::<u8>(&[], 3, 2).is_empty(), "no cores listed: nothing pinned");
+        // The real thing: as many entries as shards.
+        let listed = core_affinity::get_core_ids().unwrap_or_default().len();
+        assert_eq!(super::pick_cores(2).len(), if listed == 0 { 0 } else { 2 });
+    }
+
     /// Timeouts count on their thread's handle for the shard, not on the shard: a thousand
     /// of them, and their drops, leave the shard's own count where one thread's first
     /// schedule put it (see `shard/handle.rs`).
-    /// Two one-shard services in a row are pinned to different cores (where there are two).
-    #[test]
-    fn services_take_cores_in_turn() {
-        let cores = core_affinity::get_core_ids().unwrap_or_default().len();
-        let first = super::pick_cores(1);
-        let second = super::pick_cores(1);
-        assert_eq!((first.len(), second.len()), if cores == 0 { (0, 0) } else { (1, 1) });
-        if cores >= 2 {
-            assert_ne!(first[0], second[0], "both services would stack on one core");
-        }
-        let many = super::pick_cores(cores + 2);
-        if cores > 0 {
-            let pinned: Vec<_> = many.iter().flatten().collect();
-            assert_eq!(pinned.len(), cores, "one shard per core, the rest unpinned");
-            let mut distinct = pinned.clone();
-            distinct.sort_by_key(|c| c.id);
-            distinct.dedup();
-            assert_eq!(distinct.len(), cores, "no two shards of one service share a core");
-        }
-    }
-
     #[test]
     fn timeouts_do_not_count_on_the_shard() {
         let timers = TimerService::builder().shards(1).build().expect("the service starts");
         let shard = &timers.inner.shards[0];
+        // The shard's thread takes its own references as it starts: wait for it to run.
+        let (tx, rx) = std::sync::mpsc::channel();
+        timers.schedule(Duration::ZERO, move || tx.send(()).unwrap()).expect("the service runs");
+        rx.recv_timeout(Duration::from_secs(10)).expect("the shard runs");
         std::thread::scope(|s| {
             s.spawn(|| {
                 let first = timers.schedule(Duration::from_secs(60), || {}).expect("the service runs");

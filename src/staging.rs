@@ -14,7 +14,8 @@
 //!   the thread outlives it but its live timeouts, in its shards' wheels.
 //! - A thread holds its shards' shared halves (through a `ShardHandle`: the mailbox it
 //!   announces through) while it holds their stages, and lends that handle to each timeout
-//!   it makes there; never the shard threads, which stop with the service. Stages of stopped shards are forgotten at this thread's next new shard.
+//!   it makes there; never the shard threads, which stop with the service. Stages of
+//!   stopped shards are forgotten at this thread's next new shard.
 
 use crate::counts::Slot;
 use crate::entry::EntryRef;

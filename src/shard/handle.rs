@@ -6,8 +6,8 @@
 //! on the shard's own `Arc` would make each schedule and each handle drop write one line
 //! that every producer of the shard writes too. Instead each thread keeps one
 //! `Arc<ShardHandle>` per shard it schedules on (in `staging.rs`, beside its stage), and its
-//! timeouts count on that: the line is this thread's, written by other threads only when a
-//! handle it made is dropped there. The shard's own count moves once per (thread, shard),
+//! timeouts count on that: the line is this thread's, written by other threads only when
+//! they clone or drop a handle it made. The shard's own count moves once per (thread, shard),
 //! when the handle is made and when its last timeout and the thread are gone.
 //!
 //! Why not no count at all (a raw pointer, reclaimed with `crossbeam-epoch`): a handle must

@@ -25,7 +25,7 @@ use crate::counts::Slots;
 use crate::entry::Returned;
 use crate::mailbox::Mailbox;
 use crate::stats::Counters;
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
 #[derive(Debug)]
@@ -39,6 +39,10 @@ pub(crate) struct Shard {
     pub(crate) counts: Slots,
     /// Cells this shard let go of last, for the threads that schedule here to free.
     pub(crate) returned: Returned,
+    /// Set by the service's last drop before it closes the mailbox: nobody will collect
+    /// what the shard takes back as it stops, so the shard drops it itself (see
+    /// `driver::run`).
+    pub(crate) abandoned: AtomicBool,
     /// `usize::MAX` when unbounded.
     max_pending: usize,
     pending: CachePadded<AtomicUsize>,
@@ -54,6 +58,7 @@ impl Shard {
             counters: Counters::default(),
             counts: Slots::new(),
             returned: Returned::new(),
+            abandoned: AtomicBool::new(false),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
