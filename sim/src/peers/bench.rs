@@ -8,9 +8,9 @@
 //! Stopping is dropping: the peer joins its worker and drops every task it still holds. It
 //! cannot hand unfired tasks back, so the scenario counts them as they drop.
 
-use super::bench_peer::Peer;
 use crate::scenario::Task;
 use crate::timer::SimTimer;
+use shardwheel_peers::Peer;
 use std::time::Duration;
 
 /// A benchmark peer, running until `stop`.

@@ -9,22 +9,9 @@
 //! why their trait is mirrored) and adapted by [`bench::Bench`].
 
 mod bench;
-mod bench_peer;
-#[cfg(feature = "compare")]
 mod tokio;
 
-// The baselines name `super::Peer` and `super::Task`.
-use bench_peer::{Peer, Task};
-
-#[allow(dead_code)] // the benchmarks use more of them than the simulator does
-#[rustfmt::skip] // formatted with the benchmarks, not from here
-#[path = "../../../benches/baselines/netty.rs"]
-mod netty;
-
-#[allow(dead_code)]
-#[rustfmt::skip]
-#[path = "../../../benches/baselines/heap.rs"]
-mod heap;
+use shardwheel_peers::{heap, netty};
 
 use crate::args::Config;
 use crate::run_one;
@@ -35,11 +22,6 @@ use bench::Bench;
 
 /// Buckets of the Netty-style wheel: Netty's default `ticksPerWheel`.
 const NETTY_BUCKETS: usize = 512;
-
-/// The note printed when tokio's row is missing.
-#[cfg(not(feature = "compare"))]
-pub const TOKIO_NOTE: &str = "tokio's timers are not in this table: this build lacks the `compare` feature; \
-     run `cargo run --release --features compare -- --compare` for the tokio row";
 
 /// Runs the scenario on every peer, after shardwheel's run (`runs[0]`).
 pub fn run_all(config: &Config, runs: &mut Vec<Outcome>, notes: &mut Vec<String>) {
@@ -60,15 +42,9 @@ pub fn run_all(config: &Config, runs: &mut Vec<Outcome>, notes: &mut Vec<String>
         |p| Some(p.entries()),
     );
     runs.push(run_one(config, heap, "Mutex<BinaryHeap>"));
-    #[cfg(feature = "compare")]
     match tokio::TokioTimer::new(config.shards) {
         Ok(timer) => runs.push(run_one(config, timer, "tokio")),
         Err(e) => notes.push(format!("tokio's runtime could not be built: {e}")),
-    }
-    #[cfg(not(feature = "compare"))]
-    {
-        crate::progress::note(&format!("note: {TOKIO_NOTE}"));
-        notes.push(TOKIO_NOTE.to_owned());
     }
 }
 
@@ -102,9 +78,8 @@ mod tests {
         let mut runs = vec![run_one(&config, shardwheel, "shardwheel")];
         let mut notes = Vec::new();
         run_all(&config, &mut runs, &mut notes);
-        let expected = if cfg!(feature = "compare") { 4 } else { 3 };
-        assert_eq!(runs.len(), expected);
-        assert_eq!(notes.len(), 4 - expected, "{notes:?}");
+        assert_eq!(runs.len(), 4);
+        assert!(notes.is_empty(), "{notes:?}");
         for o in &runs {
             assert!(report::passed(o), "{}: {:#?}", o.timer, report::checks(o));
             let c = &o.counts;

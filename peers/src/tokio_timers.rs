@@ -247,6 +247,8 @@ pub struct TokioSleepPeer {
     rt: Runtime,
 }
 
+/// A registered `Sleep`: dropping it deregisters it.
+#[derive(Debug)]
 pub struct SleepHandle {
     sleep: Pin<Box<Sleep>>,
 }
