@@ -6,34 +6,35 @@
 //! timeout per activity event that the response almost always cancels. It reports rates,
 //! expiry lateness, memory and the service's stats, and checks that every timeout ended
 //! exactly once. `--compare` runs the same scenario on the peers and prints a ratio table;
-//! `--json` and `--plot` give the report to machines and to eyes. `--help` lists the knobs.
+//! `--json` and `--plot` give the report to machines and to eyes; `--verbose` prints every
+//! table. `--help` lists the knobs.
 //!
-//! - `args.rs`: the command line (clap);
-//! - `timer.rs`: the small timer interface the scenario drives, and shardwheel behind it;
-//! - `peers.rs`: the peers behind the same interface (`--compare`);
-//! - `scenario.rs`: connections, producers, tasks and their tallies, and the run itself;
-//! - `histogram.rs`: the lock-free lateness histogram;
-//! - `measure.rs`: CPU time, live heap (a counting allocator) and resident memory;
-//! - `progress.rs`: the progress bar, or lines when stderr is not a terminal;
-//! - `report.rs`, `json.rs`, `plot.rs`: the text report and ratio table, the JSON report,
-//!   the lateness plot.
+//! - `args.rs`: the command line; `units.rs`: how numbers are written;
+//! - `timer.rs`: the timer interface the scenario drives, shardwheel and the peers behind it;
+//! - `scenario.rs`: the run; `producer.rs`: a producer thread; `tally.rs`: the tasks and
+//!   what every thread counts; `histogram.rs`: the lateness histogram; `measure.rs`: CPU
+//!   time, live heap and resident memory; `progress.rs`: the progress bar or lines;
+//! - `figures.rs`: the checks and figures; `report.rs`, `json.rs`, `plot.rs`: the text
+//!   report and ratio table, the JSON report, the lateness plot.
 //!
-//! Exit status: 0 when every self-check passes, 1 when one fails, 2 for a bad command line
-//! (or settings the service refuses); the plot failing to be written is reported, exit 1.
+//! Exit status: 0 when every self-check passes, 1 when one fails (or the plot could not be
+//! written), 2 for a bad command line or settings the service refuses.
 
 mod args;
+mod figures;
 mod histogram;
 mod json;
 mod measure;
-mod peers;
 mod plot;
+mod producer;
 mod progress;
 mod report;
 mod scenario;
+mod tally;
 mod timer;
+mod units;
 
 use args::{Config, Output};
-use progress::Progress;
 use scenario::Outcome;
 use std::process::ExitCode;
 use timer::{Shardwheel, SimTimer};
@@ -43,16 +44,11 @@ use timer::{Shardwheel, SimTimer};
 static ALLOC: measure::CountingAlloc = measure::CountingAlloc;
 
 fn main() -> ExitCode {
-    let (config, output) = match args::parse(std::env::args_os()) {
-        Ok(parsed) => parsed,
-        // Help and version exit 0; usage errors print clap's message and exit 2.
-        Err(e) => e.exit(),
-    };
+    // Help and version exit 0; usage errors print clap's message and exit 2.
+    let (config, output) = args::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let warnings = config.warnings();
-    for warning in &warnings {
-        progress::note(&format!("warning: {warning}"));
-    }
-    let shardwheel = match Shardwheel::new(config.shards, config.tick, config.pin_threads) {
+    warnings.iter().for_each(|warning| progress::note(&format!("warning: {warning}")));
+    let shardwheel = match Shardwheel::new(&config) {
         Ok(timer) => timer,
         Err(e) => {
             eprintln!("error: the timer service refused the settings: {e}");
@@ -60,44 +56,38 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let label = if output.compare { "shardwheel" } else { "" };
-    let mut runs = vec![run_one(&config, shardwheel, label)];
-    let mut notes = Vec::new();
+    let mut runs = vec![run_one(&config, shardwheel, if output.compare { "shardwheel" } else { "" })];
     if output.compare {
-        peers::run_all(&config, &mut runs, &mut notes);
+        timer::run_peers(&config, &mut runs);
     }
-
-    let passed = runs.iter().all(report::passed);
-    print_report(&config, &output, &warnings, &runs, &notes);
-    let mut plotted = true;
-    if let Some(path) = &output.plot {
-        match plot::write(path, &config, &runs) {
-            Ok(()) => progress::note(&format!("lateness histogram written to {}", path.display())),
-            Err(e) => {
-                eprintln!("error: could not write the plot to {}: {e}", path.display());
-                plotted = false;
-            }
+    print_report(&config, &output, &warnings, &runs);
+    let plotted = output.plot.as_ref().is_none_or(|path| match plot::write(path, &config, &runs) {
+        Ok(()) => {
+            progress::note(&format!("lateness histogram written to {}", path.display()));
+            true
         }
-    }
-    if passed && plotted { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        Err(e) => {
+            eprintln!("error: could not write the plot to {}: {e}", path.display());
+            false
+        }
+    });
+    if runs.iter().all(figures::passed) && plotted { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
 /// Runs the scenario on one timer (then drops the timer); progress lines carry `label`.
 pub fn run_one<T: SimTimer>(config: &Config, mut timer: T, label: &str) -> Outcome {
-    let mut ui = Progress::new(label);
-    let outcome = scenario::run(config, &mut timer, &mut ui);
+    let outcome = scenario::run(config, &mut timer, &mut progress::Progress::new(label));
     drop(timer);
     outcome
 }
 
-fn print_report(config: &Config, output: &Output, warnings: &[String], runs: &[Outcome], notes: &[String]) {
+fn print_report(config: &Config, output: &Output, warnings: &[String], runs: &[Outcome]) {
     if output.json {
-        println!("{}", json::render(config, warnings, runs, output.compare, notes));
+        println!("{}", json::render(config, warnings, runs, output.compare));
         return;
     }
-    let (text, _) = report::render(config, warnings, &runs[0]);
-    print!("{text}");
+    print!("{}", report::render(config, warnings, &runs[0], output.verbose));
     if output.compare {
-        print!("{}", report::render_compare(config, runs, notes));
+        print!("{}", report::render_compare(config, runs, output.verbose));
     }
 }

@@ -6,9 +6,10 @@
 //! design bar (one tick + 0.5 ms) are marked. With `--compare`, a second panel draws every
 //! timer's expiries (idle and request together) the same way.
 
-use crate::args::{Config, group};
+use crate::args::Config;
 use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
+use crate::units::group;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -226,61 +227,44 @@ mod tests {
     use crate::histogram::Histogram;
     use crate::report::tests::{config, outcome};
 
-    #[test]
-    fn bins_cover_every_value_and_sum_to_100_percent() {
+    fn bins(values: &[u64]) -> Vec<(f64, f64, f64)> {
         let h = Histogram::new();
-        for v in [0, 1, 5, 900, 1_000, 1_100, 2_000, 50_000] {
-            h.record(v);
-        }
-        let bins = log_bins(&h.snapshot());
-        let total: f64 = bins.iter().map(|b| b.2).sum();
-        assert!((total - 100.0).abs() < 1e-9, "{total}");
-        // 0 and 1 µs land in the first bin.
-        assert_eq!(bins[0].0, 1.0);
-        assert!((bins[0].2 - 25.0).abs() < 1e-9, "{bins:?}");
-        // Contiguous, increasing.
-        for w in bins.windows(2) {
-            assert!((w[0].1 - w[1].0).abs() < 1e-9);
-        }
-        assert!(bins.last().unwrap().1 >= 50_000.0);
-        // Empty bins below the smallest value are left out.
-        let h = Histogram::new();
-        h.record(1_100);
-        let bins = log_bins(&h.snapshot());
-        assert_eq!(bins.len(), 1, "{bins:?}");
-        assert!(bins[0].0 <= 1_100.0 && bins[0].1 > 1_100.0, "{bins:?}");
-        // A bucket across a bin edge is shared in proportion: 1,000 µs sits in the bucket
-        // 992..=1,007, half below the 1 ms edge; 1,010 µs in 1,008..=1,023, all above.
-        let h = Histogram::new();
-        h.record(1_000);
-        h.record(1_010);
-        let bins = log_bins(&h.snapshot());
-        assert_eq!(bins.len(), 2, "{bins:?}");
-        assert!((bins[0].2 - 25.0).abs() < 1e-9, "{bins:?}");
-        assert!((bins[0].2 + bins[1].2 - 100.0).abs() < 1e-9, "{bins:?}");
-        assert!(log_bins(&Histogram::new().snapshot()).is_empty());
+        values.iter().for_each(|&v| h.record(v));
+        log_bins(&h.snapshot())
     }
 
     #[test]
-    fn labels() {
-        assert_eq!(us_label(1.0), "1 µs");
-        assert_eq!(us_label(1_000.0), "1 ms");
-        assert_eq!(us_label(1_500.0), "1.5 ms");
-        assert_eq!(us_label(2e6), "2 s");
+    fn bins_cover_every_value_and_sum_to_100_percent() {
+        let b = bins(&[0, 1, 5, 900, 1_000, 1_100, 2_000, 50_000]);
+        assert!((b.iter().map(|b| b.2).sum::<f64>() - 100.0).abs() < 1e-9, "{b:?}");
+        // 0 and 1 µs land in the first bin; bins are contiguous and reach the largest value.
+        assert!(b[0].0 == 1.0 && (b[0].2 - 25.0).abs() < 1e-9, "{b:?}");
+        assert!(b.windows(2).all(|w| (w[0].1 - w[1].0).abs() < 1e-9) && b.last().unwrap().1 >= 50_000.0);
+        // Empty bins below the smallest value are left out.
+        let b = bins(&[1_100]);
+        assert!(b.len() == 1 && b[0].0 <= 1_100.0 && b[0].1 > 1_100.0, "{b:?}");
+        // A bucket across a bin edge is shared in proportion: 1,000 µs sits in the bucket
+        // 992..=1,007, half below the 1 ms edge; 1,010 µs in 1,008..=1,023, all above.
+        let b = bins(&[1_000, 1_010]);
+        assert!(b.len() == 2 && (b[0].2 - 25.0).abs() < 1e-9, "{b:?}");
+        assert!(bins(&[]).is_empty());
+        assert_eq!(
+            [us_label(1.0), us_label(1_000.0), us_label(1_500.0), us_label(2e6)],
+            ["1 µs", "1 ms", "1.5 ms", "2 s"]
+        );
     }
 
     #[test]
     fn writes_an_svg_with_title_axes_and_tick() {
         let dir = std::env::temp_dir().join(format!("shardwheel-sim-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let one = dir.join("one.svg");
+        let (one, two) = (dir.join("one.svg"), dir.join("two.svg"));
         write(&one, &config(), &[outcome("shardwheel", 1)]).unwrap();
         let svg = std::fs::read_to_string(&one).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
         for text in ["shardwheel expiry lateness", "expiry lateness: task ran", "share of expiries", "tick = 1 ms"] {
             assert!(svg.contains(text), "the plot lacks {text:?}");
         }
-        let two = dir.join("two.svg");
         write(&two, &config(), &[outcome("shardwheel", 1), outcome("binary-heap", 4)]).unwrap();
         let svg = std::fs::read_to_string(&two).unwrap();
         assert!(svg.contains("every timer, same scenario") && svg.contains("binary-heap"));

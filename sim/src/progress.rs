@@ -1,10 +1,49 @@
 //! Progress on stderr: an `indicatif` bar when stderr is a terminal, else one plain line per
 //! second (readable in CI logs).
 
-use crate::report::Second;
+use crate::units::{count, ms_from_us, per_sec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
+
+/// One second's figures (rates per second over the last one), for the progress line or bar.
+#[derive(Clone, Copy, Debug)]
+pub struct Second {
+    pub elapsed: Duration,
+    pub arms: f64,
+    pub resets: f64,
+    pub cancels: f64,
+    pub expiries: f64,
+    /// The largest lateness of the second.
+    pub max_late_us: u64,
+    pub pending: Option<usize>,
+}
+
+impl Second {
+    /// The line printed once a second when no bar is shown.
+    fn line(&self) -> String {
+        format!(
+            "[{:>5.1} s]  arms {:>9}  resets {:>9}  cancels {:>9}  expiries {:>8} (max late {:>10})  pending {:>9}",
+            self.elapsed.as_secs_f64(),
+            per_sec(self.arms),
+            per_sec(self.resets),
+            per_sec(self.cancels),
+            per_sec(self.expiries),
+            ms_from_us(self.max_late_us),
+            count(self.pending),
+        )
+    }
+
+    /// The bar's message: the figures that change most first, as the terminal may cut it.
+    fn short(&self) -> String {
+        let (expiries, late, pending) = (per_sec(self.expiries), ms_from_us(self.max_late_us), count(self.pending));
+        format!(
+            "expiries {expiries} (max late {late})  pending {pending}  arms {}  cancels {}",
+            per_sec(self.arms),
+            per_sec(self.cancels)
+        )
+    }
+}
 
 /// Writes a line to stderr. Unlike `eprintln!`, never panics: a closed stderr (the reader
 /// went away) must not abort a run halfway.
