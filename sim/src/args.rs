@@ -6,39 +6,96 @@
 
 use crate::units::group;
 use clap::error::ErrorKind;
-use clap::{ArgAction, CommandFactory, Parser};
+use clap::{ArgAction, Args, CommandFactory, Parser};
 use shardwheel::Builder;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The scenario's settings.
-#[derive(Clone, Debug)]
+/// The command line: the scenario's settings and what to output.
+#[derive(Debug, Parser)]
+#[command(name = "shardwheel-sim", version, about = "A connection simulator for the shardwheel timer service")]
+#[command(long_about = LONG_ABOUT, after_help = AFTER_HELP, max_term_width = 110)]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// The scenario's settings (`Config::default()`: the command line's defaults).
+#[derive(Clone, Debug, Args)]
 pub struct Config {
+    /// Simulated connections, each with an idle timeout armed at start
+    #[arg(long, value_name = "N", default_value = "1_000_000", value_parser = whole::<usize>)]
     pub connections: usize,
+
+    /// Idle timeout of a connection, in ms: activity pushes it out (Timeout::reset)
+    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "5_000", value_parser = millis)]
     pub idle_timeout: Duration,
+
+    /// Fraction of connections that go quiet, early enough to time out within the run (0..=1)
+    #[arg(long, value_name = "F", default_value = "0.1", value_parser = fraction)]
     pub idle_fraction: f64,
+
+    /// Request timeout, in ms: every activity event arms one; its response cancels it
+    #[arg(long = "request-timeout-ms", value_name = "MS", default_value = "1_000", value_parser = millis)]
     pub request_timeout: Duration,
+
+    /// Fraction of requests never answered, whose timeouts fire (0..=1)
+    #[arg(long, value_name = "F", default_value = "0.001", value_parser = fraction)]
     pub lost_fraction: f64,
+
+    /// Requests in flight per producer: a response arrives N requests later
+    #[arg(long, value_name = "N", default_value = "1_024", value_parser = whole::<usize>)]
     pub in_flight: usize,
+
+    /// Producer threads, each with a slice of the connections [default: the cores available]
+    #[arg(long, value_name = "N", default_value_t = cores(), hide_default_value = true, value_parser = whole::<usize>)]
     pub producers: usize,
+
+    /// Timer shards, one thread each (tokio's workers with --compare) [default: the cores]
+    #[arg(long, value_name = "N", default_value_t = cores(), hide_default_value = true, value_parser = whole::<usize>)]
     pub shards: usize,
+
+    /// Timer wheel tick, in µs (the Netty-style peer ticks at the same rate)
+    #[arg(long = "tick-us", value_name = "US", default_value = "1_000", value_parser = micros)]
     pub tick: Duration,
+
+    /// Pin shard i to core i (false: the OS places the shard threads)
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1, default_missing_value = "true",
+          action = ArgAction::Set, value_parser = boolean)]
     pub pin_threads: bool,
+
+    /// Activity events per second, over all producers: a reset, a request, a cancel each
+    #[arg(long, value_name = "N", default_value = "300_000", value_parser = whole::<u64>)]
     pub rate: u64,
+
+    /// Length of the steady state, in seconds (2.5 allowed); setup and stop come on top
+    #[arg(long = "duration-secs", value_name = "S", default_value = "10", value_parser = seconds)]
     pub duration: Duration,
+
+    /// Seed of the random choices (which connections go quiet and when, which requests are lost)
+    #[arg(long, value_name = "N", default_value = "24301", value_parser = whole::<u64>)]
     pub seed: u64,
 }
 
 /// What to print besides running the scenario.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Args)]
 pub struct Output {
-    /// A JSON report on stdout instead of the text report.
+    /// Print the report as JSON on stdout, instead of the text report
+    #[arg(long)]
     pub json: bool,
-    /// Where to write the lateness histogram (SVG).
+
+    /// Draw the lateness histogram (SVG); with --compare, a second panel with every timer
+    #[arg(long, value_name = "FILE.svg", value_parser = file_name)]
     pub plot: Option<PathBuf>,
-    /// Run the same scenario on the peers and print a ratio table.
+
+    // Not a doc comment: rustdoc would read `<BinaryHeap>` as HTML.
+    #[arg(long, help = "Also run the peers (a Netty-style wheel, a Mutex<BinaryHeap>, tokio); print a ratio table")]
     pub compare: bool,
-    /// Every table, not one screen.
+
+    /// Print every table (configuration, memory, service stats, the checks' sums, every metric)
+    #[arg(long, short)]
     pub verbose: bool,
 }
 
@@ -48,24 +105,10 @@ pub fn cores() -> usize {
 }
 
 impl Default for Config {
+    /// The defaults; at 300,000 events/s each active connection is touched every ~3.3 s at
+    /// most, so the idle timeout of 5 s leaves a margin, and quiet ones time out within 10 s.
     fn default() -> Self {
-        Config {
-            connections: 1_000_000,
-            // At 300,000 events/s each active connection is touched every ~3.3 s at most, so
-            // an idle timeout of 5 s leaves a margin, and quiet ones time out within 10 s.
-            idle_timeout: Duration::from_millis(5_000),
-            idle_fraction: 0.1,
-            request_timeout: Duration::from_millis(1_000),
-            lost_fraction: 0.001,
-            in_flight: 1_024,
-            producers: cores(),
-            shards: cores(),
-            tick: Duration::from_micros(1_000),
-            pin_threads: true,
-            rate: 300_000,
-            duration: Duration::from_secs(10),
-            seed: 0x5EED,
-        }
+        Cli::parse_from(["shardwheel-sim"]).config
     }
 }
 
@@ -90,81 +133,6 @@ Examples (from the repository's root):
   cargo run --release -- --plot lateness.svg        also draw the lateness histogram
   cargo run --release -- --compare --verbose        the ratio table against every peer, in full";
 
-/// The command line as clap sees it; [`Cli::resolve`] checks it.
-#[derive(Debug, Parser)]
-#[command(name = "shardwheel-sim", version, about = "A connection simulator for the shardwheel timer service")]
-#[command(long_about = LONG_ABOUT, after_help = AFTER_HELP, max_term_width = 110)]
-pub struct Cli {
-    /// Simulated connections, each with an idle timeout armed at start
-    #[arg(long, value_name = "N", default_value = "1_000_000", value_parser = whole::<usize>)]
-    connections: usize,
-
-    /// Idle timeout of a connection, in ms: activity pushes it out (Timeout::reset)
-    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "5_000", value_parser = whole::<u64>)]
-    idle_timeout_ms: u64,
-
-    /// Fraction of connections that go quiet, early enough to time out within the run (0..=1)
-    #[arg(long, value_name = "F", default_value = "0.1", value_parser = fraction)]
-    idle_fraction: f64,
-
-    /// Request timeout, in ms: every activity event arms one; its response cancels it
-    #[arg(long = "request-timeout-ms", value_name = "MS", default_value = "1_000", value_parser = whole::<u64>)]
-    request_timeout_ms: u64,
-
-    /// Fraction of requests never answered, whose timeouts fire (0..=1)
-    #[arg(long, value_name = "F", default_value = "0.001", value_parser = fraction)]
-    lost_fraction: f64,
-
-    /// Requests in flight per producer: a response arrives N requests later
-    #[arg(long, value_name = "N", default_value = "1_024", value_parser = whole::<usize>)]
-    in_flight: usize,
-
-    /// Producer threads, each with a slice of the connections [default: the cores available]
-    #[arg(long, value_name = "N", value_parser = whole::<usize>)]
-    producers: Option<usize>,
-
-    /// Timer shards, one thread each (tokio's workers with --compare) [default: the cores]
-    #[arg(long, value_name = "N", value_parser = whole::<usize>)]
-    shards: Option<usize>,
-
-    /// Timer wheel tick, in µs (the Netty-style peer ticks at the same rate)
-    #[arg(long = "tick-us", value_name = "US", default_value = "1_000", value_parser = whole::<u64>)]
-    tick_us: u64,
-
-    /// Pin shard i to core i (false: the OS places the shard threads)
-    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1, default_missing_value = "true",
-          action = ArgAction::Set, value_parser = boolean)]
-    pin_threads: bool,
-
-    /// Activity events per second, over all producers: a reset, a request, a cancel each
-    #[arg(long, value_name = "N", default_value = "300_000", value_parser = whole::<u64>)]
-    rate: u64,
-
-    /// Length of the steady state, in seconds (2.5 allowed); setup and stop come on top
-    #[arg(long = "duration-secs", value_name = "S", default_value = "10", value_parser = seconds)]
-    duration_secs: f64,
-
-    /// Seed of the random choices (which connections go quiet and when, which requests are lost)
-    #[arg(long, value_name = "N", default_value = "24301", value_parser = whole::<u64>)]
-    seed: u64,
-
-    /// Print the report as JSON on stdout, instead of the text report
-    #[arg(long)]
-    json: bool,
-
-    /// Draw the lateness histogram (SVG); with --compare, a second panel with every timer
-    #[arg(long, value_name = "FILE.svg")]
-    plot: Option<PathBuf>,
-
-    // Not a doc comment: rustdoc would read `<BinaryHeap>` as HTML.
-    #[arg(long, help = "Also run the peers (a Netty-style wheel, a Mutex<BinaryHeap>, tokio); print a ratio table")]
-    compare: bool,
-
-    /// Print every table (configuration, memory, service stats, the checks' sums, every metric)
-    #[arg(long, short)]
-    verbose: bool,
-}
-
 /// A value that parses: the message clap prints after "invalid value '…' for '--…'".
 type Parsed<T> = Result<T, String>;
 
@@ -185,10 +153,22 @@ fn fraction(value: &str) -> Parsed<f64> {
     if (0.0..=1.0).contains(&f) { Ok(f) } else { Err("must be between 0 and 1 (0.1 means 10 %)".to_owned()) }
 }
 
-fn seconds(value: &str) -> Parsed<f64> {
+fn seconds(value: &str) -> Parsed<Duration> {
     let secs = number(value)?;
     let ok = secs > 0.0 && secs <= 86_400.0;
-    if ok { Ok(secs) } else { Err("must be more than 0 and at most 86,400 (one day)".to_owned()) }
+    if ok { Ok(Duration::from_secs_f64(secs)) } else { Err("must be more than 0 and at most 86,400 (one day)".into()) }
+}
+
+fn millis(value: &str) -> Parsed<Duration> {
+    whole(value).map(Duration::from_millis)
+}
+
+fn micros(value: &str) -> Parsed<Duration> {
+    whole(value).map(Duration::from_micros)
+}
+
+fn file_name(value: &str) -> Parsed<PathBuf> {
+    if value.is_empty() { Err("needs a file name, such as lateness.svg".into()) } else { Ok(value.into()) }
 }
 
 fn boolean(value: &str) -> Parsed<bool> {
@@ -199,42 +179,17 @@ fn boolean(value: &str) -> Parsed<bool> {
     }
 }
 
-impl Cli {
-    /// Checks the settings against each other and against the library's limits.
-    pub fn resolve(self) -> Result<(Config, Output), clap::Error> {
-        let c = Config {
-            connections: self.connections,
-            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
-            idle_fraction: self.idle_fraction,
-            request_timeout: Duration::from_millis(self.request_timeout_ms),
-            lost_fraction: self.lost_fraction,
-            in_flight: self.in_flight,
-            producers: self.producers.unwrap_or_else(cores),
-            shards: self.shards.unwrap_or_else(cores),
-            tick: Duration::from_micros(self.tick_us),
-            pin_threads: self.pin_threads,
-            rate: self.rate,
-            duration: Duration::from_secs_f64(self.duration_secs),
-            seed: self.seed,
-        };
-        if let Some((name, why)) = c.problem() {
-            return Err(Cli::command().error(ErrorKind::ValueValidation, format!("invalid --{name}: {why}")));
-        }
-        if self.plot.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-            let why = "invalid --plot: needs a file name, such as lateness.svg";
-            return Err(Cli::command().error(ErrorKind::ValueValidation, why));
-        }
-        Ok((c, Output { json: self.json, plot: self.plot, compare: self.compare, verbose: self.verbose }))
-    }
-}
-
 /// Parses the arguments (with the program name first) and checks them.
 pub fn parse<I, T>(args: I) -> Result<(Config, Output), clap::Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    Cli::try_parse_from(args)?.resolve()
+    let Cli { config, output } = Cli::try_parse_from(args)?;
+    match config.problem() {
+        Some((name, why)) => Err(Cli::command().error(ErrorKind::ValueValidation, format!("invalid --{name}: {why}"))),
+        None => Ok((config, output)),
+    }
 }
 
 impl Config {
@@ -357,8 +312,11 @@ mod tests {
     #[test]
     fn defaults_match_config_default_and_overrides_apply() {
         Cli::command().debug_assert();
-        let ((c, out), d) = (run(""), Config::default());
-        assert_eq!(format!("{c:?}"), format!("{d:?}"));
+        let (c, out) = run("");
+        assert_eq!(
+            (c.connections, c.idle_timeout, c.seed, c.producers),
+            (1_000_000, Duration::from_secs(5), 0x5EED, cores())
+        );
         assert!(!out.json && !out.compare && !out.verbose && out.plot.is_none());
         let (c, out) = run("--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 \
              --pin-threads false --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare -v");
@@ -378,7 +336,9 @@ mod tests {
             assert_eq!(parse_str(flag).unwrap_err().exit_code(), 0, "{flag}");
         }
         let help = Cli::command().render_long_help().to_string();
-        for option in ["--idle-timeout-ms", "--compare", "--json", "--plot", "--verbose", "[default: 1_000_000]"] {
+        for option in
+            ["--idle-timeout-ms", "--compare", "--json", "--plot", "--verbose", "[default: 1_000_000]", "the cores]"]
+        {
             assert!(help.contains(option), "--help lacks {option}:\n{help}");
         }
     }

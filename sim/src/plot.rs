@@ -97,14 +97,16 @@ const COLORS: [RGBColor; 6] = [
 ];
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+/// The tick, and the lateness axis's first and last value, all in µs.
+type Axis = (f64, f64, f64);
 
 /// One panel: `series` are (label, snapshot, draw filled bars); the tick and the bar marked.
 fn panel(
-    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    area: &Area<'_>,
     caption: &str,
-    series: &[(String, &Snapshot, bool)],
-    tick_us: f64,
-    (x_min, x_max): (f64, f64),
+    series: &[(&str, &Snapshot, bool)],
+    (tick_us, x_min, x_max): Axis,
 ) -> PlotResult {
     let binned: Vec<Vec<(f64, f64, f64)>> = series.iter().map(|(_, s, _)| log_bins(s)).collect();
     let y_max = binned.iter().flatten().map(|b| b.2).fold(0.0f64, f64::max).max(1.0) * 1.12;
@@ -177,45 +179,24 @@ pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
     let best = all.iter().filter_map(|s| s.buckets().next().map(|b| b.0)).min().unwrap_or(0) as f64;
     let x_min = 10f64.powf(best.max(MIN_US).min(tick_us / 10.0).log10().floor());
 
+    let axis = (tick_us, x_min, x_max);
     let height = if runs.len() > 1 { 1200 } else { 640 };
     let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE)?;
-    let setup = format!(
-        "{} connections, {} events/s, idle {} ms, request {} ms, tick {}, {} shards, {} s",
-        group(config.connections as u64),
-        group(config.rate),
-        config.idle_timeout.as_millis(),
-        config.request_timeout.as_millis(),
-        us_label(tick_us),
-        config.shards,
-        trim(config.duration.as_secs_f64()),
-    );
-    let (top, bottom) = if runs.len() > 1 {
-        let (a, b) = root.split_vertically(height / 2);
-        (a, Some(b))
+    let (connections, rate) = (group(config.connections as u64), group(config.rate));
+    let (idle, request) = (config.idle_timeout.as_millis(), config.request_timeout.as_millis());
+    let (tick, shards, secs) = (us_label(tick_us), config.shards, trim(config.duration.as_secs_f64()));
+    let setup =
+        format!("{connections} connections, {rate} events/s, idle {idle} ms, request {request} ms, tick {tick}");
+    let caption = format!("shardwheel expiry lateness: {setup}, {shards} shards, {secs} s");
+    let mine = [("idle timeouts", &main.idle_lateness, true), ("request timeouts", &main.request_lateness, true)];
+    if runs.len() == 1 {
+        panel(&root, &caption, &mine, axis)?;
     } else {
-        (root.clone(), None)
-    };
-    panel(
-        &top,
-        &format!("shardwheel expiry lateness: {setup}"),
-        &[
-            ("idle timeouts".to_owned(), &main.idle_lateness, true),
-            ("request timeouts".to_owned(), &main.request_lateness, true),
-        ],
-        tick_us,
-        (x_min, x_max),
-    )?;
-    if let Some(bottom) = bottom {
-        let series: Vec<(String, &Snapshot, bool)> =
-            runs.iter().zip(&all).map(|(o, s)| (o.timer.to_owned(), s, false)).collect();
-        panel(
-            &bottom,
-            "every timer, same scenario: all expiries (idle and request)",
-            &series,
-            tick_us,
-            (x_min, x_max),
-        )?;
+        let (top, bottom) = root.split_vertically(height / 2);
+        panel(&top, &caption, &mine, axis)?;
+        let series: Vec<(&str, &Snapshot, bool)> = runs.iter().zip(&all).map(|(o, s)| (o.timer, s, false)).collect();
+        panel(&bottom, "every timer, same scenario: all expiries (idle and request)", &series, axis)?;
     }
     root.present()?;
     Ok(())

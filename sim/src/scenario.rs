@@ -229,7 +229,7 @@ fn wait_armed(config: &Config, shared: &Shared, ui: &Progress, armed_rx: mpsc::R
             }
         }
         let c = shared.counts();
-        ui.armed(c.idle_armed + c.idle_failed);
+        ui.position(c.idle_armed + c.idle_failed);
     }
 }
 
@@ -262,7 +262,7 @@ fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Ins
         let target = (start + Duration::from_secs(u64::from(second))).min(end);
         while let Some(left) = target.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
             thread::sleep(left.min(Duration::from_millis(100)));
-            ui.at(start.elapsed());
+            ui.position(start.elapsed().as_millis() as u64);
         }
         let (now, counts, expired) = (Instant::now(), shared.counts(), shared.expired());
         let secs = now.duration_since(prev.0).as_secs_f64().max(1e-9);
