@@ -107,7 +107,7 @@ impl Histogram {
 }
 
 /// The state of a [`Histogram`] at one moment.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     counts: Vec<u64>,
     count: u64,

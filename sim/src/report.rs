@@ -340,7 +340,6 @@ pub(crate) mod tests {
             lanes: 2,
             tick: Duration::from_millis(1),
             setup: Duration::from_millis(10 * scale),
-            settle: Duration::ZERO,
             rss_before: Some(1 << 20),
             rss_after: Some((1 << 20) + 100_000 * scale),
             heap_before: 1_000,
@@ -351,20 +350,17 @@ pub(crate) mod tests {
             counts,
             fired_idle: 100,
             fired_request: 10,
-            early: 0,
-            worst_early_ns: 0,
             idle_lateness: idle.snapshot(),
             request_lateness: request.snapshot(),
-            sleep_lateness: Histogram::new().snapshot(),
             pending_at_end: Some(940),
             unfired: Drops { idle: 900, request: 40 },
             unfired_listed: Some(940),
             unrun_before_stop: Drops { idle: 0, request: 29_950 },
             stop_time: Duration::from_millis(3),
             drops: Drops { idle: 1_000, request: 30_000 },
-            stats: None,
             cpu: Some(Usage { user: Duration::from_millis(300 * scale), system: Duration::from_millis(50 * scale) }),
             total: Duration::from_millis(1_020),
+            ..Outcome::default()
         }
     }
 

@@ -17,7 +17,7 @@ use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 /// Everything the report needs about one timer's run.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Outcome {
     /// The timer's name and setup; threads that fire timeouts.
     pub timer: &'static str,
