@@ -5,7 +5,7 @@ use crate::args::Config;
 use crate::tally::{Counts, DeadlineTable, Shared, Task, What};
 use crate::timer::SimTimer;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -57,6 +57,8 @@ pub struct Phase {
     pub steady_start: OnceLock<Instant>,
     /// Set when activity must stop (the end of the steady state, or the main thread unwinding).
     pub stop: AtomicBool,
+    /// Producers that have armed their idle timeouts.
+    pub armed: AtomicUsize,
 }
 
 impl Phase {

@@ -12,7 +12,6 @@ use crate::timer::SimTimer;
 use crate::units::group;
 use shardwheel::Stats;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
 use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
@@ -173,17 +172,15 @@ fn drive<'s, T: SimTimer>(
     phases: &mut Phases,
 ) -> Vec<Producer<T>> {
     let _stop_on_unwind = StopOnDrop(phase);
-    let (armed_tx, armed_rx) = mpsc::channel::<()>();
     let arming = Instant::now();
     ui.arming(config.connections as u64);
-    let producers: Vec<_> = (0..config.producers)
+    let mut producers: Vec<_> = (0..config.producers)
         .map(|p| {
-            let armed = armed_tx.clone();
             let body = move || {
                 timer.producer_context(|| {
                     let mut producer = Producer::new(p, shared, timer, config);
                     producer.arm_idle(timer);
-                    let _ = armed.send(());
+                    phase.armed.fetch_add(1, Ordering::Relaxed);
                     if phase.wait_for_start().is_some() {
                         producer.steady(timer, phase);
                     }
@@ -193,8 +190,7 @@ fn drive<'s, T: SimTimer>(
             thread::Builder::new().name(format!("sim-producer-{p}")).spawn_scoped(s, body).expect("spawn a producer")
         })
         .collect();
-    drop(armed_tx);
-    wait_armed(config, shared, ui, armed_rx, phase);
+    wait_armed(shared, ui, phase, &mut producers);
     phases.setup = arming.elapsed();
     let settling = Instant::now();
     timer.settle();
@@ -215,19 +211,16 @@ fn drive<'s, T: SimTimer>(
     producers
 }
 
-/// Waits until every producer has armed its idle timeouts, moving the bar; if one panicked,
-/// stops the others and passes its panic on (the scope joins them).
-fn wait_armed(config: &Config, shared: &Shared, ui: &Progress, armed_rx: mpsc::Receiver<()>, phase: &Phase) {
-    let mut armed = 0;
-    while armed < config.producers {
-        match armed_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(()) => armed += 1,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                phase.stop.store(true, Ordering::Relaxed);
-                panic!("a producer thread panicked while arming ({} connections)", group(config.connections as u64));
-            }
+/// Waits until every producer has armed its idle timeouts, moving the bar. A producer that
+/// ends before (it panicked) has its panic passed on, once the others are told to stop.
+fn wait_armed<T>(shared: &Shared, ui: &Progress, phase: &Phase, producers: &mut Vec<ScopedJoinHandle<'_, T>>) {
+    while phase.armed.load(Ordering::Relaxed) < producers.len() {
+        if let Some(i) = producers.iter().position(|h| h.is_finished()) {
+            phase.stop.store(true, Ordering::Relaxed);
+            let panic = producers.swap_remove(i).join().err().expect("a producer ends after the steady state");
+            std::panic::resume_unwind(panic);
         }
+        thread::sleep(Duration::from_millis(50));
         let c = shared.counts();
         ui.position(c.idle_armed + c.idle_failed);
     }
