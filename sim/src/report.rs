@@ -89,7 +89,8 @@ fn configuration(w: &mut Text, config: &Config, o: &Outcome) {
     w.row("request timeout", ms_setting(config.request_timeout));
     w.row("lost fraction", percent(config.lost_fraction));
     let response = ms(config.response_delay());
-    w.row("requests in flight", format_args!("{} per producer (response after ~{response})", config.in_flight));
+    let in_flight = group(config.in_flight as u64);
+    w.row("requests in flight", format_args!("{in_flight} per producer (response after ~{response})"));
     let period = secs(config.round_robin_period());
     w.row("activity rate", format_args!("{} (each active connection every {period})", per_sec(config.rate as f64)));
     w.row("duration", format_args!("{} steady state", secs(config.duration)));
@@ -218,10 +219,8 @@ fn lateness(w: &mut Text, o: &Outcome) {
     }
     if w.verbose {
         let earliest = ms_from_us(o.worst_early_ns / 1_000);
-        w.row(
-            "early firings",
-            format_args!("{} (must be 0; the earliest {earliest} before its deadline)", group(o.early)),
-        );
+        let early = if o.early == 0 { String::new() } else { format!("; the earliest {earliest} before its deadline") };
+        w.row("early firings", format_args!("{} (must be 0{early})", group(o.early)));
     }
 }
 
