@@ -3,8 +3,7 @@
 //! - Each producer counts in plain locals ([`Counts`]) and publishes a copy into its own
 //!   cache-line-aligned [`ProducerTally`] once per batch; the main thread reads them.
 //! - The timer's threads run the tasks, which record lateness and firings in [`Shared`].
-//! - Every task carries a [`TaskGuard`] whose `Drop` counts the task's drop, on whichever
-//!   thread drops it (the producer on a winning cancel, the timer thread after running it,
+//! - Every [`Task`] counts its own drop in its `Drop`, on whichever thread drops it (the producer on a winning cancel, the timer thread after running it,
 //!   the main thread for the tasks `stop()` hands back or the handles still hold).
 //!
 //! All counters are `Relaxed`: they carry no data, and the main thread reads exact values
@@ -73,13 +72,6 @@ impl Counts {
     pub fn reset_tasks(&self) -> u64 {
         self.created_idle - self.idle_armed - self.idle_failed
     }
-}
-
-/// Idle or request: indexes the per-kind counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Idle = 0,
-    Request = 1,
 }
 
 /// Tasks, by kind.
@@ -181,37 +173,21 @@ impl Shared {
     }
 }
 
-/// Rides inside every task: counts the task's drop, exactly once, wherever it happens.
-#[derive(Debug)]
-struct TaskGuard {
-    shared: &'static Shared,
-    producer: u32,
-    kind: Kind,
-    /// Set when the task runs, just before the guard drops.
-    ran: bool,
-}
-
-impl Drop for TaskGuard {
-    fn drop(&mut self) {
-        let tally = &self.shared.producers[self.producer as usize];
-        tally.dropped[self.kind as usize].fetch_add(1, Ordering::Relaxed);
-        if !self.ran {
-            tally.unrun[self.kind as usize].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
 /// The requested deadlines of a producer's connections' idle timeouts (ns since the time
-/// origin), shared with their idle tasks; resets move them (see `Producer::activity` for why
-/// a stale read can only overstate lateness).
+/// origin), shared with their idle tasks; resets move them (see `Producer::reset_idle` for
+/// why a stale read can only overstate lateness).
 #[derive(Debug)]
 pub struct DeadlineTable(pub Box<[AtomicU64]>);
 
 /// What every timer runs when a timeout fires: records the lateness against the requested
-/// deadline, counts the firing and its own drop. 32 bytes, the size of a server's closures.
+/// deadline and counts the firing; its `Drop` counts its drop, exactly once, wherever it
+/// happens. 32 bytes, the size of the closures a server would arm.
 #[derive(Debug)]
 pub struct Task {
-    guard: TaskGuard,
+    shared: &'static Shared,
+    producer: u32,
+    /// Set when the task runs, just before it drops.
+    ran: bool,
     what: What,
 }
 
@@ -225,8 +201,12 @@ pub enum What {
 
 impl Task {
     pub fn new(shared: &'static Shared, producer: usize, what: What) -> Task {
-        let kind = if matches!(what, What::Idle { .. }) { Kind::Idle } else { Kind::Request };
-        Task { guard: TaskGuard { shared, producer: producer as u32, kind, ran: false }, what }
+        Task { shared, producer: producer as u32, ran: false, what }
+    }
+
+    /// Indexes the per-kind counters: 0 idle, 1 request.
+    fn kind(&self) -> usize {
+        usize::from(matches!(self.what, What::Request { .. }))
     }
 
     /// The timeout fired: measure how late, count it, drop the task.
@@ -235,18 +215,28 @@ impl Task {
             What::Idle { table, at } => table.0[*at as usize].load(Ordering::Relaxed),
             What::Request { deadline_ns } => *deadline_ns,
         };
-        let shared = self.guard.shared;
+        let (shared, kind) = (self.shared, self.kind());
         let now = shared.nanos(Instant::now());
-        shared.fired[self.guard.kind as usize].fetch_add(1, Ordering::Relaxed);
+        shared.fired[kind].fetch_add(1, Ordering::Relaxed);
         if now < deadline {
             shared.early.fetch_add(1, Ordering::Relaxed);
             shared.worst_early_ns.fetch_max(deadline - now, Ordering::Relaxed);
         } else {
             let late_us = (now - deadline) / 1_000;
-            shared.lateness[self.guard.kind as usize].record(late_us);
+            shared.lateness[kind].record(late_us);
             shared.interval_max_us.fetch_max(late_us, Ordering::Relaxed);
         }
-        self.guard.ran = true;
+        self.ran = true;
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        let (tally, kind) = (&self.shared.producers[self.producer as usize], self.kind());
+        tally.dropped[kind].fetch_add(1, Ordering::Relaxed);
+        if !self.ran {
+            tally.unrun[kind].fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
