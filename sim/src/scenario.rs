@@ -74,80 +74,47 @@ impl Outcome {
     }
 }
 
-/// What the arming and the steady state measured, inside the threads' scope.
-#[derive(Debug, Default)]
-struct Phases {
-    setup: Duration,
-    settle: Duration,
-    rss_after: Option<u64>,
-    heap_after: u64,
-    steady: Duration,
-}
-
 /// Runs the scenario on `timer`; progress goes to `ui` (stderr).
 pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Outcome {
-    let began = Instant::now();
-    let shared = Shared::leak(config.producers);
-    let (cpu_before, rss_before, heap_before) = (measure::cpu_time(), measure::rss_bytes(), measure::heap_live());
-    let connections = group(config.connections as u64);
-    ui.line(&format!(
-        "arming {connections} idle timeouts on {} producer threads ({})…",
-        config.producers,
-        timer.describe()
-    ));
-    let (mut phases, phase) = (Phases::default(), Phase::default());
-    let shared_timer: &T = timer;
-    let producers = thread::scope(|s| drive(s, config, shared_timer, shared, &phase, ui, &mut phases));
-    let mut counts = Counts::default();
-    producers.iter().for_each(|p| counts.add(&p.counts));
-
-    // Activity has stopped. The producers are joined: every cancel and reset has returned
-    // and dropped what it replaced. From here on, a task dropped unrun is one that never
-    // ended: the timer drops it while stopping, hands it back, or a handle still holds it.
-    let pending_at_end = timer.pending();
-    let heap_at_end = measure::heap_live();
-    let pending = pending_at_end.map_or("?".to_owned(), |p| group(p as u64));
-    ui.line(&format!("activity stopped; {pending} timeouts pending; stopping the timer…"));
-    let before = shared.unrun();
-    let stopping = Instant::now();
-    let unfired_list = timer.stop();
-    let stop_time = stopping.elapsed();
-    let unfired_listed = unfired_list.as_ref().map(|list| list.len() as u64);
-    drop((unfired_list, producers));
-    let after = shared.unrun();
-    let [fired_idle, fired_request] = shared.expired();
-    Outcome {
+    let (began, cpu_before, shared) = (Instant::now(), measure::cpu_time(), Shared::leak(config.producers));
+    let mut o = Outcome {
         timer: timer.name(),
         describe: timer.describe(),
         lanes: timer.lanes(),
         tick: config.tick,
-        setup: phases.setup,
-        settle: phases.settle,
-        rss_before,
-        rss_after: phases.rss_after,
-        heap_before,
-        heap_after: phases.heap_after,
-        heap_at_end,
+        rss_before: measure::rss_bytes(),
+        heap_before: measure::heap_live(),
         handle_bytes: std::mem::size_of::<Option<T::Handle>>() as u64,
-        steady: phases.steady,
-        counts,
-        fired_idle,
-        fired_request,
-        early: shared.early.load(Ordering::Relaxed),
-        worst_early_ns: shared.worst_early_ns.load(Ordering::Relaxed),
-        idle_lateness: shared.lateness[0].snapshot(),
-        request_lateness: shared.lateness[1].snapshot(),
-        sleep_lateness: shared.sleep_lateness.snapshot(),
-        pending_at_end,
-        unfired: Drops { idle: after.idle - before.idle, request: after.request - before.request },
-        unfired_listed,
-        unrun_before_stop: before,
-        stop_time,
-        drops: shared.drops(),
-        stats: timer.stats(),
-        cpu: measure::cpu_since(cpu_before),
-        total: began.elapsed(),
-    }
+        ..Outcome::default()
+    };
+    let (connections, producers) = (group(config.connections as u64), config.producers);
+    ui.line(&format!("arming {connections} idle timeouts on {producers} producer threads ({})…", o.describe));
+    let (phase, shared_timer) = (Phase::default(), &*timer);
+    let producers = thread::scope(|s| drive(s, config, shared_timer, shared, &phase, ui, &mut o));
+    producers.iter().for_each(|p| o.counts.add(&p.counts));
+
+    // Activity has stopped. The producers are joined: every cancel and reset has returned
+    // and dropped what it replaced. From here on, a task dropped unrun is one that never
+    // ended: the timer drops it while stopping, hands it back, or a handle still holds it.
+    (o.pending_at_end, o.heap_at_end) = (timer.pending(), measure::heap_live());
+    let pending = o.pending_at_end.map_or("?".to_owned(), |p| group(p as u64));
+    ui.line(&format!("activity stopped; {pending} timeouts pending; stopping the timer…"));
+    let (before, stopping) = (shared.unrun(), Instant::now());
+    let unfired_list = timer.stop();
+    o.stop_time = stopping.elapsed();
+    o.unfired_listed = unfired_list.as_ref().map(|list| list.len() as u64);
+    drop((unfired_list, producers));
+    let after = shared.unrun();
+    o.unfired = Drops { idle: after.idle - before.idle, request: after.request - before.request };
+    o.unrun_before_stop = before;
+    [o.fired_idle, o.fired_request] = shared.expired();
+    (o.early, o.worst_early_ns) = (shared.early.load(Ordering::Relaxed), shared.worst_early_ns.load(Ordering::Relaxed));
+    let [idle, request] = &shared.lateness;
+    (o.idle_lateness, o.request_lateness) = (idle.snapshot(), request.snapshot());
+    o.sleep_lateness = shared.sleep_lateness.snapshot();
+    (o.drops, o.stats, o.cpu) = (shared.drops(), timer.stats(), measure::cpu_since(cpu_before));
+    o.total = began.elapsed();
+    o
 }
 
 /// Sets the stop flag when dropped: if the main thread unwinds out of the run, the producers
@@ -169,7 +136,7 @@ fn drive<'s, T: SimTimer>(
     shared: &'static Shared,
     phase: &'s Phase,
     ui: &mut Progress,
-    phases: &mut Phases,
+    o: &mut Outcome,
 ) -> Vec<Producer<T>> {
     let _stop_on_unwind = StopOnDrop(phase);
     let arming = Instant::now();
@@ -191,13 +158,13 @@ fn drive<'s, T: SimTimer>(
         })
         .collect();
     wait_armed(shared, ui, phase, &mut producers);
-    phases.setup = arming.elapsed();
+    o.setup = arming.elapsed();
     let settling = Instant::now();
     timer.settle();
-    phases.settle = settling.elapsed();
-    (phases.rss_after, phases.heap_after) = (measure::rss_bytes(), measure::heap_live());
+    o.settle = settling.elapsed();
+    (o.rss_after, o.heap_after) = (measure::rss_bytes(), measure::heap_live());
     ui.finish();
-    let (setup, secs) = (phases.setup.as_secs_f64(), config.duration.as_secs_f64());
+    let (setup, secs) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
     ui.line(&format!("armed in {setup:.3} s; steady state for {secs:.1} s"));
 
     let steady_start = Instant::now();
@@ -207,7 +174,7 @@ fn drive<'s, T: SimTimer>(
     phase.stop.store(true, Ordering::Relaxed);
     baseline.join().expect("the baseline thread does not panic");
     let producers = producers.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
-    phases.steady = steady_start.elapsed();
+    o.steady = steady_start.elapsed();
     producers
 }
 
