@@ -6,8 +6,11 @@
 //! - `Mutex<BinaryHeap>`: a locked heap with one worker, as `ScheduledThreadPoolExecutor`;
 //! - `tokio`: a task per timeout on a multi-thread runtime, the task doing
 //!   `tokio::time::sleep_until(deadline).await` and then its work, as tokio code says "run this
-//!   later": the sleep lives in a task on the runtime's workers. Cancel is `JoinHandle::abort`
-//!   (it wins if the task had not finished), reset is abort and spawn again.
+//!   later": the sleep lives in a task on the runtime's workers (the producer threads spawn
+//!   it). Cancel is `JoinHandle::abort`, which counts as a win if the task had not finished;
+//!   reset is abort and spawn again. A cancel or reset that races the task's run can so count
+//!   a win although the task ran; the self-check would show it (responses come long before
+//!   the request timeouts, and resets before the idle ones, when the rate is adequate).
 
 use crate::args::Config;
 use crate::run_one;
