@@ -6,9 +6,9 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// CPU time the whole process has used so far (every thread, live or joined): user, system.
+/// CPU time the whole process has used so far (every thread, live or joined).
 #[cfg(unix)]
-pub fn cpu_time() -> Option<(Duration, Duration)> {
+pub fn cpu_time() -> Option<Usage> {
     // SAFETY: `rusage` is plain old data (integers and `timeval`s), for which all-zero bytes
     // are a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -17,12 +17,12 @@ pub fn cpu_time() -> Option<(Duration, Duration)> {
         return None;
     }
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
-    Some((tv(usage.ru_utime), tv(usage.ru_stime)))
+    Some(Usage { user: tv(usage.ru_utime), system: tv(usage.ru_stime) })
 }
 
 /// CPU time is not measured off Unix.
 #[cfg(not(unix))]
-pub fn cpu_time() -> Option<(Duration, Duration)> {
+pub fn cpu_time() -> Option<Usage> {
     None
 }
 
@@ -114,7 +114,7 @@ pub fn heap_live() -> u64 {
     LIVE.iter().map(|s| s.0.load(Ordering::Relaxed)).sum::<i64>().max(0) as u64
 }
 
-/// What one run used.
+/// CPU time: user, system.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Usage {
     pub user: Duration,
@@ -127,11 +127,10 @@ impl Usage {
     }
 }
 
-/// CPU time used since `before` (a `cpu_time()` reading), if both readings exist.
-pub fn cpu_since(before: Option<(Duration, Duration)>) -> Option<Usage> {
-    let (u0, s0) = before?;
-    let (u1, s1) = cpu_time()?;
-    Some(Usage { user: u1.saturating_sub(u0), system: s1.saturating_sub(s0) })
+/// CPU time used since `before` (a [`cpu_time`] reading), if both readings exist.
+pub fn cpu_since(before: Option<Usage>) -> Option<Usage> {
+    let (before, now) = (before?, cpu_time()?);
+    Some(Usage { user: now.user.saturating_sub(before.user), system: now.system.saturating_sub(before.system) })
 }
 
 #[cfg(test)]

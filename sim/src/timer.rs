@@ -151,12 +151,6 @@ pub struct Bench<P: Peer> {
     pending: fn(&P) -> usize,
 }
 
-impl<P: Peer> std::fmt::Debug for Bench<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bench").field("describe", &self.describe).finish_non_exhaustive()
-    }
-}
-
 impl<P: Peer> Bench<P> {
     pub fn new(peer: P, name: &'static str, what: String, pending: fn(&P) -> usize) -> Bench<P> {
         let describe = format!("{what}; reset = {}", peer.reset_kind());
