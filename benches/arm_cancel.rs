@@ -21,8 +21,7 @@
 //! prints the time, and exits. Running it for two values of `N`
 //! and subtracting gives the cost of the pairs alone (instructions, with callgrind).
 
-#[path = "baselines/mod.rs"]
-mod baselines;
+use shardwheel_peers as baselines;
 
 use baselines::delay_queue::DelayQueuePeer;
 use baselines::heap::HeapPeer;

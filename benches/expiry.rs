@@ -14,8 +14,7 @@
 //!
 //! `cargo bench --bench expiry`.
 
-#[path = "baselines/mod.rs"]
-mod baselines;
+use shardwheel_peers as baselines;
 
 use baselines::delay_queue::DelayQueuePeer;
 use baselines::heap::HeapPeer;

@@ -12,8 +12,7 @@
 //!
 //! Not a criterion benchmark: `cargo bench --bench memory` prints the table.
 
-#[path = "baselines/mod.rs"]
-mod baselines;
+use shardwheel_peers as baselines;
 
 use baselines::delay_queue::DelayQueuePeer;
 use baselines::heap::HeapPeer;

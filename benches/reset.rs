@@ -23,8 +23,7 @@
 //!
 //! `cargo bench --bench reset` prints a ratio table at the end.
 
-#[path = "baselines/mod.rs"]
-mod baselines;
+use shardwheel_peers as baselines;
 
 use baselines::delay_queue::DelayQueuePeer;
 use baselines::heap::HeapPeer;
@@ -120,7 +119,7 @@ fn tokio_row(g: &mut BenchmarkGroup<'_, WallTime>, size: usize) {
     g.bench_function(BenchmarkId::new(IN_RUNTIME, count_label(size)), |b| {
         ran = true;
         b.iter_custom(|iters| {
-            let targets = targets.next_sample().into_iter().map(tokio::time::Instant::from_std).collect();
+            let targets = targets.next_sample().into_iter().map(baselines::tokio::time::Instant::from_std).collect();
             let (back, at, elapsed) = tokio.resets(sleeps.take().expect("the sleeps came back"), next, targets, iters);
             (sleeps, next) = (Some(back), at);
             elapsed

@@ -11,8 +11,7 @@
 //!
 //! `cargo bench --bench scaling` prints the ratios at the end.
 
-#[path = "baselines/mod.rs"]
-mod baselines;
+use shardwheel_peers as baselines;
 
 use baselines::netty::NettyPeer;
 use baselines::report::{self, OtherLoad};

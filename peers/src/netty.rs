@@ -57,6 +57,15 @@ pub struct NettyTimeout {
     task: UnsafeCell<Option<Task>>,
 }
 
+impl std::fmt::Debug for NettyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NettyTimeout")
+            .field("state", &self.state)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
 // SAFETY: `task` is written before the timeout is shared and taken only by the thread whose
 // CAS moved `state` out of INIT, which happens once; `Task` is `Send`. The rest are atomics.
 unsafe impl Sync for NettyTimeout {}

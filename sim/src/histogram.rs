@@ -54,12 +54,6 @@ pub struct Histogram {
     max: AtomicU64,
 }
 
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram::new()
-    }
-}
-
 impl Histogram {
     pub fn new() -> Histogram {
         Histogram {
@@ -113,7 +107,7 @@ impl Histogram {
 }
 
 /// The state of a [`Histogram`] at one moment.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     counts: Vec<u64>,
     count: u64,
@@ -182,150 +176,69 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
-    fn small_values_are_exact() {
+    fn buckets_tile_the_range_exactly_below_64_and_at_most_3_percent_wide_above() {
         for v in 0..LINEAR {
             assert_eq!(bounds(index(v)), (v, v));
         }
-    }
-
-    #[test]
-    fn every_value_lies_within_its_bucket_and_buckets_tile_the_range() {
-        // Bucket i+1 starts right after bucket i ends: no gaps, no overlaps.
         for i in 0..BUCKETS - 1 {
             let (low, high) = bounds(i);
-            assert!(low <= high);
-            assert_eq!(bounds(i + 1).0, high + 1, "bucket {i}");
-            assert_eq!(index(low), i);
-            assert_eq!(index(high), i);
+            assert_eq!((index(low), index(high), bounds(i + 1).0), (i, i, high + 1), "bucket {i}");
+            assert!(i < LINEAR as usize || high - low < low / SUB, "bucket {i}: {low}..={high}");
         }
-        assert_eq!(bounds(BUCKETS - 1).1, u64::MAX);
-        assert_eq!(index(u64::MAX), BUCKETS - 1);
+        assert_eq!((bounds(BUCKETS - 1).1, index(u64::MAX)), (u64::MAX, BUCKETS - 1));
     }
 
     #[test]
-    fn buckets_are_at_most_one_thirty_second_of_their_values_wide() {
-        for i in LINEAR as usize..BUCKETS {
-            let (low, high) = bounds(i);
-            assert!((high - low + 1) <= low / SUB, "bucket {i}: {low}..={high}");
-        }
-    }
-
-    #[test]
-    fn empty_histogram_has_no_quantiles() {
-        let s = Histogram::new().snapshot();
-        assert_eq!(s.count(), 0);
-        assert_eq!(s.quantile(0.5), None);
-        assert_eq!(s.max(), None);
-        assert_eq!(s.mean(), None);
-    }
-
-    #[test]
-    fn quantiles_of_a_uniform_range() {
+    fn quantiles_never_understate_and_are_clamped_to_the_max() {
+        let empty = Histogram::new().snapshot();
+        assert_eq!((empty.count(), empty.quantile(0.5), empty.max(), empty.mean()), (0, None, None, None));
         let h = Histogram::new();
-        for v in 1..=10_000 {
-            h.record(v);
-        }
+        (1..=10_000).for_each(|v| h.record(v));
         let s = h.snapshot();
-        assert_eq!(s.count(), 10_000);
-        assert_eq!(s.max(), Some(10_000));
-        assert_eq!(s.mean(), Some(5_000.5));
+        assert_eq!((s.count(), s.max(), s.mean()), (10_000, Some(10_000), Some(5_000.5)));
         for (q, exact) in [(0.5, 5_000u64), (0.99, 9_900), (0.999, 9_990)] {
             let got = s.quantile(q).unwrap();
-            // Never below the true value, and at most one bucket width (1/32) above it.
             assert!(got >= exact && got <= exact + exact / 32, "q={q}: {got} vs {exact}");
         }
-        assert_eq!(s.quantile(1.0), Some(10_000));
-        assert_eq!(s.quantile(0.0), Some(1));
-    }
-
-    #[test]
-    fn quantile_is_clamped_to_the_exact_max() {
-        let h = Histogram::new();
-        h.record(1_000_001);
-        let s = h.snapshot();
-        assert_eq!(s.quantile(0.5), Some(1_000_001));
-        assert_eq!(s.max(), Some(1_000_001));
-    }
-
-    #[test]
-    fn extreme_values_do_not_panic() {
-        let h = Histogram::new();
-        h.record(0);
+        assert_eq!((s.quantile(1.0), s.quantile(0.0)), (Some(10_000), Some(1)));
         h.record(u64::MAX);
-        let s = h.snapshot();
-        assert_eq!(s.count(), 2);
-        assert_eq!(s.quantile(0.5), Some(0));
-        assert_eq!(s.quantile(1.0), Some(u64::MAX));
+        assert_eq!(h.snapshot().quantile(1.0), Some(u64::MAX));
     }
 
     #[test]
     fn corrected_records_fill_in_missed_samples() {
         let h = Histogram::new();
         h.record_corrected(50, 1_000);
-        assert_eq!(h.snapshot().count(), 1);
         h.record_corrected(3_500, 1_000);
+        // 50, then 3,500 and the missed 2,500 and 1,500.
         let s = h.snapshot();
-        // 3,500 itself, then the missed 2,500 and 1,500.
-        assert_eq!(s.count(), 4);
-        assert_eq!(s.max(), Some(3_500));
-        assert_eq!(s.quantile(0.5), Some(bounds(index(1_500)).1));
-        h.record_corrected(u64::MAX, 0);
-        assert_eq!(h.snapshot().count(), 5);
+        assert_eq!((s.count(), s.max(), s.quantile(0.5)), (4, Some(3_500), Some(bounds(index(1_500)).1)));
     }
 
     #[test]
-    fn merged_adds_counts_and_keeps_the_max() {
-        let a = Histogram::new();
-        let b = Histogram::new();
-        for v in [1, 5, 100] {
-            a.record(v);
-        }
+    fn merged_and_buckets() {
+        let (a, b) = (Histogram::new(), Histogram::new());
+        [0, 0, 3, 1_000, 1_001].into_iter().for_each(|v| a.record(v));
         b.record(7_000);
         let m = a.snapshot().merged(&b.snapshot());
-        assert_eq!(m.count(), 4);
-        assert_eq!(m.max(), Some(7_000));
-        assert_eq!(m.mean(), Some(7_106.0 / 4.0));
-        let empty = Histogram::new().snapshot();
-        assert_eq!(empty.merged(&empty).max(), None);
-        assert_eq!(a.snapshot().merged(&empty).max(), Some(100));
-    }
-
-    #[test]
-    fn buckets_list_what_was_recorded() {
-        let h = Histogram::new();
-        for v in [0, 0, 3, 1_000, 1_001] {
-            h.record(v);
-        }
-        let b: Vec<_> = h.snapshot().buckets().collect();
-        assert_eq!(b.len(), 3, "{b:?}");
-        assert_eq!(b[0], (0, 0, 2));
-        assert_eq!(b[1], (3, 3, 1));
-        let (low, high, n) = b[2];
-        assert!(low <= 1_000 && high == 1_001 && n == 2, "{b:?}");
-        assert_eq!(b.iter().map(|x| x.2).sum::<u64>(), 5);
+        assert_eq!((m.count(), m.max()), (6, Some(7_000)));
+        assert_eq!(Histogram::new().snapshot().merged(&Histogram::new().snapshot()).max(), None);
+        let buckets: Vec<_> = a.snapshot().buckets().collect();
+        assert_eq!(buckets[..2], [(0, 0, 2), (3, 3, 1)]);
+        assert!(buckets[2].0 <= 1_000 && buckets[2].1 == 1_001 && buckets[2].2 == 2, "{buckets:?}");
     }
 
     #[test]
     fn concurrent_records_are_all_counted() {
-        let h = Arc::new(Histogram::new());
-        let threads: Vec<_> = (0..4u64)
-            .map(|t| {
-                let h = h.clone();
-                std::thread::spawn(move || {
-                    for v in 0..25_000u64 {
-                        h.record(v % 2_000 + t);
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        let s = h.snapshot();
-        assert_eq!(s.count(), 100_000);
-        assert_eq!(s.max(), Some(1_999 + 3));
+        let h = Histogram::new();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let h = &h;
+                s.spawn(move || (0..25_000u64).for_each(|v| h.record(v % 2_000 + t)));
+            }
+        });
+        assert_eq!((h.snapshot().count(), h.snapshot().max()), (100_000, Some(2_002)));
     }
 }

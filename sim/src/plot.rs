@@ -6,9 +6,10 @@
 //! design bar (one tick + 0.5 ms) are marked. With `--compare`, a second panel draws every
 //! timer's expiries (idle and request together) the same way.
 
-use crate::args::{Config, group};
+use crate::args::Config;
 use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
+use crate::units::group;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -96,14 +97,16 @@ const COLORS: [RGBColor; 6] = [
 ];
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+/// The tick, and the lateness axis's first and last value, all in µs.
+type Axis = (f64, f64, f64);
 
 /// One panel: `series` are (label, snapshot, draw filled bars); the tick and the bar marked.
 fn panel(
-    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    area: &Area<'_>,
     caption: &str,
-    series: &[(String, &Snapshot, bool)],
-    tick_us: f64,
-    (x_min, x_max): (f64, f64),
+    series: &[(&str, &Snapshot, bool)],
+    (tick_us, x_min, x_max): Axis,
 ) -> PlotResult {
     let binned: Vec<Vec<(f64, f64, f64)>> = series.iter().map(|(_, s, _)| log_bins(s)).collect();
     let y_max = binned.iter().flatten().map(|b| b.2).fold(0.0f64, f64::max).max(1.0) * 1.12;
@@ -176,45 +179,24 @@ pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
     let best = all.iter().filter_map(|s| s.buckets().next().map(|b| b.0)).min().unwrap_or(0) as f64;
     let x_min = 10f64.powf(best.max(MIN_US).min(tick_us / 10.0).log10().floor());
 
+    let axis = (tick_us, x_min, x_max);
     let height = if runs.len() > 1 { 1200 } else { 640 };
     let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE)?;
-    let setup = format!(
-        "{} connections, {} events/s, idle {} ms, request {} ms, tick {}, {} shards, {} s",
-        group(config.connections as u64),
-        group(config.rate),
-        config.idle_timeout.as_millis(),
-        config.request_timeout.as_millis(),
-        us_label(tick_us),
-        config.shards,
-        trim(config.duration.as_secs_f64()),
-    );
-    let (top, bottom) = if runs.len() > 1 {
-        let (a, b) = root.split_vertically(height / 2);
-        (a, Some(b))
+    let (connections, rate) = (group(config.connections as u64), group(config.rate));
+    let (idle, request) = (config.idle_timeout.as_millis(), config.request_timeout.as_millis());
+    let (tick, shards, secs) = (us_label(tick_us), config.shards, trim(config.duration.as_secs_f64()));
+    let setup =
+        format!("{connections} connections, {rate} events/s, idle {idle} ms, request {request} ms, tick {tick}");
+    let caption = format!("shardwheel expiry lateness: {setup}, {shards} shards, {secs} s");
+    let mine = [("idle timeouts", &main.idle_lateness, true), ("request timeouts", &main.request_lateness, true)];
+    if runs.len() == 1 {
+        panel(&root, &caption, &mine, axis)?;
     } else {
-        (root.clone(), None)
-    };
-    panel(
-        &top,
-        &format!("shardwheel expiry lateness: {setup}"),
-        &[
-            ("idle timeouts".to_owned(), &main.idle_lateness, true),
-            ("request timeouts".to_owned(), &main.request_lateness, true),
-        ],
-        tick_us,
-        (x_min, x_max),
-    )?;
-    if let Some(bottom) = bottom {
-        let series: Vec<(String, &Snapshot, bool)> =
-            runs.iter().zip(&all).map(|(o, s)| (o.timer.to_owned(), s, false)).collect();
-        panel(
-            &bottom,
-            "every timer, same scenario: all expiries (idle and request)",
-            &series,
-            tick_us,
-            (x_min, x_max),
-        )?;
+        let (top, bottom) = root.split_vertically(height / 2);
+        panel(&top, &caption, &mine, axis)?;
+        let series: Vec<(&str, &Snapshot, bool)> = runs.iter().zip(&all).map(|(o, s)| (o.timer, s, false)).collect();
+        panel(&bottom, "every timer, same scenario: all expiries (idle and request)", &series, axis)?;
     }
     root.present()?;
     Ok(())
@@ -226,61 +208,44 @@ mod tests {
     use crate::histogram::Histogram;
     use crate::report::tests::{config, outcome};
 
-    #[test]
-    fn bins_cover_every_value_and_sum_to_100_percent() {
+    fn bins(values: &[u64]) -> Vec<(f64, f64, f64)> {
         let h = Histogram::new();
-        for v in [0, 1, 5, 900, 1_000, 1_100, 2_000, 50_000] {
-            h.record(v);
-        }
-        let bins = log_bins(&h.snapshot());
-        let total: f64 = bins.iter().map(|b| b.2).sum();
-        assert!((total - 100.0).abs() < 1e-9, "{total}");
-        // 0 and 1 µs land in the first bin.
-        assert_eq!(bins[0].0, 1.0);
-        assert!((bins[0].2 - 25.0).abs() < 1e-9, "{bins:?}");
-        // Contiguous, increasing.
-        for w in bins.windows(2) {
-            assert!((w[0].1 - w[1].0).abs() < 1e-9);
-        }
-        assert!(bins.last().unwrap().1 >= 50_000.0);
-        // Empty bins below the smallest value are left out.
-        let h = Histogram::new();
-        h.record(1_100);
-        let bins = log_bins(&h.snapshot());
-        assert_eq!(bins.len(), 1, "{bins:?}");
-        assert!(bins[0].0 <= 1_100.0 && bins[0].1 > 1_100.0, "{bins:?}");
-        // A bucket across a bin edge is shared in proportion: 1,000 µs sits in the bucket
-        // 992..=1,007, half below the 1 ms edge; 1,010 µs in 1,008..=1,023, all above.
-        let h = Histogram::new();
-        h.record(1_000);
-        h.record(1_010);
-        let bins = log_bins(&h.snapshot());
-        assert_eq!(bins.len(), 2, "{bins:?}");
-        assert!((bins[0].2 - 25.0).abs() < 1e-9, "{bins:?}");
-        assert!((bins[0].2 + bins[1].2 - 100.0).abs() < 1e-9, "{bins:?}");
-        assert!(log_bins(&Histogram::new().snapshot()).is_empty());
+        values.iter().for_each(|&v| h.record(v));
+        log_bins(&h.snapshot())
     }
 
     #[test]
-    fn labels() {
-        assert_eq!(us_label(1.0), "1 µs");
-        assert_eq!(us_label(1_000.0), "1 ms");
-        assert_eq!(us_label(1_500.0), "1.5 ms");
-        assert_eq!(us_label(2e6), "2 s");
+    fn bins_cover_every_value_and_sum_to_100_percent() {
+        let b = bins(&[0, 1, 5, 900, 1_000, 1_100, 2_000, 50_000]);
+        assert!((b.iter().map(|b| b.2).sum::<f64>() - 100.0).abs() < 1e-9, "{b:?}");
+        // 0 and 1 µs land in the first bin; bins are contiguous and reach the largest value.
+        assert!(b[0].0 == 1.0 && (b[0].2 - 25.0).abs() < 1e-9, "{b:?}");
+        assert!(b.windows(2).all(|w| (w[0].1 - w[1].0).abs() < 1e-9) && b.last().unwrap().1 >= 50_000.0);
+        // Empty bins below the smallest value are left out.
+        let b = bins(&[1_100]);
+        assert!(b.len() == 1 && b[0].0 <= 1_100.0 && b[0].1 > 1_100.0, "{b:?}");
+        // A bucket across a bin edge is shared in proportion: 1,000 µs sits in the bucket
+        // 992..=1,007, half below the 1 ms edge; 1,010 µs in 1,008..=1,023, all above.
+        let b = bins(&[1_000, 1_010]);
+        assert!(b.len() == 2 && (b[0].2 - 25.0).abs() < 1e-9, "{b:?}");
+        assert!(bins(&[]).is_empty());
+        assert_eq!(
+            [us_label(1.0), us_label(1_000.0), us_label(1_500.0), us_label(2e6)],
+            ["1 µs", "1 ms", "1.5 ms", "2 s"]
+        );
     }
 
     #[test]
     fn writes_an_svg_with_title_axes_and_tick() {
         let dir = std::env::temp_dir().join(format!("shardwheel-sim-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let one = dir.join("one.svg");
+        let (one, two) = (dir.join("one.svg"), dir.join("two.svg"));
         write(&one, &config(), &[outcome("shardwheel", 1)]).unwrap();
         let svg = std::fs::read_to_string(&one).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
         for text in ["shardwheel expiry lateness", "expiry lateness: task ran", "share of expiries", "tick = 1 ms"] {
             assert!(svg.contains(text), "the plot lacks {text:?}");
         }
-        let two = dir.join("two.svg");
         write(&two, &config(), &[outcome("shardwheel", 1), outcome("binary-heap", 4)]).unwrap();
         let svg = std::fs::read_to_string(&two).unwrap();
         assert!(svg.contains("every timer, same scenario") && svg.contains("binary-heap"));

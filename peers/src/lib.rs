@@ -13,14 +13,17 @@
 //! - [`netty`]: a Netty `HashedWheelTimer` architecture (one global wheel with rounds, one
 //!   ticking worker, MPSC queues for arms and cancels).
 //!
-//! Every bench binary includes this module with `#[path = "baselines/mod.rs"] mod baselines;`
-//! and calls [`self_check_all`] first: a short functional check of every peer (fires, never
+//! This crate is shared: the benchmarks (`benches/`, as `use shardwheel_peers as baselines;`)
+//! and the simulator's `--compare` (`sim/`) drive the very same peers. Every bench binary
+//! calls [`self_check_all`] first: a short functional check of every peer (fires, never
 //! early, cancel wins and the task never runs, reset moves the deadline), so a broken peer
 //! cannot produce a flattering ratio. There is no `#[cfg(test)]` here: benches are not tests.
 //!
 //! Calling convention: every call on a peer happens inside [`Peer::enter`] on that thread
 //! (tokio's foreign-thread peers need their runtime entered there).
-#![allow(dead_code)]
+
+// A peer's `new` starts threads or a runtime: a `Default` that does so would surprise.
+#![allow(clippy::new_without_default)]
 
 pub mod delay_queue;
 pub mod heap;
@@ -34,6 +37,8 @@ use std::time::{Duration, Instant};
 
 mod peer;
 pub use peer::{Peer, Task};
+/// The tokio the peers run on, for callers that need its types (`tokio::time::Instant`).
+pub use tokio;
 
 /// The functional check every closure-running peer passes before it is measured.
 pub fn generic_check<P: Peer>(peer: &P) {

@@ -1,5 +1,5 @@
-//! The one small trait every peer implements, in a file of its own so that the simulator's
-//! `--compare` (`src/bin/sim/peers.rs`) includes the very same trait with `#[path]`.
+//! The one small trait every peer implements: the benchmarks drive it, and the simulator's
+//! `--compare` adapts it to its own timer interface (`sim/src/timer.rs`).
 
 use std::time::{Duration, Instant};
 

@@ -137,7 +137,7 @@ impl TokioInRuntime {
     /// The workload of `arm_cancel` and `scaling`, as a tokio server runs it: one task per
     /// worker, each doing `iters` times: `tokio::time::sleep(delay)` pinned on the task's
     /// stack, polled once with the task's context (registers), dropped (deregisters). The
-    /// tasks are spawned and meet on their workers (see [`hold_worker_until_all_arrive`])
+    /// tasks are spawned and meet on their workers (see `hold_worker_until_all_arrive`)
     /// before anything is timed; each stamps its own start and end, and the result is the
     /// first start to the last end, as [`run_threads`](super::run_threads) measures threads.
     /// Panics if a sleep was not pending when polled, or two producers shared a worker.
@@ -247,6 +247,8 @@ pub struct TokioSleepPeer {
     rt: Runtime,
 }
 
+/// A registered `Sleep`: dropping it deregisters it.
+#[derive(Debug)]
 pub struct SleepHandle {
     sleep: Pin<Box<Sleep>>,
 }
@@ -355,7 +357,24 @@ pub struct TokioTaskPeer {
 
 impl TokioTaskPeer {
     pub fn new() -> TokioTaskPeer {
-        TokioTaskPeer { rt: runtime(), registered: Arc::new(AtomicUsize::new(0)), spawned: AtomicUsize::new(0) }
+        Self::on(runtime())
+    }
+
+    /// The same on a runtime with `workers` worker threads (the simulator's `--compare` gives
+    /// it one per shard of shardwheel's).
+    pub fn with_workers(workers: usize) -> TokioTaskPeer {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_time().build();
+        Self::on(rt.expect("a tokio runtime"))
+    }
+
+    fn on(rt: Runtime) -> TokioTaskPeer {
+        TokioTaskPeer { rt, registered: Arc::new(AtomicUsize::new(0)), spawned: AtomicUsize::new(0) }
+    }
+
+    /// Tasks alive on the runtime: the timeouts that have neither fired nor been dropped (an
+    /// aborted task counts until a worker drops it).
+    pub fn alive(&self) -> usize {
+        self.rt.metrics().num_alive_tasks()
     }
 
     fn spawn<F: FnOnce() + Send + 'static>(

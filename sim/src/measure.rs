@@ -6,9 +6,9 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// CPU time the whole process has used so far (every thread, live or joined): user, system.
+/// CPU time the whole process has used so far (every thread, live or joined).
 #[cfg(unix)]
-pub fn cpu_time() -> Option<(Duration, Duration)> {
+pub fn cpu_time() -> Option<Usage> {
     // SAFETY: `rusage` is plain old data (integers and `timeval`s), for which all-zero bytes
     // are a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -17,12 +17,12 @@ pub fn cpu_time() -> Option<(Duration, Duration)> {
         return None;
     }
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
-    Some((tv(usage.ru_utime), tv(usage.ru_stime)))
+    Some(Usage { user: tv(usage.ru_utime), system: tv(usage.ru_stime) })
 }
 
 /// CPU time is not measured off Unix.
 #[cfg(not(unix))]
-pub fn cpu_time() -> Option<(Duration, Duration)> {
+pub fn cpu_time() -> Option<Usage> {
     None
 }
 
@@ -114,7 +114,7 @@ pub fn heap_live() -> u64 {
     LIVE.iter().map(|s| s.0.load(Ordering::Relaxed)).sum::<i64>().max(0) as u64
 }
 
-/// What one run used.
+/// CPU time: user, system.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Usage {
     pub user: Duration,
@@ -127,11 +127,10 @@ impl Usage {
     }
 }
 
-/// CPU time used since `before` (a `cpu_time()` reading), if both readings exist.
-pub fn cpu_since(before: Option<(Duration, Duration)>) -> Option<Usage> {
-    let (u0, s0) = before?;
-    let (u1, s1) = cpu_time()?;
-    Some(Usage { user: u1.saturating_sub(u0), system: s1.saturating_sub(s0) })
+/// CPU time used since `before` (a [`cpu_time`] reading), if both readings exist.
+pub fn cpu_since(before: Option<Usage>) -> Option<Usage> {
+    let (before, now) = (before?, cpu_time()?);
+    Some(Usage { user: now.user.saturating_sub(before.user), system: now.system.saturating_sub(before.system) })
 }
 
 #[cfg(test)]
@@ -139,39 +138,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_time_grows_with_work() {
+    fn cpu_rss_and_the_counting_allocator_measure() {
         let before = cpu_time();
-        if cfg!(unix) {
-            assert!(before.is_some());
-        }
-        let mut x = 0u64;
+        assert_eq!(before.is_some(), cfg!(unix));
         let start = std::time::Instant::now();
+        let mut x = 0u64;
         while start.elapsed() < Duration::from_millis(30) {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
-        if let Some(used) = cpu_since(before) {
-            assert!(used.total() >= Duration::from_millis(10), "{used:?}");
-        }
-    }
-
-    #[test]
-    fn reads_rss_on_linux() {
-        if cfg!(target_os = "linux") {
-            assert!(rss_bytes().unwrap() > 0);
-        }
-    }
-
-    #[test]
-    fn counting_alloc_counts() {
-        // The test binary has the system allocator; call the counting one directly.
-        // Large (and never touched, so cheap) so that other tests allocating and freeing at
-        // the same time cannot hide it.
+        assert!(cpu_since(before).is_none_or(|used| used.total() >= Duration::from_millis(10)));
+        assert!(!cfg!(target_os = "linux") || rss_bytes().unwrap() > 0);
+        // The test binary has the system allocator: call the counting one directly, with a
+        // block large enough (and never touched, so cheap) that other tests cannot hide it.
         let layout = Layout::from_size_align(256 << 20, 8).unwrap();
         let before = heap_live();
         // SAFETY: a non-zero-sized layout; the block is freed below with the same layout.
         let p = unsafe { CountingAlloc.alloc(layout) };
-        assert!(!p.is_null());
-        assert!(heap_live() >= before + (128 << 20));
+        assert!(!p.is_null() && heap_live() >= before + (128 << 20));
         // SAFETY: `p` came from `CountingAlloc.alloc(layout)`.
         unsafe { CountingAlloc.dealloc(p, layout) };
     }

@@ -33,6 +33,12 @@ pub struct HeapTimeout {
     task: UnsafeCell<Option<Task>>,
 }
 
+impl std::fmt::Debug for HeapTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeapTimeout").field("state", &self.state).finish_non_exhaustive()
+    }
+}
+
 // SAFETY: `task` is written before the entry is shared and taken only by the thread whose
 // CAS moved `state` out of PENDING, which happens once; `Task` is `Send`.
 unsafe impl Sync for HeapTimeout {}

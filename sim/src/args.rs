@@ -1,0 +1,381 @@
+//! The command line (clap): the scenario's knobs, checked, and what to output.
+//!
+//! Every usage error (an unknown option, a value that does not parse, a fraction outside
+//! 0..=1, settings that contradict each other) is a clap error: a message on stderr, the
+//! usage line, and exit status 2.
+
+use crate::units::group;
+use clap::error::ErrorKind;
+use clap::{ArgAction, Args, CommandFactory, Parser};
+use shardwheel::Builder;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The command line: the scenario's settings and what to output.
+#[derive(Debug, Parser)]
+#[command(name = "shardwheel-sim", version, about = "A connection simulator for the shardwheel timer service")]
+#[command(long_about = LONG_ABOUT, after_help = AFTER_HELP, max_term_width = 110)]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// The scenario's settings (`Config::default()`: the command line's defaults).
+#[derive(Clone, Debug, Args)]
+pub struct Config {
+    /// Simulated connections, each with an idle timeout armed at start
+    #[arg(long, value_name = "N", default_value = "1_000_000", value_parser = whole::<usize>)]
+    pub connections: usize,
+
+    /// Idle timeout of a connection, in ms: activity pushes it out (Timeout::reset)
+    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "5_000", value_parser = millis)]
+    pub idle_timeout: Duration,
+
+    /// Fraction of connections that go quiet, early enough to time out within the run (0..=1)
+    #[arg(long, value_name = "F", default_value = "0.1", value_parser = fraction)]
+    pub idle_fraction: f64,
+
+    /// Request timeout, in ms: every activity event arms one; its response cancels it
+    #[arg(long = "request-timeout-ms", value_name = "MS", default_value = "1_000", value_parser = millis)]
+    pub request_timeout: Duration,
+
+    /// Fraction of requests never answered, whose timeouts fire (0..=1)
+    #[arg(long, value_name = "F", default_value = "0.001", value_parser = fraction)]
+    pub lost_fraction: f64,
+
+    /// Requests in flight per producer: a response arrives N requests later
+    #[arg(long, value_name = "N", default_value = "1_024", value_parser = whole::<usize>)]
+    pub in_flight: usize,
+
+    /// Producer threads, each with a slice of the connections [default: the cores available]
+    #[arg(long, value_name = "N", default_value_t = cores(), hide_default_value = true, value_parser = whole::<usize>)]
+    pub producers: usize,
+
+    /// Timer shards, one thread each (tokio's workers with --compare) [default: the cores]
+    #[arg(long, value_name = "N", default_value_t = cores(), hide_default_value = true, value_parser = whole::<usize>)]
+    pub shards: usize,
+
+    /// Timer wheel tick, in µs (the Netty-style peer ticks at the same rate)
+    #[arg(long = "tick-us", value_name = "US", default_value = "1_000", value_parser = micros)]
+    pub tick: Duration,
+
+    /// Pin shard i to core i (false: the OS places the shard threads)
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1, default_missing_value = "true",
+          action = ArgAction::Set, value_parser = boolean)]
+    pub pin_threads: bool,
+
+    /// Activity events per second, over all producers: a reset, a request, a cancel each
+    #[arg(long, value_name = "N", default_value = "300_000", value_parser = whole::<u64>)]
+    pub rate: u64,
+
+    /// Length of the steady state, in seconds (2.5 allowed); setup and stop come on top
+    #[arg(long = "duration-secs", value_name = "S", default_value = "10", value_parser = seconds)]
+    pub duration: Duration,
+
+    /// Seed of the random choices (which connections go quiet and when, which requests are lost)
+    #[arg(long, value_name = "N", default_value = "24301", value_parser = whole::<u64>)]
+    pub seed: u64,
+}
+
+/// What to print besides running the scenario.
+#[derive(Clone, Debug, Default, Args)]
+pub struct Output {
+    /// Print the report as JSON on stdout, instead of the text report
+    #[arg(long)]
+    pub json: bool,
+
+    /// Draw the lateness histogram (SVG); with --compare, a second panel with every timer
+    #[arg(long, value_name = "FILE.svg", value_parser = file_name)]
+    pub plot: Option<PathBuf>,
+
+    // Not a doc comment: rustdoc would read `<BinaryHeap>` as HTML.
+    #[arg(long, help = "Also run the peers (a Netty-style wheel, a Mutex<BinaryHeap>, tokio); print a ratio table")]
+    pub compare: bool,
+
+    /// Print every table (configuration, memory, service stats, the checks' sums, every metric)
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// The cores available to the process: the default for producers and shards.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Default for Config {
+    /// The defaults; at 300,000 events/s each active connection is touched every ~3.3 s at
+    /// most, so the idle timeout of 5 s leaves a margin, and quiet ones time out within 10 s.
+    fn default() -> Self {
+        Cli::parse_from(["shardwheel-sim"]).config
+    }
+}
+
+const LONG_ABOUT: &str = "\
+A connection simulator for the shardwheel timer service.
+
+Simulates many connections, each with an idle timeout that activity pushes out
+(Timeout::reset) and that fires when the connection goes quiet, plus one request timeout per
+activity event that the response almost always cancels. Reports rates, expiry lateness and
+memory, and checks that every timeout ended exactly once.
+
+With --compare it runs the same workload (same connections, rates, durations and seed) on
+the peers a user would pick instead, and prints a ratio table.";
+
+const AFTER_HELP: &str = "\
+Numbers may contain '_' separators (1_000_000).
+Exit status: 0 when every self-check passes, 1 when one fails, 2 for a bad command line.
+
+Examples (from the repository's root):
+  cargo run --release                               the default scenario (1,000,000 connections)
+  cargo run --release -- --connections 100_000 --json   a smaller run, machine-readable
+  cargo run --release -- --plot lateness.svg        also draw the lateness histogram
+  cargo run --release -- --compare --verbose        the ratio table against every peer, in full";
+
+/// A value that parses: the message clap prints after "invalid value '…' for '--…'".
+type Parsed<T> = Result<T, String>;
+
+fn whole<T: std::str::FromStr>(value: &str) -> Parsed<T> {
+    let digits: String = value.trim().chars().filter(|&c| c != '_').collect();
+    digits.parse().map_err(|_| "expected a whole number (0 or more, within range)".to_owned())
+}
+
+fn number(value: &str) -> Parsed<f64> {
+    match value.trim().replace('_', "").parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err("expected a number".to_owned()),
+    }
+}
+
+fn fraction(value: &str) -> Parsed<f64> {
+    let f = number(value)?;
+    if (0.0..=1.0).contains(&f) { Ok(f) } else { Err("must be between 0 and 1 (0.1 means 10 %)".to_owned()) }
+}
+
+fn seconds(value: &str) -> Parsed<Duration> {
+    let secs = number(value)?;
+    let ok = secs > 0.0 && secs <= 86_400.0;
+    if ok { Ok(Duration::from_secs_f64(secs)) } else { Err("must be more than 0 and at most 86,400 (one day)".into()) }
+}
+
+fn millis(value: &str) -> Parsed<Duration> {
+    whole(value).map(Duration::from_millis)
+}
+
+fn micros(value: &str) -> Parsed<Duration> {
+    whole(value).map(Duration::from_micros)
+}
+
+fn file_name(value: &str) -> Parsed<PathBuf> {
+    if value.is_empty() { Err("needs a file name, such as lateness.svg".into()) } else { Ok(value.into()) }
+}
+
+fn boolean(value: &str) -> Parsed<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err("expected true or false".to_owned()),
+    }
+}
+
+/// Parses the arguments (with the program name first) and checks them.
+pub fn parse<I, T>(args: I) -> Result<(Config, Output), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let Cli { config, output } = Cli::try_parse_from(args)?;
+    match config.problem() {
+        Some((name, why)) => Err(Cli::command().error(ErrorKind::ValueValidation, format!("invalid --{name}: {why}"))),
+        None => Ok((config, output)),
+    }
+}
+
+impl Config {
+    /// The first setting the scenario cannot run with: the option and why.
+    fn problem(&self) -> Option<(&'static str, String)> {
+        let (min_tick, max_tick) = (Builder::MIN_TICK.as_micros() as u64, Builder::MAX_TICK.as_micros() as u64);
+        let rules: [(bool, &str, String); 14] = [
+            (self.connections == 0, "connections", "at least one connection is needed".into()),
+            (self.connections > u32::MAX as usize, "connections", format!("at most {}", group(u32::MAX.into()))),
+            (self.producers == 0, "producers", "at least one producer thread is needed".into()),
+            (self.producers > 1024, "producers", "at most 1,024 producer threads".into()),
+            (
+                self.producers > self.connections,
+                "producers",
+                format!(
+                    "{} producers for {} connections: each producer needs a connection",
+                    self.producers, self.connections
+                ),
+            ),
+            (self.shards == 0, "shards", "at least one shard is needed".into()),
+            (
+                self.shards > Builder::MAX_SHARDS,
+                "shards",
+                format!("at most {} shards", group(Builder::MAX_SHARDS as u64)),
+            ),
+            (
+                self.tick < Builder::MIN_TICK || self.tick > Builder::MAX_TICK,
+                "tick-us",
+                format!("the tick must be between {} and {} µs", group(min_tick), group(max_tick)),
+            ),
+            (self.idle_timeout.is_zero(), "idle-timeout-ms", "must be at least 1 ms".into()),
+            (self.request_timeout.is_zero(), "request-timeout-ms", "must be at least 1 ms".into()),
+            (self.in_flight == 0, "in-flight", "at least one request must be able to be in flight".into()),
+            (self.in_flight > 1 << 24, "in-flight", format!("at most {} per producer", group(1 << 24))),
+            (self.rate == 0, "rate", "at least one event per second".into()),
+            (self.rate > 1_000_000_000, "rate", "at most 1,000,000,000 events per second".into()),
+        ];
+        rules.into_iter().find(|r| r.0).map(|(_, name, why)| (name, why))
+    }
+
+    /// Connections of producer `p` (the first ones get one more when they do not divide).
+    pub fn connections_of(&self, p: usize) -> usize {
+        self.connections / self.producers + usize::from(p < self.connections % self.producers)
+    }
+
+    /// Activity events per second of one producer.
+    pub fn rate_per_producer(&self) -> f64 {
+        self.rate as f64 / self.producers as f64
+    }
+
+    /// The longest time between two events on one active connection: the largest producer's
+    /// slice, visited round-robin at its share of the rate.
+    pub fn round_robin_period(&self) -> Duration {
+        Duration::from_secs_f64(self.connections_of(0) as f64 / self.rate_per_producer())
+    }
+
+    /// How long a request waits for its response: the time for `in_flight` more requests.
+    pub fn response_delay(&self) -> Duration {
+        Duration::from_secs_f64(self.in_flight as f64 / self.rate_per_producer())
+    }
+
+    /// Settings that make the scenario miss its point, though it can run.
+    pub fn warnings(&self) -> Vec<String> {
+        let (idle_s, duration_s) = (self.idle_timeout.as_secs_f64(), self.duration.as_secs_f64());
+        let (idle_ms, request_ms) =
+            (group(self.idle_timeout.as_millis() as u64), group(self.request_timeout.as_millis() as u64));
+        let (period, response) = (self.round_robin_period().as_secs_f64(), self.response_delay().as_secs_f64());
+        let needed = group((self.connections as f64 / (0.75 * idle_s)).ceil() as u64);
+        let in_flight = group(self.in_flight as u64);
+        let rules = [
+            (
+                period > 0.75 * idle_s,
+                format!(
+                    "--rate {} is too low for --idle-timeout-ms {idle_ms}: each active connection gets activity only \
+                     every {period:.2} s, so active connections may time out; use --rate {needed} or more (or a \
+                     longer idle timeout)",
+                    group(self.rate)
+                ),
+            ),
+            (
+                response > 0.5 * self.request_timeout.as_secs_f64(),
+                format!(
+                    "responses arrive after ~{:.1} ms ({in_flight} requests in flight per producer), too close to the \
+                     request timeout of {request_ms} ms: requests that are not lost may time out; lower --in-flight \
+                     or raise --rate",
+                    response * 1e3
+                ),
+            ),
+            (
+                self.idle_fraction > 0.0 && self.duration <= self.idle_timeout,
+                format!(
+                    "--duration-secs {duration_s} is not longer than the idle timeout ({idle_ms} ms): quiet \
+                     connections will not time out within the run (stop() hands their timeouts back instead)"
+                ),
+            ),
+            (
+                self.lost_fraction > 0.0 && self.duration <= self.request_timeout,
+                format!(
+                    "--duration-secs {duration_s} is not longer than the request timeout ({request_ms} ms): lost \
+                     requests will not time out within the run"
+                ),
+            ),
+        ];
+        rules.into_iter().filter(|r| r.0).map(|r| r.1).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<(Config, Output), clap::Error> {
+        parse(std::iter::once("shardwheel-sim").chain(s.split_whitespace()))
+    }
+
+    fn run(s: &str) -> (Config, Output) {
+        parse_str(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn defaults_match_config_default_and_overrides_apply() {
+        Cli::command().debug_assert();
+        let (c, out) = run("");
+        assert_eq!(
+            (c.connections, c.idle_timeout, c.seed, c.producers),
+            (1_000_000, Duration::from_secs(5), 0x5EED, cores())
+        );
+        assert!(!out.json && !out.compare && !out.verbose && out.plot.is_none());
+        let (c, out) = run("--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 \
+             --pin-threads false --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare -v");
+        assert_eq!((c.connections, c.duration, c.idle_fraction), (10_000, Duration::from_secs(2), 0.5));
+        assert_eq!((c.tick, c.pin_threads), (Duration::from_micros(100), false));
+        assert_eq!((c.producers, c.shards, c.seed), (3, 5, 7));
+        assert!(out.json && out.compare && out.verbose);
+        assert_eq!(out.plot, Some(PathBuf::from("x.svg")));
+        // A bare --pin-threads means true.
+        assert!(run("--pin-threads").0.pin_threads);
+        assert!(!run("--pin-threads=off").0.pin_threads);
+    }
+
+    #[test]
+    fn help_and_version_exit_zero() {
+        for flag in ["--help", "-h", "--version"] {
+            assert_eq!(parse_str(flag).unwrap_err().exit_code(), 0, "{flag}");
+        }
+        let help = Cli::command().render_long_help().to_string();
+        for option in
+            ["--idle-timeout-ms", "--compare", "--json", "--plot", "--verbose", "[default: 1_000_000]", "the cores]"]
+        {
+            assert!(help.contains(option), "--help lacks {option}:\n{help}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors_with_status_2() {
+        for (bad, says) in [
+            ("--connections", "a value is required"),
+            ("--connections abc", "expected a whole number"),
+            ("--connections -5", "unexpected argument"),
+            ("--connections 0", "at least one connection"),
+            ("--nope 1", "unexpected argument '--nope'"),
+            ("stray", "unexpected argument 'stray'"),
+            ("--idle-fraction 1.5", "between 0 and 1"),
+            ("--lost-fraction nan", "expected a number"),
+            ("--tick-us 1", "the tick must be between"),
+            ("--duration-secs 0", "more than 0"),
+            ("--producers 0", "at least one producer"),
+            ("--connections 2 --producers 3", "each producer needs a connection"),
+            ("--rate 0", "at least one event"),
+            ("--pin-threads maybe", "expected true or false"),
+            ("--in-flight 0", "in flight"),
+            ("--shards 100000", "at most 4,096 shards"),
+        ] {
+            let e = parse_str(bad).err().unwrap_or_else(|| panic!("{bad} should be rejected"));
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn slices_rates_and_warnings() {
+        let (c, _) = run("--connections 10 --producers 3");
+        assert_eq!(((0..3).map(|p| c.connections_of(p)).sum::<usize>(), c.connections_of(0)), (10, 4));
+        let c = Config { producers: 2, shards: 2, ..Config::default() };
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+        let w = run("--connections 1_000_000 --rate 1_000 --duration-secs 1").0.warnings().join("\n");
+        assert!(w.contains("--rate 1,000 is too low") && w.contains("not longer than the idle timeout"), "{w}");
+    }
+}

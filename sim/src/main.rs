@@ -1,0 +1,93 @@
+//! `shardwheel-sim`: a connection simulator for the shardwheel timer service, and the tool
+//! that compares it with what users would pick instead.
+//!
+//! A million connections (by default), each with an idle timeout that activity pushes out
+//! with `Timeout::reset` and that fires when the connection goes quiet, and a request
+//! timeout per activity event that the response almost always cancels. It reports rates,
+//! expiry lateness, memory and the service's stats, and checks that every timeout ended
+//! exactly once. `--compare` runs the same scenario on the peers and prints a ratio table;
+//! `--json` and `--plot` give the report to machines and to eyes; `--verbose` prints every
+//! table. `--help` lists the knobs.
+//!
+//! - `args.rs`: the command line; `units.rs`: how numbers are written;
+//! - `timer.rs`: the timer interface the scenario drives, shardwheel and the peers behind it;
+//! - `scenario.rs`: the run; `producer.rs`: a producer thread; `tally.rs`: the tasks and
+//!   what every thread counts; `histogram.rs`: the lateness histogram; `measure.rs`: CPU
+//!   time, live heap and resident memory; `progress.rs`: the progress bar or lines;
+//! - `figures.rs`: the checks and figures; `report.rs`, `json.rs`, `plot.rs`: the text
+//!   report and ratio table, the JSON report, the lateness plot.
+//!
+//! Exit status: 0 when every self-check passes, 1 when one fails (or the plot could not be
+//! written), 2 for a bad command line or settings the service refuses.
+
+mod args;
+mod figures;
+mod histogram;
+mod json;
+mod measure;
+mod plot;
+mod producer;
+mod progress;
+mod report;
+mod scenario;
+mod tally;
+mod timer;
+mod units;
+
+use args::{Config, Output};
+use scenario::Outcome;
+use std::process::ExitCode;
+use timer::{Shardwheel, SimTimer};
+
+/// Counts live heap bytes, for the memory figures; otherwise the system allocator.
+#[global_allocator]
+static ALLOC: measure::CountingAlloc = measure::CountingAlloc;
+
+fn main() -> ExitCode {
+    // Help and version exit 0; usage errors print clap's message and exit 2.
+    let (config, output) = args::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let warnings = config.warnings();
+    warnings.iter().for_each(|warning| progress::note(&format!("warning: {warning}")));
+    let shardwheel = match Shardwheel::new(&config) {
+        Ok(timer) => timer,
+        Err(e) => {
+            eprintln!("error: the timer service refused the settings: {e}");
+            eprintln!("hint: run with --help to see every option and its default");
+            return ExitCode::from(2);
+        }
+    };
+    let mut runs = vec![run_one(&config, shardwheel, if output.compare { "shardwheel" } else { "" })];
+    if output.compare {
+        timer::run_peers(&config, &mut runs);
+    }
+    print_report(&config, &output, &warnings, &runs);
+    let plotted = output.plot.as_ref().is_none_or(|path| match plot::write(path, &config, &runs) {
+        Ok(()) => {
+            progress::note(&format!("lateness histogram written to {}", path.display()));
+            true
+        }
+        Err(e) => {
+            eprintln!("error: could not write the plot to {}: {e}", path.display());
+            false
+        }
+    });
+    if runs.iter().all(figures::passed) && plotted { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// Runs the scenario on one timer (then drops the timer); progress lines carry `label`.
+pub fn run_one<T: SimTimer>(config: &Config, mut timer: T, label: &str) -> Outcome {
+    let outcome = scenario::run(config, &mut timer, &mut progress::Progress::new(label));
+    drop(timer);
+    outcome
+}
+
+fn print_report(config: &Config, output: &Output, warnings: &[String], runs: &[Outcome]) {
+    if output.json {
+        println!("{}", json::render(config, warnings, runs, output.compare));
+        return;
+    }
+    print!("{}", report::render(config, warnings, &runs[0], output.verbose));
+    if output.compare {
+        print!("{}", report::render_compare(config, runs, output.verbose));
+    }
+}

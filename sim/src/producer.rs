@@ -1,0 +1,301 @@
+//! A producer thread: a slice of the connections, their idle timeouts, and the requests it
+//! sends, paced at its share of the activity rate.
+
+use crate::args::Config;
+use crate::tally::{Counts, DeadlineTable, Shared, Task, What};
+use crate::timer::SimTimer;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Most events a producer does between two looks at the clock and the stop flag when it is
+/// behind its schedule; it paces itself in batches of `BATCH`'s worth, sleeping between.
+const MAX_BURST: u64 = 4_096;
+const BATCH: Duration = Duration::from_millis(1);
+
+/// `quiet_at_ms` of a connection that never goes quiet, and of one that is closed (its idle
+/// timeout fired while it was active, or could not be armed).
+const NEVER_QUIET: u32 = u32::MAX;
+const CLOSED: u32 = 0;
+
+/// SplitMix64: small, fast, and good enough to pick which connections go quiet.
+#[derive(Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64, stream: u64) -> Rng {
+        let mut r = Rng(seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F));
+        r.next();
+        r
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        p >= 1.0 || (p > 0.0 && (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) < p)
+    }
+
+    /// Uniform in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// What the main thread and the producers step through together.
+#[derive(Debug, Default)]
+pub struct Phase {
+    /// Start of the steady state: set once every producer has armed and the memory is measured.
+    pub steady_start: OnceLock<Instant>,
+    /// Set when activity must stop (the end of the steady state, or the main thread unwinding).
+    pub stop: AtomicBool,
+    /// Producers that have armed their idle timeouts.
+    pub armed: AtomicUsize,
+}
+
+impl Phase {
+    /// Waits for the steady state to start; `None` if told to stop first.
+    pub fn wait_for_start(&self) -> Option<Instant> {
+        loop {
+            if let Some(&start) = self.steady_start.get() {
+                return Some(start);
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+/// The lanes producer `p` arms on: its own when there are as many lanes as producers (an
+/// event loop with a home shard), spread so every lane serves some producer otherwise.
+pub fn lanes_of(p: usize, producers: usize, lanes: usize) -> Vec<usize> {
+    if lanes >= producers { (p..lanes).step_by(producers).collect() } else { vec![p % lanes] }
+}
+
+/// One producer's connections and requests. Handed back to the main thread at the end, so
+/// that its handles live until the timer has stopped.
+pub struct Producer<T: SimTimer> {
+    index: usize,
+    shared: &'static Shared,
+    /// The idle timeouts' handles, by connection; `None` where the timer refused to arm.
+    idle: Vec<Option<T::Handle>>,
+    table: Arc<DeadlineTable>,
+    /// Lanes the connections are spread over (connection j: `lanes[j % len]`).
+    lanes: Vec<usize>,
+    /// When each connection goes quiet, in ms since the steady state began.
+    quiet_at_ms: Vec<u32>,
+    cursor: usize,
+    /// Requests waiting for their response, oldest first.
+    in_flight: VecDeque<T::Handle>,
+    rng: Rng,
+    config: Config,
+    pub counts: Counts,
+}
+
+impl<T: SimTimer> Producer<T> {
+    pub fn new(index: usize, shared: &'static Shared, timer: &T, config: &Config) -> Producer<T> {
+        let n = config.connections_of(index);
+        let mut rng = Rng::new(config.seed, index as u64);
+        // Quiet connections go quiet at a random time early enough that their idle timeout
+        // fires within the run (or at once, if the run is too short for that).
+        let window = config.duration.saturating_sub(config.idle_timeout).saturating_sub(Duration::from_millis(50));
+        let window_ms = window.as_millis().min(u128::from(NEVER_QUIET - 1)) as u64;
+        let mut counts = Counts::default();
+        let quiet_at_ms = (0..n)
+            .map(|_| match rng.chance(config.idle_fraction) {
+                // 1 + …: 0 is CLOSED; quiet at 1 ms is quiet from the start.
+                true => {
+                    counts.quiet += 1;
+                    1 + if window_ms > 0 { rng.below(window_ms) as u32 } else { 0 }
+                }
+                false => NEVER_QUIET,
+            })
+            .collect();
+        Producer {
+            index,
+            shared,
+            idle: Vec::with_capacity(n),
+            table: Arc::new(DeadlineTable((0..n).map(|_| AtomicU64::new(0)).collect())),
+            lanes: lanes_of(index, config.producers, timer.lanes()),
+            quiet_at_ms,
+            cursor: 0,
+            in_flight: VecDeque::with_capacity(config.in_flight),
+            rng,
+            config: config.clone(),
+            counts,
+        }
+    }
+
+    fn publish(&self) {
+        self.shared.producers[self.index].publish(&self.counts);
+    }
+
+    fn idle_task(&mut self, j: usize) -> Task {
+        self.counts.created_idle += 1;
+        Task::new(self.shared, self.index, What::Idle { table: self.table.clone(), at: j as u32 })
+    }
+
+    /// Arms the idle timeout of every connection of this producer.
+    pub fn arm_idle(&mut self, timer: &T) {
+        let idle_ns = self.config.idle_timeout.as_nanos() as u64;
+        for j in 0..self.table.0.len() {
+            // The requested deadline is taken *before* the arm, so it is never later than the
+            // timer's: lateness against it can only be overstated, never turn into "early".
+            self.table.0[j].store(self.shared.nanos(Instant::now()) + idle_ns, Ordering::Relaxed);
+            let task = self.idle_task(j);
+            let handle = timer.arm(self.lanes[j % self.lanes.len()], self.config.idle_timeout, task);
+            if handle.is_some() {
+                self.counts.idle_armed += 1;
+            } else {
+                self.counts.idle_failed += 1;
+                self.quiet_at_ms[j] = CLOSED;
+            }
+            self.idle.push(handle);
+            if j % 65_536 == 0 {
+                self.publish();
+            }
+        }
+        self.publish();
+    }
+
+    /// The next active connection in round-robin order, if any is left.
+    fn next_active(&mut self, now_ms: u32) -> Option<usize> {
+        let n = self.quiet_at_ms.len();
+        for _ in 0..n {
+            let j = self.cursor;
+            self.cursor = if j + 1 == n { 0 } else { j + 1 };
+            if now_ms < self.quiet_at_ms[j] {
+                return Some(j);
+            }
+        }
+        None
+    }
+
+    /// One activity event: push out a connection's idle timeout, send a request (arm its
+    /// timeout), and let the oldest request's response arrive (cancel it). False if no
+    /// connection is active any more.
+    fn activity(&mut self, timer: &T, steady_start: Instant) -> bool {
+        let now = Instant::now();
+        let now_ms = now.saturating_duration_since(steady_start).as_millis().min(u128::from(u32::MAX)) as u32;
+        let Some(j) = self.next_active(now_ms) else {
+            return false;
+        };
+        self.counts.events += 1;
+        let now_ns = self.shared.nanos(now);
+        if !self.reset_idle(timer, j, now_ns) {
+            // Closed: its idle timeout fired although it was active (or was never armed); a
+            // real server has closed it by now, so it gets no more activity.
+            self.quiet_at_ms[j] = CLOSED;
+            return true;
+        }
+        let deadline_ns = now_ns + self.config.request_timeout.as_nanos() as u64;
+        self.counts.created_request += 1;
+        let task = Task::new(self.shared, self.index, What::Request { deadline_ns });
+        match timer.arm(self.lanes[j % self.lanes.len()], self.config.request_timeout, task) {
+            None => self.counts.request_failed += 1,
+            Some(timeout) => {
+                self.counts.request_armed += 1;
+                if self.rng.chance(self.config.lost_fraction) {
+                    // No response will ever come: give up the handle (that does not cancel).
+                    self.counts.lost += 1;
+                    return true;
+                }
+                if self.in_flight.len() == self.config.in_flight
+                    && let Some(oldest) = self.in_flight.pop_front()
+                {
+                    let won = timer.cancel(oldest);
+                    *if won { &mut self.counts.cancels_ok } else { &mut self.counts.cancels_failed } += 1;
+                }
+                self.in_flight.push_back(timeout);
+            }
+        }
+        true
+    }
+
+    /// Pushes out connection `j`'s idle timeout; false if it had fired (or was never armed).
+    fn reset_idle(&mut self, timer: &T, j: usize, now_ns: u64) -> bool {
+        // A timer that resets by arming again gets a fresh idle task.
+        let mut built = false;
+        let Some(idle) = self.idle[j].as_mut() else { return false };
+        let (shared, index, table) = (self.shared, self.index, &self.table);
+        let ok = timer.reset(idle, self.config.idle_timeout, || {
+            built = true;
+            Task::new(shared, index, What::Idle { table: table.clone(), at: j as u32 })
+        });
+        self.counts.created_idle += u64::from(built);
+        if !ok {
+            self.counts.resets_failed += 1;
+            return false;
+        }
+        // The new requested deadline, from `now` read before the reset: never later than
+        // the timer's. It is stored only after the reset succeeded, so a task that fires may
+        // read an older deadline, never a newer one (a reset after the firing returns false
+        // and stores nothing); deadlines only grow, so an older one can only make lateness
+        // look larger, never a firing look early. Hence Relaxed suffices too.
+        self.table.0[j].store(now_ns + self.config.idle_timeout.as_nanos() as u64, Ordering::Relaxed);
+        self.counts.resets_ok += 1;
+        true
+    }
+
+    /// Paces activity at this producer's share of the rate until told to stop: sleeps between
+    /// batches, catches up in bursts of at most `MAX_BURST` when behind.
+    pub fn steady(&mut self, timer: &T, phase: &Phase) {
+        let start = *phase.steady_start.get().expect("set before the producers start");
+        let rate = self.config.rate_per_producer();
+        let batch = ((rate * BATCH.as_secs_f64()).ceil() as u64).max(1);
+        let mut done: u64 = 0;
+        while !phase.stop.load(Ordering::Relaxed) {
+            let due = (start.elapsed().as_secs_f64() * rate) as u64;
+            if due <= done {
+                // Ahead of schedule: sleep until the next batch is due.
+                let next = start + Duration::from_secs_f64((done + batch) as f64 / rate);
+                thread::sleep(next.saturating_duration_since(Instant::now()));
+                continue;
+            }
+            let n = (due - done).min(MAX_BURST);
+            if !(0..n).all(|_| self.activity(timer, start)) {
+                // Every connection went quiet or closed: nothing left to do.
+                break;
+            }
+            done += n;
+            self.publish();
+        }
+        self.publish();
+        while !phase.stop.load(Ordering::Relaxed) {
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_are_spread_over_producers() {
+        assert_eq!(lanes_of(0, 2, 2), vec![0]);
+        assert_eq!(lanes_of(1, 2, 5), vec![1, 3]);
+        assert_eq!(lanes_of(0, 2, 5), vec![0, 2, 4]);
+        assert_eq!(lanes_of(3, 4, 2), vec![1]);
+        assert_eq!(lanes_of(1, 2, 1), vec![0]);
+    }
+
+    #[test]
+    fn rng_chance_and_below() {
+        let mut r = Rng::new(1, 0);
+        let hits = (0..100_000).filter(|_| r.chance(0.1)).count();
+        assert!((9_000..11_000).contains(&hits), "{hits}");
+        assert!((0..1_000).all(|_| r.below(7) < 7));
+        assert!(!r.chance(0.0) && r.chance(1.0));
+    }
+}

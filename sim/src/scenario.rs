@@ -1,0 +1,245 @@
+//! The run: producers arm every connection's idle timeout, then drive activity at the rate
+//! for the steady state, then the timer stops; the main thread shows progress and gathers
+//! an [`Outcome`]. Generic over [`SimTimer`]: every timer runs this same code.
+
+use crate::args::Config;
+use crate::histogram::Snapshot;
+use crate::measure::{self, Usage};
+use crate::producer::{Phase, Producer};
+use crate::progress::{Progress, Second};
+use crate::tally::{Counts, Drops, Shared};
+use crate::timer::SimTimer;
+use crate::units::group;
+use shardwheel::Stats;
+use std::sync::atomic::Ordering;
+use std::thread::{self, Scope, ScopedJoinHandle};
+use std::time::{Duration, Instant};
+
+/// Everything the report needs about one timer's run.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The timer's name and setup; threads that fire timeouts.
+    pub timer: &'static str,
+    pub describe: String,
+    pub lanes: usize,
+    pub tick: Duration,
+    /// Time to arm every idle timeout (all producers at once, unpaced), and then for the
+    /// timer to file every arm (`SimTimer::settle`); the memory is measured then.
+    pub setup: Duration,
+    pub settle: Duration,
+    /// Resident and live heap bytes (counting allocator) before and after arming, and the
+    /// live heap once activity stopped (with whatever cancelled entries the timer keeps).
+    pub rss_before: Option<u64>,
+    pub rss_after: Option<u64>,
+    pub heap_before: u64,
+    pub heap_after: u64,
+    pub heap_at_end: u64,
+    /// `size_of` the slot a producer keeps per connection for the idle timeout's handle.
+    pub handle_bytes: u64,
+    /// The steady state's actual length, and what the producers did.
+    pub steady: Duration,
+    pub counts: Counts,
+    /// Tasks that ran, as the tasks counted themselves; those that ran early.
+    pub fired_idle: u64,
+    pub fired_request: u64,
+    pub early: u64,
+    pub worst_early_ns: u64,
+    pub idle_lateness: Snapshot,
+    pub request_lateness: Snapshot,
+    pub sleep_lateness: Snapshot,
+    /// `pending()` once activity stopped, if the timer can tell.
+    pub pending_at_end: Option<usize>,
+    /// Tasks dropped unrun from the stop on (by the timer, from its list, or with the
+    /// handles): the timeouts that ended unfired; and the length of `stop()`'s list, for the
+    /// timers that hand them back.
+    pub unfired: Drops,
+    pub unfired_listed: Option<u64>,
+    /// Tasks dropped unrun before the stop: cancelled requests, idle tasks replaced by
+    /// resets that arm again, tasks of refused arms.
+    pub unrun_before_stop: Drops,
+    pub stop_time: Duration,
+    /// All task drops, once everything was dropped.
+    pub drops: Drops,
+    /// The service's counters after stop (shardwheel only).
+    pub stats: Option<Stats>,
+    /// CPU time of the process from arming to the last drop; wall time of the whole run.
+    pub cpu: Option<Usage>,
+    pub total: Duration,
+}
+
+impl Outcome {
+    /// Idle and request lateness together.
+    pub fn all_lateness(&self) -> Snapshot {
+        self.idle_lateness.merged(&self.request_lateness)
+    }
+}
+
+/// Runs the scenario on `timer`; progress goes to `ui` (stderr).
+pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Outcome {
+    let (began, cpu_before, shared) = (Instant::now(), measure::cpu_time(), Shared::leak(config.producers));
+    let mut o = Outcome {
+        timer: timer.name(),
+        describe: timer.describe(),
+        lanes: timer.lanes(),
+        tick: config.tick,
+        rss_before: measure::rss_bytes(),
+        heap_before: measure::heap_live(),
+        handle_bytes: std::mem::size_of::<Option<T::Handle>>() as u64,
+        ..Outcome::default()
+    };
+    let (connections, producers) = (group(config.connections as u64), config.producers);
+    ui.line(&format!("arming {connections} idle timeouts on {producers} producer threads ({})…", o.describe));
+    let (phase, shared_timer) = (Phase::default(), &*timer);
+    let producers = thread::scope(|s| drive(s, config, shared_timer, shared, &phase, ui, &mut o));
+    producers.iter().for_each(|p| o.counts.add(&p.counts));
+
+    // Activity has stopped. The producers are joined: every cancel and reset has returned
+    // and dropped what it replaced. From here on, a task dropped unrun is one that never
+    // ended: the timer drops it while stopping, hands it back, or a handle still holds it.
+    (o.pending_at_end, o.heap_at_end) = (timer.pending(), measure::heap_live());
+    let pending = o.pending_at_end.map_or("?".to_owned(), |p| group(p as u64));
+    ui.line(&format!("activity stopped; {pending} timeouts pending; stopping the timer…"));
+    let (before, stopping) = (shared.unrun(), Instant::now());
+    let unfired_list = timer.stop();
+    o.stop_time = stopping.elapsed();
+    o.unfired_listed = unfired_list.as_ref().map(|list| list.len() as u64);
+    drop((unfired_list, producers));
+    let after = shared.unrun();
+    o.unfired = Drops { idle: after.idle - before.idle, request: after.request - before.request };
+    o.unrun_before_stop = before;
+    [o.fired_idle, o.fired_request] = shared.expired();
+    (o.early, o.worst_early_ns) = (shared.early.load(Ordering::Relaxed), shared.worst_early_ns.load(Ordering::Relaxed));
+    let [idle, request] = &shared.lateness;
+    (o.idle_lateness, o.request_lateness) = (idle.snapshot(), request.snapshot());
+    o.sleep_lateness = shared.sleep_lateness.snapshot();
+    (o.drops, o.stats, o.cpu) = (shared.drops(), timer.stats(), measure::cpu_since(cpu_before));
+    o.total = began.elapsed();
+    o
+}
+
+/// Sets the stop flag when dropped: if the main thread unwinds out of the run, the producers
+/// and the baseline thread still finish, so that the scope can join them.
+struct StopOnDrop<'a>(&'a Phase);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The threads' part of the run: arming, the steady state with its progress, and the joins.
+/// Hands back the producers, whose handles must live until the timer has stopped.
+fn drive<'s, T: SimTimer>(
+    s: &'s Scope<'s, '_>,
+    config: &'s Config,
+    timer: &'s T,
+    shared: &'static Shared,
+    phase: &'s Phase,
+    ui: &mut Progress,
+    o: &mut Outcome,
+) -> Vec<Producer<T>> {
+    let _stop_on_unwind = StopOnDrop(phase);
+    let arming = Instant::now();
+    ui.arming(config.connections as u64);
+    let mut producers: Vec<_> = (0..config.producers)
+        .map(|p| {
+            let body = move || {
+                timer.producer_context(|| {
+                    let mut producer = Producer::new(p, shared, timer, config);
+                    producer.arm_idle(timer);
+                    phase.armed.fetch_add(1, Ordering::Relaxed);
+                    if phase.wait_for_start().is_some() {
+                        producer.steady(timer, phase);
+                    }
+                    producer
+                })
+            };
+            thread::Builder::new().name(format!("sim-producer-{p}")).spawn_scoped(s, body).expect("spawn a producer")
+        })
+        .collect();
+    wait_armed(shared, ui, phase, &mut producers);
+    o.setup = arming.elapsed();
+    let settling = Instant::now();
+    timer.settle();
+    o.settle = settling.elapsed();
+    (o.rss_after, o.heap_after) = (measure::rss_bytes(), measure::heap_live());
+    ui.finish();
+    let (setup, secs) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
+    ui.line(&format!("armed in {setup:.3} s; steady state for {secs:.1} s"));
+
+    let steady_start = Instant::now();
+    phase.steady_start.set(steady_start).expect("set once");
+    let baseline = baseline(s, config.tick, shared, phase);
+    progress(config, shared, timer, steady_start, ui);
+    phase.stop.store(true, Ordering::Relaxed);
+    baseline.join().expect("the baseline thread does not panic");
+    let producers = producers.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+    o.steady = steady_start.elapsed();
+    producers
+}
+
+/// Waits until every producer has armed its idle timeouts, moving the bar. A producer that
+/// ends before (it panicked) has its panic passed on, once the others are told to stop.
+fn wait_armed<T>(shared: &Shared, ui: &Progress, phase: &Phase, producers: &mut Vec<ScopedJoinHandle<'_, T>>) {
+    while phase.armed.load(Ordering::Relaxed) < producers.len() {
+        if let Some(i) = producers.iter().position(|h| h.is_finished()) {
+            phase.stop.store(true, Ordering::Relaxed);
+            let panic = producers.swap_remove(i).join().err().expect("a producer ends after the steady state");
+            std::panic::resume_unwind(panic);
+        }
+        thread::sleep(Duration::from_millis(50));
+        let c = shared.counts();
+        ui.position(c.idle_armed + c.idle_failed);
+    }
+}
+
+/// The baseline thread: how late a plain `thread::sleep(tick)` wakes up during the steady
+/// state, with the wake-ups a stall made it miss (as a timer thread would miss them).
+fn baseline<'s>(
+    s: &'s Scope<'s, '_>,
+    tick: Duration,
+    shared: &'static Shared,
+    phase: &'s Phase,
+) -> ScopedJoinHandle<'s, ()> {
+    let body = move || {
+        while !phase.stop.load(Ordering::Relaxed) {
+            let slept = Instant::now();
+            thread::sleep(tick);
+            let over = slept.elapsed().saturating_sub(tick);
+            shared.sleep_lateness.record_corrected(over.as_micros() as u64, tick.as_micros() as u64);
+        }
+    };
+    thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, body).expect("spawn the baseline thread")
+}
+
+/// Progress until the steady state is over: the bar moves ten times a second; the rates are
+/// taken once a second.
+fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Instant, ui: &mut Progress) {
+    ui.steady(config.duration);
+    let end = start + config.duration;
+    let mut prev = (start, shared.counts(), shared.expired());
+    for second in 1u32.. {
+        let target = (start + Duration::from_secs(u64::from(second))).min(end);
+        while let Some(left) = target.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+            thread::sleep(left.min(Duration::from_millis(100)));
+            ui.position(start.elapsed().as_millis() as u64);
+        }
+        let (now, counts, expired) = (Instant::now(), shared.counts(), shared.expired());
+        let secs = now.duration_since(prev.0).as_secs_f64().max(1e-9);
+        let per_sec = |a: u64, b: u64| (a - b) as f64 / secs;
+        ui.second(&Second {
+            elapsed: now.duration_since(start),
+            arms: per_sec(counts.scheduled(), prev.1.scheduled()),
+            resets: per_sec(counts.resets_ok, prev.1.resets_ok),
+            cancels: per_sec(counts.cancels_ok, prev.1.cancels_ok),
+            expiries: per_sec(expired[0] + expired[1], prev.2[0] + prev.2[1]),
+            max_late_us: shared.interval_max_us.swap(0, Ordering::Relaxed),
+            pending: timer.pending(),
+        });
+        prev = (now, counts, expired);
+        if target >= end {
+            break;
+        }
+    }
+    ui.finish();
+}

@@ -1,0 +1,257 @@
+//! The tasks every timer runs, and the tallies every thread writes.
+//!
+//! - Each producer counts in plain locals ([`Counts`]) and publishes a copy into its own
+//!   cache-line-aligned [`ProducerTally`] once per batch; the main thread reads them.
+//! - The timer's threads run the tasks, which record lateness and firings in [`Shared`].
+//! - Every [`Task`] counts its own drop in its `Drop`, on whichever thread drops it (the producer on a winning cancel, the timer thread after running it,
+//!   the main thread for the tasks `stop()` hands back or the handles still hold).
+//!
+//! All counters are `Relaxed`: they carry no data, and the main thread reads exact values
+//! only after joining the threads that wrote them.
+
+use crate::histogram::Histogram;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Defines [`Counts`]: a field per counter, and their sum.
+macro_rules! counts {
+    ($($(#[doc = $doc:literal])* $field:ident,)*) => {
+        /// What one producer did (or all of them, summed).
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct Counts {
+            $($(#[doc = $doc])* pub $field: u64,)*
+        }
+
+        impl Counts {
+            pub fn add(&mut self, o: &Counts) {
+                $(self.$field += o.$field;)*
+            }
+        }
+    };
+}
+
+counts! {
+    /// Activity events (each: one reset, one request) that found an active connection.
+    events,
+    /// Idle timeouts scheduled (at setup), and request timeouts.
+    idle_armed,
+    request_armed,
+    /// `reset()` = true; = false on an active connection (its idle timeout had fired: it is
+    /// closed; expected 0 when the rate is adequate).
+    resets_ok,
+    resets_failed,
+    /// Request `cancel()` = true (the response came in time), = false (the timeout won).
+    cancels_ok,
+    cancels_failed,
+    /// Requests that never get a response (their handles are dropped, so they fire).
+    lost,
+    /// Arms the timer refused (the task was dropped): idle ones at setup, request ones.
+    idle_failed,
+    request_failed,
+    /// Tasks built (each with a drop guard). Beyond one per idle arm, idle tasks are built
+    /// for timers that reset by arming again.
+    created_idle,
+    created_request,
+    /// Connections chosen to go quiet.
+    quiet,
+}
+
+impl Counts {
+    pub fn scheduled(&self) -> u64 {
+        self.idle_armed + self.request_armed
+    }
+
+    /// Arms the timer refused.
+    pub fn schedule_failed(&self) -> u64 {
+        self.idle_failed + self.request_failed
+    }
+
+    /// Idle tasks built for resets that arm again (each replaced a pending idle timeout,
+    /// whose task was dropped, or was dropped unused when the reset lost).
+    pub fn reset_tasks(&self) -> u64 {
+        self.created_idle - self.idle_armed - self.idle_failed
+    }
+}
+
+/// Tasks, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drops {
+    pub idle: u64,
+    pub request: u64,
+}
+
+/// A producer's published counts (its own writes) and the drops of its tasks (whoever drops
+/// them), aligned so that no two producers share a cache line.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct ProducerTally {
+    /// Locked once per batch by its producer and once a second by the main thread.
+    published: Mutex<Counts>,
+    dropped: [AtomicU64; 2],
+    /// Of those, the tasks dropped without having run (cancelled, replaced, or unfired).
+    unrun: [AtomicU64; 2],
+}
+
+impl ProducerTally {
+    pub fn publish(&self, c: &Counts) {
+        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = *c;
+    }
+}
+
+/// Everything the threads share: leaked once per run, so that tasks hold a `&'static` to it
+/// (no reference count to bump per task).
+#[derive(Debug)]
+pub struct Shared {
+    /// The time origin: deadlines are nanoseconds since it.
+    pub start: Instant,
+    pub producers: Box<[ProducerTally]>,
+    /// Tasks that ran, by kind.
+    pub fired: [AtomicU64; 2],
+    /// Tasks that ran before their deadline, and the earliest, in ns before it.
+    pub early: AtomicU64,
+    pub worst_early_ns: AtomicU64,
+    /// The largest lateness (µs) since the progress line last took it.
+    pub interval_max_us: AtomicU64,
+    /// Lateness of the tasks that ran, by kind.
+    pub lateness: [Histogram; 2],
+    /// How late a plain `thread::sleep(tick)` wakes up meanwhile, corrected for coordinated
+    /// omission: the operating system's share of any lateness.
+    pub sleep_lateness: Histogram,
+}
+
+fn load(pair: &[AtomicU64; 2]) -> [u64; 2] {
+    pair.each_ref().map(|a| a.load(Ordering::Relaxed))
+}
+
+impl Shared {
+    pub fn leak(producers: usize) -> &'static Shared {
+        Box::leak(Box::new(Shared {
+            start: Instant::now(),
+            producers: (0..producers).map(|_| ProducerTally::default()).collect(),
+            fired: Default::default(),
+            early: AtomicU64::new(0),
+            worst_early_ns: AtomicU64::new(0),
+            interval_max_us: AtomicU64::new(0),
+            lateness: [Histogram::new(), Histogram::new()],
+            sleep_lateness: Histogram::new(),
+        }))
+    }
+
+    /// Every producer's published counts, summed.
+    pub fn counts(&self) -> Counts {
+        let mut total = Counts::default();
+        for p in self.producers.iter() {
+            total.add(&p.published.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+        total
+    }
+
+    fn sum(&self, of: impl Fn(&ProducerTally) -> &[AtomicU64; 2]) -> Drops {
+        let [idle, request] =
+            self.producers.iter().map(|p| load(of(p))).fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]]);
+        Drops { idle, request }
+    }
+
+    /// Tasks dropped, and of those the ones dropped without having run.
+    pub fn drops(&self) -> Drops {
+        self.sum(|p| &p.dropped)
+    }
+
+    pub fn unrun(&self) -> Drops {
+        self.sum(|p| &p.unrun)
+    }
+
+    /// Tasks that ran: idle, request.
+    pub fn expired(&self) -> [u64; 2] {
+        load(&self.fired)
+    }
+
+    /// Nanoseconds from the time origin to `at`.
+    pub fn nanos(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.start).as_nanos() as u64
+    }
+}
+
+/// The requested deadlines of a producer's connections' idle timeouts (ns since the time
+/// origin), shared with their idle tasks; resets move them (see `Producer::reset_idle` for
+/// why a stale read can only overstate lateness).
+#[derive(Debug)]
+pub struct DeadlineTable(pub Box<[AtomicU64]>);
+
+/// What every timer runs when a timeout fires: records the lateness against the requested
+/// deadline and counts the firing; its `Drop` counts its drop, exactly once, wherever it
+/// happens. 32 bytes, the size of the closures a server would arm.
+#[derive(Debug)]
+pub struct Task {
+    shared: &'static Shared,
+    producer: u32,
+    /// Set when the task runs, just before it drops.
+    ran: bool,
+    what: What,
+}
+
+#[derive(Debug)]
+pub enum What {
+    /// A connection's idle timeout: its deadline is in the table, since resets move it.
+    Idle { table: Arc<DeadlineTable>, at: u32 },
+    /// A request timeout: its deadline never moves.
+    Request { deadline_ns: u64 },
+}
+
+impl Task {
+    pub fn new(shared: &'static Shared, producer: usize, what: What) -> Task {
+        Task { shared, producer: producer as u32, ran: false, what }
+    }
+
+    /// Indexes the per-kind counters: 0 idle, 1 request.
+    fn kind(&self) -> usize {
+        usize::from(matches!(self.what, What::Request { .. }))
+    }
+
+    /// The timeout fired: measure how late, count it, drop the task.
+    pub fn run(mut self) {
+        let deadline = match &self.what {
+            What::Idle { table, at } => table.0[*at as usize].load(Ordering::Relaxed),
+            What::Request { deadline_ns } => *deadline_ns,
+        };
+        let (shared, kind) = (self.shared, self.kind());
+        let now = shared.nanos(Instant::now());
+        shared.fired[kind].fetch_add(1, Ordering::Relaxed);
+        if now < deadline {
+            shared.early.fetch_add(1, Ordering::Relaxed);
+            shared.worst_early_ns.fetch_max(deadline - now, Ordering::Relaxed);
+        } else {
+            let late_us = (now - deadline) / 1_000;
+            shared.lateness[kind].record(late_us);
+            shared.interval_max_us.fetch_max(late_us, Ordering::Relaxed);
+        }
+        self.ran = true;
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        let (tally, kind) = (&self.shared.producers[self.producer as usize], self.kind());
+        tally.dropped[kind].fetch_add(1, Ordering::Relaxed);
+        if !self.ran {
+            tally.unrun[kind].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_is_small_and_counts_its_drop_once() {
+        assert_eq!(std::mem::size_of::<Task>(), 32);
+        let shared = Shared::leak(1);
+        Task::new(shared, 0, What::Request { deadline_ns: 0 }).run();
+        drop(Task::new(shared, 0, What::Request { deadline_ns: 0 }));
+        assert_eq!(shared.drops(), Drops { idle: 0, request: 2 });
+        assert_eq!(shared.unrun(), Drops { idle: 0, request: 1 });
+        assert_eq!(shared.expired(), [0, 1]);
+    }
+}

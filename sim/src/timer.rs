@@ -1,0 +1,271 @@
+//! The small timer interface the scenario drives ([`SimTimer`]), shardwheel behind it, and the
+//! peers of `--compare` behind it too, so that every timer runs literally the same workload.
+//!
+//! The peers are the benchmarks' own (the `shardwheel-peers` crate), adapted by [`Bench`]:
+//! - `netty-wheel`: a Netty-architecture `HashedWheelTimer` (one wheel with rounds, one worker);
+//! - `Mutex<BinaryHeap>`: a locked heap with one worker, as `ScheduledThreadPoolExecutor`;
+//! - `tokio`: a task per timeout on a multi-thread runtime, the task doing
+//!   `tokio::time::sleep_until(deadline).await` and then its work, as tokio code says "run this
+//!   later": the sleep lives in a task on the runtime's workers (the producer threads spawn
+//!   it). Cancel is `JoinHandle::abort`, which counts as a win if the task had not finished;
+//!   reset is abort and spawn again. A cancel or reset that races the task's run can so count
+//!   a win although the task ran; the self-check would show it (responses come long before
+//!   the request timeouts, and resets before the idle ones, when the rate is adequate).
+
+use crate::args::Config;
+use crate::run_one;
+use crate::scenario::Outcome;
+use crate::tally::Task;
+use shardwheel::{BuildError, Stats, Timeout, TimerService};
+use shardwheel_peers::{Peer, heap::HeapPeer, netty::NettyPeer, tokio_timers::TokioTaskPeer};
+use std::time::Duration;
+
+/// A timer service as the connection scenario uses it.
+///
+/// The contract, which the self-check verifies: a task armed with [`arm`](SimTimer::arm) ends
+/// exactly once: it runs ([`Task::run`], not before its deadline), or a `cancel` returns true
+/// for it, or a `reset` replaces it, or it is dropped by [`stop`](SimTimer::stop) or with its
+/// handle; once `stop` returns, no task runs any more.
+pub trait SimTimer: Sync {
+    /// What `arm` returns, owned by the producer thread that armed it; what `stop` hands back
+    /// for each timeout that never ended.
+    type Handle: Send;
+    type Unfired;
+
+    /// The name in tables and JSON, and one line on how it is set up.
+    fn name(&self) -> &'static str;
+    fn describe(&self) -> String;
+
+    /// Threads that fire timeouts: `arm` addresses lanes `0..lanes()` (one queue: ignored).
+    fn lanes(&self) -> usize {
+        1
+    }
+
+    /// Runs a producer thread's `f` inside whatever context the timer needs (tokio: its runtime).
+    fn producer_context<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    /// Arms `task` to run once `delay` has passed, preferably on `lane`; `None`: refused.
+    fn arm(&self, lane: usize, delay: Duration, task: Task) -> Option<Self::Handle>;
+
+    /// Moves a pending timeout's deadline to `delay` from now; false if it had ended. A timer
+    /// without a reset of its own cancels and arms again, with the task `fresh` builds.
+    fn reset(&self, handle: &mut Self::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool;
+
+    /// Cancels a pending timeout; true iff this call won (the task will never run).
+    fn cancel(&self, handle: Self::Handle) -> bool;
+
+    /// Timeouts pending now, if the timer can tell.
+    fn pending(&self) -> Option<usize>;
+
+    /// Waits until every arm so far has reached the structure that holds it (timers that file
+    /// arms through a queue); the memory is measured then.
+    fn settle(&self) {}
+
+    /// Stops the timer and joins its threads; hands back what never ended (`None`: a timer
+    /// that drops it instead).
+    fn stop(&mut self) -> Option<Vec<Self::Unfired>>;
+
+    /// The service's own counters, if it keeps them.
+    fn stats(&self) -> Option<Stats> {
+        None
+    }
+}
+
+/// shardwheel's [`TimerService`]: one shard (thread and wheel) per lane.
+#[derive(Debug)]
+pub struct Shardwheel {
+    service: TimerService,
+    pinned: bool,
+}
+
+impl Shardwheel {
+    pub fn new(config: &Config) -> Result<Shardwheel, BuildError> {
+        let service = TimerService::builder()
+            .shards(config.shards)
+            .tick(config.tick)
+            .pin_threads(config.pin_threads)
+            .thread_name("sim-timer")
+            .build()?;
+        Ok(Shardwheel { service, pinned: config.pin_threads })
+    }
+}
+
+impl SimTimer for Shardwheel {
+    type Handle = Timeout;
+    type Unfired = shardwheel::Unfired;
+
+    fn name(&self) -> &'static str {
+        "shardwheel"
+    }
+
+    fn describe(&self) -> String {
+        let pinned = if self.pinned { "pinned" } else { "unpinned" };
+        let (shards, tick) = (self.service.shard_count(), self.service.tick().as_micros());
+        format!(
+            "shardwheel TimerService: {shards} shards ({pinned} threads), tick {tick} µs, schedule_on the producer's shard"
+        )
+    }
+
+    fn lanes(&self) -> usize {
+        self.service.shard_count()
+    }
+
+    fn arm(&self, lane: usize, delay: Duration, task: Task) -> Option<Timeout> {
+        self.service.schedule_on(lane, delay, move || task.run()).ok()
+    }
+
+    fn reset(&self, handle: &mut Timeout, delay: Duration, _fresh: impl FnOnce() -> Task) -> bool {
+        handle.reset(delay)
+    }
+
+    fn cancel(&self, handle: Timeout) -> bool {
+        handle.cancel()
+    }
+
+    fn pending(&self) -> Option<usize> {
+        Some(self.service.pending())
+    }
+
+    // `settle` keeps its default: a sleeping shard may leave its last few arms (under 1,024)
+    // in its mailbox until its next wake-up; they change the memory figure by a thousandth.
+
+    fn stop(&mut self) -> Option<Vec<shardwheel::Unfired>> {
+        Some(self.service.stop().expect("stop() from the main thread, not a shard's"))
+    }
+
+    fn stats(&self) -> Option<Stats> {
+        Some(self.service.stats())
+    }
+}
+
+/// A benchmark peer behind [`SimTimer`], driven as the benchmarks drive it: its own `arm`,
+/// `cancel` and `reset` (cancel + arm again where the peer has no reset, with a fresh task).
+/// Stopping is dropping: the peer joins its threads and drops what it still holds.
+pub struct Bench<P: Peer> {
+    peer: Option<P>,
+    name: &'static str,
+    describe: String,
+    /// Reads the peer's count of pending timeouts.
+    pending: fn(&P) -> usize,
+}
+
+impl<P: Peer> Bench<P> {
+    pub fn new(peer: P, name: &'static str, what: String, pending: fn(&P) -> usize) -> Bench<P> {
+        let describe = format!("{what}; reset = {}", peer.reset_kind());
+        Bench { peer: Some(peer), name, describe, pending }
+    }
+
+    fn peer(&self) -> &P {
+        self.peer.as_ref().expect("the peer runs until stop")
+    }
+}
+
+impl<P: Peer + Sync> SimTimer for Bench<P> {
+    type Handle = P::Handle;
+    type Unfired = ();
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    fn producer_context<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.peer().enter(f)
+    }
+
+    fn arm(&self, _lane: usize, delay: Duration, task: Task) -> Option<P::Handle> {
+        Some(self.peer().arm(delay, move || task.run()))
+    }
+
+    fn reset(&self, handle: &mut P::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool {
+        let task = fresh();
+        self.peer().reset(handle, delay, move || task.run())
+    }
+
+    fn cancel(&self, handle: P::Handle) -> bool {
+        self.peer().cancel(handle)
+    }
+
+    fn pending(&self) -> Option<usize> {
+        self.peer.as_ref().map(self.pending)
+    }
+
+    fn settle(&self) {
+        self.peer().settle();
+    }
+
+    fn stop(&mut self) -> Option<Vec<()>> {
+        drop(self.peer.take());
+        None
+    }
+}
+
+/// Buckets of the Netty-style wheel: Netty's default `ticksPerWheel`.
+const NETTY_BUCKETS: usize = 512;
+
+/// Runs the scenario on every peer, in table order, after shardwheel's run (`runs[0]`).
+pub fn run_peers(config: &Config, runs: &mut Vec<Outcome>) {
+    let tick = config.tick.as_micros();
+    let what = format!(
+        "Netty-architecture HashedWheelTimer: one wheel of {NETTY_BUCKETS} buckets with rounds, tick {tick} µs, one \
+         worker, MPSC queues for arms and cancels"
+    );
+    let netty = NettyPeer::with(config.tick, NETTY_BUCKETS);
+    run(config, runs, Bench::new(netty, "netty-wheel", what, |p| p.pending().max(0) as usize));
+    let what = "Mutex<BinaryHeap> + Condvar, one worker, as ScheduledThreadPoolExecutor; cancel marks, the entry \
+                leaves the heap at its deadline";
+    run(config, runs, Bench::new(HeapPeer::new(), "Mutex<BinaryHeap>", what.into(), HeapPeer::entries));
+    let what = format!(
+        "tokio multi-thread runtime, {} workers: a task per timeout doing sleep_until(deadline).await, then the \
+         work; cancel = JoinHandle::abort",
+        config.shards
+    );
+    run(config, runs, Bench::new(TokioTaskPeer::with_workers(config.shards), "tokio", what, TokioTaskPeer::alive));
+}
+
+fn run<P: Peer + Sync>(config: &Config, runs: &mut Vec<Outcome>, timer: Bench<P>) {
+    let name = timer.name;
+    runs.push(run_one(config, timer, name));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::figures::passed;
+
+    /// Every timer runs a short scenario with expiries of both kinds, cancels and resets, and
+    /// passes the self-check: the adapters keep the exactly-once contract.
+    #[test]
+    fn every_timer_passes_a_short_run() {
+        let config = Config {
+            connections: 2_000,
+            producers: 2,
+            shards: 2,
+            idle_timeout: Duration::from_millis(200),
+            idle_fraction: 0.5,
+            request_timeout: Duration::from_millis(50),
+            lost_fraction: 0.05,
+            in_flight: 16,
+            pin_threads: false,
+            rate: 40_000,
+            duration: Duration::from_millis(500),
+            ..Config::default()
+        };
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        let mut runs = vec![run_one(&config, Shardwheel::new(&config).unwrap(), "shardwheel")];
+        run_peers(&config, &mut runs);
+        assert_eq!(runs.len(), 4);
+        for o in &runs {
+            let c = &o.counts;
+            assert!(passed(o), "{}: {:#?}", o.timer, crate::figures::checks(o));
+            assert!(o.fired_idle > 0 && o.fired_request > 0, "{}: nothing fired", o.timer);
+            assert!(c.cancels_ok > 0 && c.resets_ok > 0 && c.resets_failed == 0, "{}: {c:?}", o.timer);
+            assert!(o.unfired.idle + o.unfired.request > 0, "{}: nothing was pending at the stop", o.timer);
+        }
+    }
+}

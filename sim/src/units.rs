@@ -1,0 +1,84 @@
+//! How numbers are written: thousands separators, rates, milliseconds, seconds, MiB.
+
+use std::time::Duration;
+
+/// `1234567` → `"1,234,567"`.
+pub fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `template` with each `{}` replaced by the next of `numbers`, grouped.
+pub fn fill(template: &str, numbers: &[u64]) -> String {
+    let mut parts = template.split("{}");
+    let mut out = parts.next().unwrap_or_default().to_owned();
+    for (part, n) in parts.zip(numbers) {
+        out += &group(*n);
+        out += part;
+    }
+    out
+}
+
+/// A rate, rounded, with thousands separators and a unit.
+pub fn per_sec(rate: f64) -> String {
+    format!("{}/s", group(rate.max(0.0).round() as u64))
+}
+
+/// Microseconds as milliseconds, to the microsecond; `—` for none.
+pub fn ms_from_us(us: impl Into<Option<u64>>) -> String {
+    us.into().map_or("—".to_owned(), |us| format!("{}.{:03} ms", group(us / 1_000), us % 1_000))
+}
+
+pub fn ms(d: Duration) -> String {
+    ms_from_us(d.as_micros() as u64)
+}
+
+/// A setting in milliseconds: whole ones without decimals.
+pub fn ms_setting(d: Duration) -> String {
+    let us = d.as_micros() as u64;
+    if us % 1_000 == 0 { format!("{} ms", group(us / 1_000)) } else { ms_from_us(us) }
+}
+
+pub fn secs(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+pub fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+pub fn percent(f: f64) -> String {
+    format!("{:.3} %", f * 100.0)
+}
+
+/// A count that may be unknown.
+pub fn count(n: Option<usize>) -> String {
+    n.map_or("n/a".to_owned(), |n| group(n as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1_234_567), "1,234,567");
+        assert_eq!(group(u64::MAX), "18,446,744,073,709,551,615");
+        assert_eq!(ms_from_us(1_234_567), "1,234.567 ms");
+        assert_eq!(ms_from_us(7), "0.007 ms");
+        assert_eq!(ms_from_us(None), "—");
+        assert_eq!(ms_setting(Duration::from_secs(5)), "5,000 ms");
+        assert_eq!(per_sec(299_999.6), "300,000/s");
+        assert_eq!(percent(0.001), "0.100 %");
+        assert_eq!(fill("{} = {} + 1", &[1_000, 999]), "1,000 = 999 + 1");
+    }
+}
