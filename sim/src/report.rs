@@ -107,7 +107,7 @@ fn setup(w: &mut Text, config: &Config, o: &Outcome) {
     let timer_bytes = figures::timer_bytes_per_timeout(config, o);
     w.row(
         "timer memory per pending timeout",
-        format_args!("{timer_bytes:.0} B (heap, the {} B handle included; design bar ≤ 96 B)", o.handle_bytes),
+        format_args!("{timer_bytes:.0} B (heap, the {} B handle included)", o.handle_bytes),
     );
     if !w.verbose {
         return;
