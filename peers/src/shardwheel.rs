@@ -13,6 +13,15 @@ pub struct ShardwheelPeer {
     service: TimerService,
 }
 
+/// Stops the service and waits for its shards: a bare drop returns at once and leaves the
+/// shards tearing their timeouts down in the background, which would overlap the next
+/// measurement.
+impl Drop for ShardwheelPeer {
+    fn drop(&mut self) {
+        let _ = self.service.stop();
+    }
+}
+
 impl ShardwheelPeer {
     pub fn new(shards: usize) -> ShardwheelPeer {
         ShardwheelPeer { service: TimerService::builder().shards(shards).build().expect("a valid service") }
