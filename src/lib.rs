@@ -72,11 +72,13 @@ mod clock;
 mod counts;
 mod entry;
 mod error;
+mod future;
 #[cfg(loom)]
 mod loom_live;
 #[cfg(loom)]
 mod loom_queue;
 mod mailbox;
+mod missed;
 mod routing;
 mod service;
 mod shard;
@@ -90,7 +92,9 @@ mod timeout;
 mod wheel;
 
 pub use builder::Builder;
-pub use error::{BuildError, ScheduleError, StopError};
+pub use error::{BuildError, Elapsed, ScheduleError, StopError};
+pub use future::{Interval, Sleep, WithTimeout};
+pub use missed::Missed;
 pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;
 pub use task::TimerTask;

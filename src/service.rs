@@ -218,11 +218,11 @@ impl TimerService {
     }
 
     /// The shard for a call without an explicit one.
-    fn route(&self) -> usize {
+    pub(crate) fn route(&self) -> usize {
         routing::driving(self.inner.id).unwrap_or_else(|| routing::home_shard(self.inner.shards.len()))
     }
 
-    fn schedule_with<T: TimerTask>(
+    pub(crate) fn schedule_with<T: TimerTask>(
         &self,
         index: usize,
         deadline: impl FnOnce(&Clock) -> u64,
@@ -264,6 +264,11 @@ impl TimerService {
             }
             Sent::Closed => self.take_back(timeout),
         }
+    }
+
+    /// The service's clock, for the futures and series that work in ticks.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.inner.clock
     }
 
     /// A schedule that met a closing mailbox: the shard either took the timeout (its final
