@@ -79,6 +79,7 @@ mod loom_live;
 mod loom_queue;
 mod mailbox;
 mod missed;
+mod periodic;
 mod routing;
 mod service;
 mod shard;

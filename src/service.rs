@@ -271,6 +271,11 @@ impl TimerService {
         &self.inner.clock
     }
 
+    /// Shard `index` (`0..shard_count()`).
+    pub(crate) fn shard_at(&self, index: usize) -> &Arc<Shard> {
+        &self.inner.shards[index]
+    }
+
     /// A schedule that met a closing mailbox: the shard either took the timeout (its final
     /// drain put it in `stop`'s list, or its last turn fired it: the schedule succeeded) or
     /// never will (take the task back).
