@@ -99,6 +99,8 @@ pub(crate) struct Settings {
     pub(crate) max_pending_per_shard: Option<usize>,
     pub(crate) pin_threads: bool,
     pub(crate) thread_name: String,
+    /// The pool expired tasks run on, if not the shard threads.
+    pub(crate) offload: Option<PlainArc<rayon::ThreadPool>>,
 }
 
 impl TimerService {
@@ -122,13 +124,14 @@ impl TimerService {
         let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
         for (i, shard) in inner.shards.iter().enumerate() {
             let driven = shard.clone();
+            let offload = settings.offload.clone();
             let core = cores.get(i).copied().flatten();
             let spawned = spawn_named(format!("{}-{i}", settings.thread_name), move || {
                 if let Some(core) = core {
                     // Best effort: a refused pin leaves the thread where the OS put it.
                     core_affinity::set_for_current(core);
                 }
-                driver::run(driven)
+                driver::run(driven, offload)
             });
             match spawned {
                 Ok(handle) => {

@@ -19,6 +19,7 @@ use crate::shard::stages::StageWheel;
 use crate::shard::{Shard, ShardHandle};
 use crate::stage::{self, Stage};
 use crate::state::State;
+use crate::sync::plain::Arc as PlainArc;
 use crate::sync::{Arc, const_thread_local};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
@@ -61,8 +62,9 @@ pub(crate) struct TakenBack {
 }
 
 /// Runs shard `shard` on the calling thread until its mailbox is closed; returns the
-/// timeouts that were still pending then, each now cancelled.
-pub(crate) fn run(shard: Arc<Shard>) -> Vec<TakenBack> {
+/// timeouts that were still pending then, each now cancelled. Expired tasks run on this
+/// thread, or on `offload` if it is set (`Builder::offload`).
+pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<rayon::ThreadPool>>) -> Vec<TakenBack> {
     let _driving = routing::enter_driver(shard.service, shard.index);
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
@@ -81,7 +83,10 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<TakenBack> {
     while !shard.mailbox.is_closed() {
         let mut turn = with_local(|local| local.turn(&mut batch));
         if !batch.is_empty() {
-            run_tasks(&shard, &mut batch);
+            match &offload {
+                None => run_tasks(&shard, &mut batch),
+                Some(pool) => offload_tasks(&shard, &mut batch, pool),
+            }
             // The tasks may have filed timeouts straight into the wheel: decide again.
             if let Turn::Idle(_) = turn {
                 turn = with_local(|local| local.idle());
@@ -363,6 +368,19 @@ fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
         if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
             shard.counters.panicked();
         }
+    }
+}
+
+/// Hands the committed tasks to `pool`, each with the shard to count its panic on and to
+/// hand its cell back to (`Returned` takes cells from any thread). The shard goes on at once.
+fn offload_tasks(shard: &Arc<Shard>, batch: &mut Vec<OwnedTask>, pool: &rayon::ThreadPool) {
+    for task in batch.drain(..) {
+        let shard = shard.clone();
+        pool.spawn(move || {
+            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
+                shard.counters.panicked();
+            }
+        });
     }
 }
 
