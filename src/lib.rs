@@ -73,6 +73,8 @@ mod counts;
 mod entry;
 mod error;
 mod future;
+#[cfg(feature = "hyper")]
+mod hyper_timer;
 #[cfg(loom)]
 mod loom_live;
 #[cfg(loom)]
