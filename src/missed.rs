@@ -37,25 +37,35 @@ pub enum Missed {
     Skip,
 }
 
+/// Far enough to mean "never" for a timer (a century), near enough for every platform's
+/// `Instant` to hold.
+const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `at + by`, saturated a century out instead of overflowing (a `Duration::MAX` delay or
+/// period is bad input, never a panic).
+pub(crate) fn saturating_add(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by).unwrap_or_else(|| at + FAR)
+}
+
 impl Missed {
     /// The tick after the one due at `due`, for a timer taken (or run) at `now`.
     pub(crate) fn next(self, due: Instant, period: Duration, now: Instant) -> Instant {
         match self {
-            Missed::Burst => due + period,
-            Missed::Delay => now + period,
+            Missed::Burst => saturating_add(due, period),
+            Missed::Delay => saturating_add(now, period),
             Missed::Skip => {
-                let next = due + period;
+                let next = saturating_add(due, period);
                 if next > now {
                     return next;
                 }
                 // Whole periods missed since `due`, plus one: the first tick after `now`.
                 let behind = now.duration_since(due).as_nanos();
                 let periods = behind / period.as_nanos().max(1) + 1;
-                match u32::try_from(periods) {
-                    Ok(k) => due + period * k,
+                match u32::try_from(periods).ok().and_then(|k| period.checked_mul(k)) {
+                    Some(ahead) => saturating_add(due, ahead),
                     // More than 2³² periods behind: only possible with tiny periods after a
                     // very long stall; the grid no longer matters.
-                    Err(_) => now + period,
+                    None => saturating_add(now, period),
                 }
             }
         }
@@ -81,5 +91,13 @@ mod tests {
         assert_eq!(Missed::Burst.next(t0, p, on_time), t0 + p);
         // Exactly on a grid point: the next one, strictly after `now`.
         assert_eq!(Missed::Skip.next(t0, p, t0 + Duration::from_millis(30)), t0 + Duration::from_millis(40));
+    }
+
+    #[test]
+    fn huge_periods_saturate_instead_of_overflowing() {
+        let t0 = Instant::now();
+        for missed in [Missed::Burst, Missed::Delay, Missed::Skip] {
+            assert!(missed.next(t0, Duration::MAX, t0) > t0 + Duration::from_secs(3600 * 24 * 365 * 50));
+        }
     }
 }

@@ -45,7 +45,7 @@
 
 use crate::entry::EntryRef;
 use crate::error::ScheduleError;
-use crate::missed::Missed;
+use crate::missed::{Missed, saturating_add};
 use crate::service::{TimerService, WeakTimerService};
 use crate::shard::ShardHandle;
 use crate::state::NEVER;
@@ -255,7 +255,7 @@ impl TimerService {
         // The handle's cell: never handed to the shard, so its second reference goes now.
         let (entry, _never_filed) = EntryRef::new_pair(NEVER, ControlTask(control.clone()));
         let handle = Timeout { entry, shard: ShardHandle::new(shard.clone()) };
-        let due = Instant::now() + first_delay;
+        let due = saturating_add(Instant::now(), first_delay);
         let first = Run {
             task: Some(task),
             handle: handle.clone(),

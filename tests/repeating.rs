@@ -205,6 +205,20 @@ fn refused_series_hand_their_task_back() {
 }
 
 #[test]
+fn huge_delays_and_periods_are_not_a_panic() {
+    let timers = one_shard();
+    let handle = timers.schedule_repeating(Duration::MAX, Duration::MAX, Missed::Burst, || {}).unwrap();
+    let soon = timers.schedule_repeating(Duration::ZERO, Duration::MAX, Missed::Skip, || {}).unwrap();
+    assert!(wait_until(|| timers.stats().expired == 1, PATIENCE), "the first run of the second series");
+    assert!(handle.is_pending() && soon.is_pending());
+    let mut every = timers.interval(Duration::MAX);
+    futures_executor::block_on(every.tick());
+    every.reset();
+    assert!(handle.cancel() && soon.cancel());
+    assert_eq!(timers.stats().panicked, 0);
+}
+
+#[test]
 fn dropping_the_service_ends_its_series() {
     let timers = one_shard();
     let handle = timers.schedule_repeating(Duration::ZERO, Duration::from_millis(1), Missed::Skip, || {}).unwrap();

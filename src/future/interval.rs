@@ -1,7 +1,7 @@
 //! [`Interval`]: ticks at a fixed period, as an async stream of instants.
 
 use crate::future::Sleep;
-use crate::missed::Missed;
+use crate::missed::{Missed, saturating_add};
 use crate::service::TimerService;
 use std::fmt;
 use std::future::Future;
@@ -196,7 +196,7 @@ impl Interval {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset(&mut self) {
-        self.next = Instant::now() + self.period;
+        self.next = saturating_add(Instant::now(), self.period);
         self.sleep.reset(self.next);
     }
 }

@@ -73,7 +73,8 @@ use std::time::{Duration, Instant};
 ///
 /// Registers on its first poll, not when it is made; cancelled (one compare-and-swap) when
 /// dropped. It works under any executor: the service's shard thread wakes it. See the
-/// [module docs](self) for the waker protocol.
+/// [module docs](self) for the waker protocol. A `Sleep` holds a clone of its service, so
+/// the shards run for as long as a sleep lives.
 ///
 /// ```
 /// use shardwheel::TimerService;
@@ -92,6 +93,7 @@ use std::time::{Duration, Instant};
 /// [`max_pending_per_shard`](crate::Builder::max_pending_per_shard)): it can neither wait
 /// (nothing would wake it) nor complete (that would be early). Tokio's `Sleep` panics the
 /// same way when its timer is at capacity.
+#[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     service: TimerService,
     phase: Phase,
