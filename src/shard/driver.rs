@@ -2,7 +2,8 @@
 //!
 //! Each turn it drains (a bounded number of) mailbox commands into the wheel, polls the
 //! wheel for what is due (a bounded number of steps), commits each due timeout with the
-//! EXPIRED CAS, and then, holding nothing, runs the batch of tasks. With nothing left to do
+//! EXPIRED CAS, and then, holding nothing, runs the batch of tasks (or, with
+//! `Builder::offload`, hands each to the pool and goes on). With nothing left to do
 //! it sleeps until the wheel's next deadline, or until a producer wakes it (`mailbox.rs`).
 //! A shard with nothing to do sleeps without a timeout: an idle service makes no wake-ups at
 //! all. A wake-up promised to producers is kept even if its timeouts are cancelled
