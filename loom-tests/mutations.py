@@ -150,6 +150,28 @@ MUTATIONS = [
      """            entry.set_key(Some(key));
             let _ = &mut self.wheel;""",
      "loom_state", "reset_earlier_of_a_filed_timeout"),
+    ("M30", "a poll with a new waker keeps the old one (no hand-over)", "src/future/sleep.rs",
+     """        if same_waker {
+            return Poll::Pending;""",
+     """        if same_waker || !same_waker {
+            return Poll::Pending;""",
+     "loom_sleep", "poll_with_a_new_waker_races_expiry"),
+    ("M31", "a cancelled sleep wakes its waker", "src/future/sleep.rs",
+     """    fn cancelled_unboxed(self) {
+        self.silence();
+    }""",
+     """    fn cancelled_unboxed(self) {
+        drop(self);
+    }""",
+     "loom_sleep", "poll_with_a_new_waker_races_expiry"),
+    ("M32", "a hand-over whose cancel lost to the expiry returns Pending", "src/future/sleep.rs",
+     """        if !timeout.cancel() {
+            return Poll::Ready(());
+        }""",
+     """        if !timeout.cancel() {
+            return Poll::Pending;
+        }""",
+     "loom_sleep", "poll_with_a_new_waker_races_expiry"),
     ("M14", "expiry's CAS weakened from AcqRel to Relaxed", "src/state.rs",
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",

@@ -2,6 +2,7 @@
 
 use crate::error::BuildError;
 use crate::service::{Settings, TimerService};
+use crate::sync::plain::Arc as PlainArc;
 use std::time::Duration;
 
 /// Settings for a [`TimerService`]; [`build`](Builder::build) checks them and starts it.
@@ -27,6 +28,8 @@ pub struct Builder {
     pub(crate) max_pending_per_shard: Option<usize>,
     pub(crate) pin_threads: bool,
     pub(crate) thread_name: String,
+    /// Where expired tasks run, if not on the shard thread.
+    pub(crate) offload: Option<PlainArc<crate::shard::driver::Pool>>,
 }
 
 impl Default for Builder {
@@ -37,6 +40,7 @@ impl Default for Builder {
             max_pending_per_shard: None,
             pin_threads: true,
             thread_name: "shardwheel".to_owned(),
+            offload: None,
         }
     }
 }
@@ -95,6 +99,41 @@ impl Builder {
         self
     }
 
+    /// Runs expired tasks on `pool` instead of on the shard threads, so that a task that
+    /// blocks delays no other timeout of its shard. Default: on the shard thread, the
+    /// cheapest for short tasks (no hand-over to another thread). With the `offload` cargo
+    /// feature (`shardwheel = { version = "0.1", features = ["offload"] }`), which brings in
+    /// `rayon`.
+    ///
+    /// The shard still decides what is due and commits it (the EXPIRED compare-and-swap)
+    /// on its own thread; it then hands each task to the pool (`ThreadPool::spawn`, one
+    /// allocation per task) and goes on. A task that panics on the pool is caught there and
+    /// counted in [`Stats::panicked`](crate::Stats::panicked); every task that fired counts
+    /// in `expired` as it commits. [`stop`](crate::TimerService::stop) waits for the shard
+    /// threads, not for tasks still running on the pool. Tasks of one shard may run in
+    /// parallel on the pool, and in any order once handed over.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let pool = rayon::ThreadPoolBuilder::new().num_threads(2).thread_name(|i| format!("offload-{i}")).build()?;
+    /// let timers = TimerService::builder().shards(1).offload(pool).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// timers.schedule(Duration::from_millis(1), move || {
+    ///     tx.send(std::thread::current().name().map(str::to_owned)).unwrap();
+    /// })?;
+    /// let ran_on = rx.recv()?.expect("pool threads are named");
+    /// assert!(ran_on.starts_with("offload-"), "ran on {ran_on}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "offload")]
+    pub fn offload(mut self, pool: rayon::ThreadPool) -> Self {
+        self.offload = Some(PlainArc::new(pool));
+        self
+    }
+
     /// Checks the settings and starts the shards.
     pub fn build(self) -> Result<TimerService, BuildError> {
         let shards = self.validate()?;
@@ -104,6 +143,7 @@ impl Builder {
             max_pending_per_shard: self.max_pending_per_shard,
             pin_threads: self.pin_threads,
             thread_name: self.thread_name,
+            offload: self.offload,
         })
     }
 

@@ -148,3 +148,34 @@ impl fmt::Display for StopError {
 }
 
 impl std::error::Error for StopError {}
+
+/// The error of a [`WithTimeout`](crate::WithTimeout) whose deadline came before its future
+/// finished: [`TimerService::timeout`](crate::TimerService::timeout) dropped the future.
+///
+/// ```
+/// use shardwheel::{Elapsed, TimerService};
+/// use std::time::Duration;
+///
+/// let timers = TimerService::new()?;
+/// let never = std::future::pending::<()>();
+/// let outcome = futures_executor::block_on(timers.timeout(Duration::from_millis(5), never));
+/// assert_eq!(outcome, Err(Elapsed::new()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Elapsed(());
+
+impl Elapsed {
+    /// The one value of the error.
+    pub const fn new() -> Elapsed {
+        Elapsed(())
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}

@@ -72,11 +72,16 @@ mod clock;
 mod counts;
 mod entry;
 mod error;
+mod future;
+#[cfg(feature = "hyper")]
+mod hyper_timer;
 #[cfg(loom)]
 mod loom_live;
 #[cfg(loom)]
 mod loom_queue;
 mod mailbox;
+mod missed;
+mod periodic;
 mod routing;
 mod service;
 mod shard;
@@ -90,7 +95,9 @@ mod timeout;
 mod wheel;
 
 pub use builder::Builder;
-pub use error::{BuildError, ScheduleError, StopError};
+pub use error::{BuildError, Elapsed, ScheduleError, StopError};
+pub use future::{Interval, Sleep, WithTimeout};
+pub use missed::Missed;
 pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;
 pub use task::TimerTask;

@@ -102,6 +102,8 @@ pub(crate) struct Settings {
     pub(crate) max_pending_per_shard: Option<usize>,
     pub(crate) pin_threads: bool,
     pub(crate) thread_name: String,
+    /// The pool expired tasks run on, if not the shard threads.
+    pub(crate) offload: Option<PlainArc<driver::Pool>>,
 }
 
 impl TimerService {
@@ -125,13 +127,14 @@ impl TimerService {
         let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
         for (i, shard) in inner.shards.iter().enumerate() {
             let driven = shard.clone();
+            let offload = settings.offload.clone();
             let core = cores.get(i).copied().flatten();
             let spawned = spawn_named(format!("{}-{i}", settings.thread_name), move || {
                 if let Some(core) = core {
                     // Best effort: a refused pin leaves the thread where the OS put it.
                     core_affinity::set_for_current(core);
                 }
-                driver::run(driven)
+                driver::run(driven, offload)
             });
             match spawned {
                 Ok(handle) => {
@@ -221,11 +224,11 @@ impl TimerService {
     }
 
     /// The shard for a call without an explicit one.
-    fn route(&self) -> usize {
+    pub(crate) fn route(&self) -> usize {
         routing::driving(self.inner.id).unwrap_or_else(|| routing::home_shard(self.inner.shards.len()))
     }
 
-    fn schedule_with<T: TimerTask>(
+    pub(crate) fn schedule_with<T: TimerTask>(
         &self,
         index: usize,
         deadline: impl FnOnce(&Clock) -> u64,
@@ -267,6 +270,16 @@ impl TimerService {
             }
             Sent::Closed => self.take_back(timeout),
         }
+    }
+
+    /// The service's clock, for the futures and series that work in ticks.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    /// Shard `index` (`0..shard_count()`).
+    pub(crate) fn shard_at(&self, index: usize) -> &Arc<Shard> {
+        &self.inner.shards[index]
     }
 
     /// A schedule that met a closing mailbox: the shard either took the timeout (its final

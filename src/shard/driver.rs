@@ -2,7 +2,8 @@
 //!
 //! Each turn it drains (a bounded number of) mailbox commands into the wheel, polls the
 //! wheel for what is due (a bounded number of steps), commits each due timeout with the
-//! EXPIRED CAS, and then, holding nothing, runs the batch of tasks. With nothing left to do
+//! EXPIRED CAS, and then, holding nothing, runs the batch of tasks (or, with
+//! `Builder::offload`, hands each to the pool and goes on). With nothing left to do
 //! it sleeps until the wheel's next deadline, or until a producer wakes it (`mailbox.rs`).
 //! A shard with nothing to do sleeps without a timeout: an idle service makes no wake-ups at
 //! all. A wake-up promised to producers is kept even if its timeouts are cancelled
@@ -19,6 +20,7 @@ use crate::shard::stages::StageWheel;
 use crate::shard::{Shard, ShardHandle};
 use crate::stage::{self, Stage};
 use crate::state::State;
+use crate::sync::plain::Arc as PlainArc;
 use crate::sync::{Arc, Ordering, const_thread_local};
 use crate::wheel::Wheel;
 use std::cell::RefCell;
@@ -61,8 +63,9 @@ pub(crate) struct TakenBack {
 }
 
 /// Runs shard `shard` on the calling thread until its mailbox is closed; returns the
-/// timeouts that were still pending then, each now cancelled.
-pub(crate) fn run(shard: Arc<Shard>) -> Vec<TakenBack> {
+/// timeouts that were still pending then, each now cancelled. Expired tasks run on this
+/// thread, or on `offload` if it is set (`Builder::offload`).
+pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<TakenBack> {
     let _driving = routing::enter_driver(shard.service, shard.index);
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
@@ -81,7 +84,10 @@ pub(crate) fn run(shard: Arc<Shard>) -> Vec<TakenBack> {
     while !shard.mailbox.is_closed() {
         let mut turn = with_local(|local| local.turn(&mut batch));
         if !batch.is_empty() {
-            run_tasks(&shard, &mut batch);
+            match &offload {
+                None => run_tasks(&shard, &mut batch),
+                Some(pool) => offload_tasks(&shard, &mut batch, pool),
+            }
             // The tasks may have filed timeouts straight into the wheel: decide again.
             if let Turn::Idle(_) = turn {
                 turn = with_local(|local| local.idle());
@@ -378,6 +384,37 @@ fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
         if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
             shard.counters.panicked();
         }
+    }
+}
+
+/// The pool expired tasks may run on (`Builder::offload`, with the `offload` feature).
+#[cfg(feature = "offload")]
+pub(crate) type Pool = rayon::ThreadPool;
+
+/// Without the `offload` feature there is no pool: a type with no values, so the code that
+/// hands tasks over compiles and can never run.
+#[cfg(not(feature = "offload"))]
+#[derive(Debug)]
+pub(crate) enum Pool {}
+
+/// Hands the committed tasks to `pool`, each with the shard to count its panic on and to
+/// hand its cell back to (`Returned` takes cells from any thread). The shard goes on at once.
+#[cfg(not(feature = "offload"))]
+fn offload_tasks(_: &Arc<Shard>, _: &mut Vec<OwnedTask>, pool: &Pool) {
+    match *pool {}
+}
+
+/// Hands the committed tasks to `pool`, each with the shard to count its panic on and to
+/// hand its cell back to (`Returned` takes cells from any thread). The shard goes on at once.
+#[cfg(feature = "offload")]
+fn offload_tasks(shard: &Arc<Shard>, batch: &mut Vec<OwnedTask>, pool: &Pool) {
+    for task in batch.drain(..) {
+        let shard = shard.clone();
+        pool.spawn(move || {
+            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
+                shard.counters.panicked();
+            }
+        });
     }
 }
 

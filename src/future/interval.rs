@@ -1,0 +1,212 @@
+//! [`Interval`]: ticks at a fixed period, as an async stream of instants.
+
+use crate::future::Sleep;
+use crate::missed::{Missed, saturating_add};
+use crate::service::TimerService;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// Ticks every `period`; made by [`TimerService::interval`]. Await
+/// [`tick`](Interval::tick) for each.
+///
+/// The first tick completes at once; tick `k` is due at `start + k × period`, and never
+/// completes before that (it completes at the first tick boundary of the service at or after
+/// it). A tick taken late is followed as [`set_missed`](Interval::set_missed) says
+/// ([`Missed::Skip`] by default). One [`Sleep`] does the waiting: a tick taken on time moves
+/// its deadline one period on (a fresh registration once it has fired; when the interval
+/// is already behind, a tick costs no registration at all).
+///
+/// ```
+/// use shardwheel::TimerService;
+/// use std::time::{Duration, Instant};
+///
+/// let timers = TimerService::new()?;
+/// let mut every = timers.interval(Duration::from_millis(10));
+/// let start = futures_executor::block_on(every.tick());
+/// let third = futures_executor::block_on(async {
+///     every.tick().await;
+///     every.tick().await
+/// });
+/// assert_eq!(third, start + Duration::from_millis(20));
+/// assert!(Instant::now() >= third, "never early");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// On a stopped service an interval ticks no more: `tick` stays pending (a loop around it
+/// must not spin), and the task awaiting it should be dropped.
+pub struct Interval {
+    sleep: Sleep,
+    /// When the next tick is due.
+    next: Instant,
+    period: Duration,
+    missed: Missed,
+}
+
+impl TimerService {
+    /// Ticks every `period`, the first at once (see [`Interval`]).
+    ///
+    /// A period shorter than the service's [`tick`](TimerService::tick), zero included, is
+    /// clamped to one tick: the wheel cannot tell shorter periods apart, and a zero period
+    /// would be a busy loop.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let every = timers.interval(Duration::ZERO);
+    /// assert_eq!(every.period(), timers.tick());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn interval(&self, period: Duration) -> Interval {
+        self.interval_at(Instant::now(), period)
+    }
+
+    /// Ticks every `period`, the first at `start` (see [`interval`](TimerService::interval)).
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let start = Instant::now() + Duration::from_millis(5);
+    /// let mut every = timers.interval_at(start, Duration::from_millis(10));
+    /// assert_eq!(futures_executor::block_on(every.tick()), start);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
+        Interval {
+            sleep: self.sleep_until(start),
+            next: start,
+            period: period.max(self.tick()),
+            missed: Missed::default(),
+        }
+    }
+}
+
+impl Interval {
+    /// Waits for the next tick; returns when it was due (not when it was taken).
+    ///
+    /// Cancel-safe: dropping the future before it completes loses no tick.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_millis(5));
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..3 {
+    ///         every.tick().await;
+    ///     }
+    /// });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tick(&mut self) -> impl Future<Output = Instant> + Send + Sync + Unpin + '_ {
+        std::future::poll_fn(move |cx| self.poll_tick(cx))
+    }
+
+    /// Polls for the next tick: `Ready(due)` once it is due, else registers `cx`'s waker.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_millis(5));
+    /// let first = futures_executor::block_on(std::future::poll_fn(|cx| every.poll_tick(cx)));
+    /// assert!(first <= std::time::Instant::now());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        if Instant::now() < self.next {
+            if Pin::new(&mut self.sleep).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            // Completed early only if the service stopped: tick no more (no spinning).
+            if Instant::now() < self.next {
+                return Poll::Pending;
+            }
+        }
+        let due = self.next;
+        self.next = self.missed.next(due, self.period, Instant::now());
+        self.sleep.reset(self.next);
+        Poll::Ready(due)
+    }
+
+    /// How the interval catches up after ticks it could not keep; [`Missed::Skip`] by
+    /// default. Takes effect from the next tick on.
+    ///
+    /// ```
+    /// use shardwheel::{Missed, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_millis(5));
+    /// every.set_missed(Missed::Burst);
+    /// assert_eq!(every.missed(), Missed::Burst);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_missed(&mut self, missed: Missed) {
+        self.missed = missed;
+    }
+
+    /// The policy for missed ticks.
+    ///
+    /// ```
+    /// use shardwheel::{Missed, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// assert_eq!(timers.interval(Duration::from_secs(1)).missed(), Missed::Skip);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn missed(&self) -> Missed {
+        self.missed
+    }
+
+    /// The period (after clamping to the service's tick).
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// assert_eq!(timers.interval(Duration::from_secs(1)).period(), Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Restarts the schedule: the next tick is due one period from now.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_millis(10));
+    /// every.reset();
+    /// let due = futures_executor::block_on(every.tick());
+    /// assert!(due > Instant::now() - Duration::from_millis(10));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset(&mut self) {
+        self.next = saturating_add(Instant::now(), self.period);
+        self.sleep.reset(self.next);
+    }
+}
+
+impl fmt::Debug for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Interval")
+            .field("next", &self.next)
+            .field("period", &self.period)
+            .field("missed", &self.missed)
+            .finish_non_exhaustive()
+    }
+}

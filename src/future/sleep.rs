@@ -1,0 +1,382 @@
+//! [`Sleep`]: a future that completes at a deadline, on any executor.
+//!
+//! A `Sleep` is a timeout like any other: one cell (state word, reference count, task
+//! inline) whose task is a [`Waker`]. It is made without touching the service, and
+//! registered on its first poll: the poll clones the waker into a new cell and arms it on the
+//! polling thread's shard (its stage, as every `schedule` does). When the deadline comes, the
+//! shard commits the cell (PENDING → EXPIRED) and wakes the waker from its batch of tasks.
+//!
+//! ```text
+//!  Sleep (48 B) ──────────────▶ cell (40 B): header │ Option<Waker>
+//!  │ service │ phase │ waker id │     Idle(tick) ──first poll──▶ Armed(Timeout) ──fired──▶ Ready
+//!                                    Armed ──poll with another waker──▶ cancel, arm a new cell
+//!                                    Armed ──drop──▶ cancel (one CAS)
+//! ```
+//!
+//! # The waker slot: a hand-over, never a shared slot
+//!
+//! The waker the shard will wake lives in the cell's task, which only the winner of the
+//! terminal CAS ever touches. The `Sleep` never writes it after arming: a poll that brings a
+//! waker that does not `will_wake` the stored one *cancels* the cell (one CAS) and arms a
+//! new one with the new waker. So there is no slot that two threads write, no lock, and no
+//! `AtomicWaker` state machine; the state word's single CAS decides every race:
+//!
+//! - **Poll with a new waker ∥ expiry.** Either the cancel wins (the shard's expiry CAS then
+//!   fails, the old waker is dropped unwoken, and the new cell holds the new waker: the
+//!   shard will wake it), or the expiry wins (the cancel fails, and the poll returns
+//!   `Ready`: the deadline has passed). No wake-up is lost: whichever waker is woken, the
+//!   latest poll either sees the expiry or stored its waker in a cell that is pending.
+//! - **Poll with the same waker ∥ expiry.** The poll compares the waker's identity *first*
+//!   and reads the state word *second*. If the state is still PENDING, the cell still holds
+//!   its waker (the shard drops it only after its CAS), so the identity compared with a live
+//!   waker, and the shard's wake reaches the polling task. If the expiry landed first, the
+//!   poll sees EXPIRED and returns `Ready`. (Read the other way round, a waker freed after
+//!   the expiry could have its address reused by a new task's waker and look the same.)
+//! - **Drop ∥ expiry.** The drop cancels: exactly one of the two CASes wins, and its winner
+//!   alone moves the waker out (woken by the shard, or dropped unwoken by the canceller).
+//!   The cell is freed by whoever lets go of it last. Loom: `loom-tests/sleep.rs`.
+//!
+//! The cost of a new waker is a cancel and an arm (a second cell): executors hand a task the
+//! same waker on every poll, so this happens when a `Sleep` moves to another task, not in
+//! steady state. Each such move counts one cancel and one more scheduled timeout in
+//! [`stats`](crate::TimerService::stats).
+//!
+//! # Who calls `wake`, and what it costs
+//!
+//! The shard thread that owns the cell calls [`Waker::wake`] from its batch of due tasks,
+//! after its wheel is released, like any task's `run` (or a thread of the offload pool, with
+//! [`Builder::offload`](crate::Builder::offload)). The cost is the executor's: for tokio, a
+//! push onto the runtime's injection queue and, if every worker sleeps, one unpark (a futex
+//! wake-up); for `futures::executor::block_on`, an unpark of the blocked thread. A cancelled
+//! `Sleep` never wakes anything.
+//!
+//! # After `stop`
+//!
+//! A `Sleep` polled (for the first time, or after a [`reset`](Sleep::reset) of a fired one)
+//! on a stopped service completes at once: there is no timer left to wait for, and a future
+//! that never completes would hang its task. A `Sleep` pending when `stop()` is called is
+//! handed back in `stop()`'s list like any timeout; dropping or running that
+//! [`Unfired`](crate::Unfired) task wakes it, and its next poll completes.
+
+use crate::error::ScheduleError;
+use crate::service::TimerService;
+use crate::task::TimerTask;
+use crate::timeout::{Timeout, TimeoutState};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// A future that completes at a deadline; made by [`TimerService::sleep`] and
+/// [`TimerService::sleep_until`].
+///
+/// Registers on its first poll, not when it is made; cancelled (one compare-and-swap) when
+/// dropped. It works under any executor: the service's shard thread wakes it. See the
+/// [module docs](self) for the waker protocol. A `Sleep` holds a clone of its service, so
+/// the shards run for as long as a sleep lives.
+///
+/// ```
+/// use shardwheel::TimerService;
+/// use std::time::{Duration, Instant};
+///
+/// let timers = TimerService::new()?;
+/// let start = Instant::now();
+/// futures_executor::block_on(timers.sleep(Duration::from_millis(20)));
+/// assert!(start.elapsed() >= Duration::from_millis(20), "never early");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Panics
+///
+/// A poll panics if it must register and the shard is full (a service built with
+/// [`max_pending_per_shard`](crate::Builder::max_pending_per_shard)): it can neither wait
+/// (nothing would wake it) nor complete (that would be early). Tokio's `Sleep` panics the
+/// same way when its timer is at capacity.
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    service: TimerService,
+    phase: Phase,
+    /// The identity of the waker in the armed cell (meaningful in `Phase::Armed` only).
+    waker: WakerId,
+}
+
+/// Where a `Sleep` stands.
+enum Phase {
+    /// Not registered: the deadline, in the service's ticks.
+    Idle(u64),
+    /// Registered: the cell that holds the waker.
+    Armed(Timeout),
+    /// The service was stopped when the sleep tried to register: it is complete.
+    Stopped(u64),
+}
+
+/// A waker's identity, as [`Waker::will_wake`] compares it: its data pointer and vtable.
+/// Kept as integers, so that a `Sleep` holds no pointer (it stays `Send + Sync`) and no
+/// second clone of the waker (no reference count moves to keep it).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct WakerId {
+    data: usize,
+    vtable: usize,
+}
+
+impl WakerId {
+    const NONE: WakerId = WakerId { data: 0, vtable: 0 };
+
+    fn of(waker: &Waker) -> WakerId {
+        WakerId { data: waker.data() as usize, vtable: std::ptr::from_ref(waker.vtable()) as usize }
+    }
+}
+
+/// The task in a sleep's cell: the waker to wake.
+///
+/// Running it wakes the waker (by dropping the task: see `Drop`); a cancel drops it unwoken.
+/// Dropped unrun for any other reason (handed back by `stop()` and dropped, say), it wakes
+/// too, so that the sleeping task polls again and completes.
+pub(crate) struct WakeTask {
+    waker: Option<Waker>,
+}
+
+impl WakeTask {
+    fn new(waker: &Waker) -> WakeTask {
+        WakeTask { waker: Some(waker.clone()) }
+    }
+
+    /// Drops the waker without waking it.
+    fn silence(mut self) {
+        self.waker = None;
+    }
+}
+
+impl TimerTask for WakeTask {
+    fn run(self: Box<Self>) {
+        drop(self);
+    }
+
+    fn cancelled(self: Box<Self>) {
+        (*self).silence();
+    }
+
+    /// Runs in place, unboxed: the drop wakes.
+    fn run_unboxed(self) {
+        drop(self);
+    }
+
+    /// A cancel (a `Sleep` dropped, or moved to another waker): nothing to wake.
+    fn cancelled_unboxed(self) {
+        self.silence();
+    }
+}
+
+impl Drop for WakeTask {
+    fn drop(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+}
+
+impl TimerService {
+    /// A future that completes once `delay` has passed: at the first tick boundary at or
+    /// after `now + delay`, never before. Reads the clock once, here; registers with a shard
+    /// on its first poll.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let sleep = timers.sleep(Duration::from_millis(5));
+    /// assert!(!sleep.is_elapsed());
+    /// futures_executor::block_on(sleep);
+    /// assert_eq!(timers.pending(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sleep(&self, delay: Duration) -> Sleep {
+        self.sleep_tick(self.clock().deadline_after(delay))
+    }
+
+    /// A future that completes at `deadline` (the first tick boundary at or after it). Reads
+    /// no clock; a deadline already past completes by the next tick boundary.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let deadline = Instant::now() + Duration::from_millis(10);
+    /// futures_executor::block_on(timers.sleep_until(deadline));
+    /// assert!(Instant::now() >= deadline);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        self.sleep_tick(self.clock().deadline_at(deadline))
+    }
+
+    fn sleep_tick(&self, tick: u64) -> Sleep {
+        Sleep { service: self.clone(), phase: Phase::Idle(tick), waker: WakerId::NONE }
+    }
+}
+
+impl Sleep {
+    /// The deadline, rounded up to the tick at which the sleep completes.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let asked = Instant::now() + Duration::from_secs(1);
+    /// let sleep = timers.sleep_until(asked);
+    /// assert!(sleep.deadline() >= asked && sleep.deadline() < asked + timers.tick() * 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        match &self.phase {
+            Phase::Idle(tick) | Phase::Stopped(tick) => self.service.clock().instant_of(*tick),
+            Phase::Armed(timeout) => timeout.deadline(),
+        }
+    }
+
+    /// Whether the deadline has come: the shard fired the sleep (even if it has not been
+    /// polled since), or it completed because the service is stopped. `false` before the
+    /// first poll.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut sleep = timers.sleep(Duration::from_millis(1));
+    /// futures_executor::block_on(&mut sleep);
+    /// assert!(sleep.is_elapsed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_elapsed(&self) -> bool {
+        match &self.phase {
+            Phase::Idle(_) => false,
+            Phase::Armed(timeout) => timeout.state() != TimeoutState::Pending,
+            Phase::Stopped(_) => true,
+        }
+    }
+
+    /// Moves the deadline to `deadline`. A registered sleep that is still pending keeps its
+    /// cell: a later deadline is one compare-and-swap ([`Timeout::reset_at`]: no message, no
+    /// clock read), an earlier one also tells the shard. A sleep that has completed (or was
+    /// never polled) waits again, and registers on its next poll.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut sleep = timers.sleep(Duration::from_millis(1));
+    /// futures_executor::block_on(&mut sleep);
+    /// let again = Instant::now() + Duration::from_millis(10);
+    /// sleep.reset(again);
+    /// assert!(!sleep.is_elapsed());
+    /// futures_executor::block_on(&mut sleep);
+    /// assert!(Instant::now() >= again);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset(&mut self, deadline: Instant) {
+        if let Phase::Armed(timeout) = &self.phase {
+            if timeout.reset_at(deadline) {
+                return;
+            }
+        }
+        // Not registered, or its cell is spent (fired, or taken by `stop`): a fresh start.
+        self.phase = Phase::Idle(self.service.clock().deadline_at(deadline));
+    }
+
+    /// Arms a cell for `tick` holding `waker`, on the polling thread's shard.
+    fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<()> {
+        let shard = self.service.route();
+        match self.service.schedule_with(shard, |_| tick, WakeTask::new(waker)) {
+            Ok(timeout) => {
+                self.waker = WakerId::of(waker);
+                self.phase = Phase::Armed(timeout);
+                Poll::Pending
+            }
+            Err(ScheduleError::Shutdown(task)) => {
+                task.silence();
+                self.phase = Phase::Stopped(tick);
+                Poll::Ready(())
+            }
+            Err(e) => {
+                let message = e.to_string();
+                e.into_task().silence();
+                panic!("a Sleep could not register: {message}");
+            }
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let timeout = match &this.phase {
+            Phase::Stopped(_) => return Poll::Ready(()),
+            Phase::Idle(tick) => return this.arm(*tick, cx.waker()),
+            Phase::Armed(timeout) => timeout,
+        };
+        // The identity first, the state second: see "The waker slot" in the module docs.
+        let same_waker = WakerId::of(cx.waker()) == this.waker;
+        if timeout.state() != TimeoutState::Pending {
+            return Poll::Ready(());
+        }
+        if same_waker {
+            return Poll::Pending;
+        }
+        // Another waker (the sleep moved to another task): take the cell back, and arm a new
+        // one for the same tick. A cancel that loses means the sleep just fired.
+        if !timeout.cancel() {
+            return Poll::Ready(());
+        }
+        let tick = timeout.entry.state().load().deadline();
+        this.arm(tick, cx.waker())
+    }
+}
+
+impl Drop for Sleep {
+    /// Cancels a registered sleep: one compare-and-swap, which drops the waker unwoken. If
+    /// the shard had already filed the cell, it is told to take it out (as any
+    /// [`Timeout::cancel`]); otherwise the shard never hears of it.
+    fn drop(&mut self) {
+        if let Phase::Armed(timeout) = &self.phase {
+            timeout.cancel();
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let phase = match &self.phase {
+            Phase::Idle(_) => "idle",
+            Phase::Armed(_) => "registered",
+            Phase::Stopped(_) => "stopped",
+        };
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline())
+            .field("phase", &phase)
+            .field("elapsed", &self.is_elapsed())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{Sleep, WakeTask};
+    use std::mem::size_of;
+
+    fn assert_traits<T: std::future::Future<Output = ()> + Send + Sync + Unpin>() {}
+
+    #[test]
+    fn sleep_is_send_sync_unpin_and_small() {
+        assert_traits::<Sleep>();
+        assert_eq!(size_of::<Sleep>(), 48);
+        assert_eq!(size_of::<WakeTask>(), 16);
+    }
+}

@@ -1,0 +1,114 @@
+//! [`WithTimeout`]: a future raced against a [`Sleep`].
+
+use crate::error::Elapsed;
+use crate::future::Sleep;
+use crate::service::TimerService;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// A future with a deadline; made by [`TimerService::timeout`]. Completes with the future's
+/// output, or with [`Elapsed`] if the deadline comes first (the future is then dropped with
+/// the `WithTimeout`).
+///
+/// The future is polled first, so one that is ready at its deadline wins. It is polled on
+/// the awaiting task, as if awaited directly: a panic inside it unwinds into that task, never
+/// into a shard.
+///
+/// ```
+/// use shardwheel::TimerService;
+/// use std::time::Duration;
+///
+/// let timers = TimerService::new()?;
+/// let quick = async { 7 };
+/// assert_eq!(futures_executor::block_on(timers.timeout(Duration::from_secs(5), quick)), Ok(7));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct WithTimeout<F> {
+    future: F,
+    sleep: Sleep,
+}
+
+impl TimerService {
+    /// Runs `future` with a deadline `delay` from now: `Ok(output)` if it finishes first,
+    /// `Err(Elapsed)` otherwise. The deadline registers on the first poll, and is cancelled
+    /// (one compare-and-swap) when the future finishes first or the `WithTimeout` is dropped.
+    ///
+    /// ```
+    /// use shardwheel::{Elapsed, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let slow = timers.sleep(Duration::from_secs(60));
+    /// let outcome = futures_executor::block_on(timers.timeout(Duration::from_millis(10), slow));
+    /// assert_eq!(outcome, Err(Elapsed::new()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timeout<F: Future>(&self, delay: Duration, future: F) -> WithTimeout<F> {
+        WithTimeout { future, sleep: self.sleep(delay) }
+    }
+}
+
+impl<F> WithTimeout<F> {
+    /// The future, without its deadline (which is cancelled).
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let limited = timers.timeout(Duration::from_secs(1), async { 3 });
+    /// assert_eq!(futures_executor::block_on(limited.into_inner()), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn into_inner(self) -> F {
+        self.future
+    }
+
+    /// The deadline's sleep: its [`deadline`](Sleep::deadline), or a
+    /// [`reset`](Sleep::reset) to move it.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut limited = timers.timeout(Duration::from_secs(1), async { 3 });
+    /// limited.sleep_mut().reset(Instant::now() + Duration::from_secs(2));
+    /// assert!(limited.sleep_mut().deadline() > Instant::now() + Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sleep_mut(&mut self) -> &mut Sleep {
+        &mut self.sleep
+    }
+}
+
+impl<F: Future> Future for WithTimeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning of `future` only: it is never moved out of a pinned
+        // `WithTimeout` (`into_inner` takes `self` by value, which needs `Unpin` to get out
+        // of a `Pin`), and `WithTimeout` has no `Drop` impl that could move it. `sleep` is
+        // `Unpin` and not treated as pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above: `future` stays where it is for as long as `self` is pinned.
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        if let Poll::Ready(output) = future.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        match Pin::new(&mut this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed::new())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<F> fmt::Debug for WithTimeout<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WithTimeout").field("sleep", &self.sleep).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,87 @@
+//! `Builder::offload`: expired tasks run on a rayon pool, so a task that blocks delays no
+//! other timeout of its shard; runs and panics are still counted. The default stays on the
+//! shard thread. Needs the `offload` feature: `cargo test --features offload --test offload`.
+#![cfg(feature = "offload")]
+
+use shardwheel::TimerService;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{PATIENCE, wait_until};
+
+fn pool() -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new().num_threads(2).thread_name(|i| format!("offload-{i}")).build().unwrap()
+}
+
+/// One shard; a task due at 10 ms blocks for 200 ms; ten more are due every 10 ms after it.
+/// Returns how late each of those ten ran.
+fn lateness_behind_a_blocking_task(timers: &TimerService) -> Vec<Duration> {
+    let start = Instant::now();
+    timers.schedule_at(start + Duration::from_millis(10), || std::thread::sleep(Duration::from_millis(200))).unwrap();
+    let (tx, rx) = mpsc::channel();
+    for k in 1..=10u32 {
+        let due = start + Duration::from_millis(10) + Duration::from_millis(10) * k;
+        let tx = tx.clone();
+        timers.schedule_at(due, move || tx.send(Instant::now().saturating_duration_since(due)).unwrap()).unwrap();
+    }
+    (0..10).map(|_| rx.recv_timeout(PATIENCE).unwrap()).collect()
+}
+
+#[test]
+fn a_blocking_task_on_the_pool_delays_no_other_timeout_of_its_shard() {
+    let timers = TimerService::builder().shards(1).pin_threads(false).offload(pool()).build().unwrap();
+    let late = lateness_behind_a_blocking_task(&timers);
+    let worst = late.iter().max().unwrap();
+    println!("offloaded: worst lateness behind a 200 ms task: {worst:?}");
+    assert!(*worst < Duration::from_millis(100), "held up by the blocking task: {late:?}");
+    assert!(wait_until(|| timers.stats().expired == 11, PATIENCE), "every run counted");
+}
+
+#[test]
+fn by_default_tasks_run_on_the_shard_thread_in_turn() {
+    let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
+    let late = lateness_behind_a_blocking_task(&timers);
+    let worst = late.iter().max().unwrap();
+    assert!(*worst >= Duration::from_millis(100), "the default should run tasks on the shard, in turn: {late:?}");
+}
+
+#[test]
+fn panics_on_the_pool_are_counted_and_tasks_run_there() {
+    let timers = TimerService::builder().shards(2).pin_threads(false).offload(pool()).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    timers
+        .schedule(Duration::from_millis(1), move || tx.send(std::thread::current().name().map(str::to_owned)).unwrap())
+        .unwrap();
+    let name = rx.recv_timeout(PATIENCE).unwrap().unwrap();
+    assert!(name.starts_with("offload-"), "ran on {name}");
+    timers.schedule(Duration::from_millis(1), || panic!("a task that fails on the pool")).unwrap();
+    assert!(wait_until(|| timers.stats().panicked == 1, PATIENCE), "the panic was not counted");
+    // Sleeps are woken from the pool too.
+    futures_executor::block_on(timers.sleep(Duration::from_millis(2)));
+    let stats = timers.stats();
+    assert_eq!(stats.expired, 3);
+    assert_eq!(stats.pending, 0);
+    assert!(timers.stop().unwrap().is_empty());
+}
+
+#[test]
+fn a_series_runs_on_the_pool_one_run_at_a_time() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let timers = TimerService::builder().shards(1).pin_threads(false).offload(pool()).build().unwrap();
+    let (runs, running) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, busy) = (runs.clone(), running.clone());
+    let handle = timers
+        .schedule_repeating(Duration::ZERO, Duration::from_millis(1), shardwheel::Missed::Burst, move || {
+            assert_eq!(busy.fetch_add(1, Ordering::SeqCst), 0, "two runs of one series at once");
+            std::thread::sleep(Duration::from_millis(3));
+            busy.fetch_sub(1, Ordering::SeqCst);
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert!(wait_until(|| runs.load(Ordering::SeqCst) >= 5, PATIENCE));
+    assert!(handle.cancel());
+    assert!(wait_until(|| timers.pending() == 0, PATIENCE));
+    assert_eq!(timers.stats().panicked, 0);
+}

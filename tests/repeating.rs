@@ -1,0 +1,227 @@
+//! `schedule_repeating`: one handle for a series; never early; each `Missed` policy after a
+//! stall of the shard (a long task on the same shard); a panic ends the series and is
+//! counted; `stop()` hands the series back once; bad input.
+
+use shardwheel::{Missed, ScheduleError, TimerService};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{PATIENCE, wait_until};
+
+fn one_shard() -> TimerService {
+    TimerService::builder().shards(1).pin_threads(false).build().expect("valid settings")
+}
+
+/// A closure that records when it runs.
+fn recorder() -> (Arc<Mutex<Vec<Instant>>>, impl FnMut() + Send + 'static) {
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let out = runs.clone();
+    (runs, move || out.lock().unwrap().push(Instant::now()))
+}
+
+fn count(runs: &Mutex<Vec<Instant>>) -> usize {
+    runs.lock().unwrap().len()
+}
+
+#[test]
+fn a_series_runs_on_its_grid_until_cancelled() {
+    let timers = one_shard();
+    let (runs, task) = recorder();
+    let period = Duration::from_millis(10);
+    let start = Instant::now();
+    let handle = timers.schedule_repeating(Duration::from_millis(5), period, Missed::Skip, task).unwrap();
+    assert!(handle.is_pending());
+    assert!(wait_until(|| count(&runs) >= 5, PATIENCE));
+    assert_eq!(timers.pending(), 2, "a live series counts its handle and its waiting run");
+    assert!(handle.cancel(), "the first cancel ends the series");
+    assert!(!handle.cancel());
+    assert!(handle.is_cancelled());
+    let ended = count(&runs);
+    assert!(wait_until(|| timers.pending() == 0, PATIENCE), "the waiting run was cancelled");
+    std::thread::sleep(period * 3);
+    assert!(count(&runs) <= ended + 1, "runs went on after cancel (one may have been under way)");
+    let runs = runs.lock().unwrap();
+    for (k, at) in runs.iter().enumerate() {
+        let due = start + Duration::from_millis(5) + period * k as u32;
+        assert!(*at >= due, "run {k} came {:?} early", due - *at);
+    }
+    let stats = timers.stats();
+    assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
+}
+
+/// A series with period `P`, first run at once, and a task on the same shard that blocks it
+/// from about 0.2P to 3.8P. Returns the series' start, when the stall ended, and the runs.
+fn after_stall(missed: Missed) -> (Instant, Instant, Vec<Instant>) {
+    const P: Duration = Duration::from_millis(50);
+    let timers = one_shard();
+    let (runs, task) = recorder();
+    let stall_end = Arc::new(Mutex::new(None));
+    let start = Instant::now();
+    let handle = timers.schedule_repeating(Duration::ZERO, P, missed, task).unwrap();
+    let end = stall_end.clone();
+    timers
+        .schedule(P / 5, move || {
+            std::thread::sleep(P * 18 / 5);
+            *end.lock().unwrap() = Some(Instant::now());
+        })
+        .unwrap();
+    assert!(wait_until(|| count(&runs) >= 6, PATIENCE));
+    handle.cancel();
+    let stall_end = stall_end.lock().unwrap().expect("the stall ran");
+    let runs = runs.lock().unwrap().clone();
+    (start, stall_end, runs)
+}
+
+#[test]
+fn burst_catches_up_back_to_back_after_a_stall() {
+    let p = Duration::from_millis(50);
+    let (start, stall_end, runs) = after_stall(Missed::Burst);
+    let late: Vec<_> = runs.iter().filter(|&&t| t >= stall_end).collect();
+    // Due at P, 2P and 3P, all missed: taken one after another as the stall ends.
+    assert!(late[2].duration_since(stall_end) < p / 2, "not back to back: {:?}", gaps(stall_end, &late));
+    // Then back on the grid: 4P, 5P.
+    assert!(*late[3] >= start + p * 4, "{:?}", gaps(stall_end, &late));
+    assert!(*late[4] >= start + p * 5);
+}
+
+#[test]
+fn skip_drops_the_missed_runs_and_keeps_the_grid_after_a_stall() {
+    let p = Duration::from_millis(50);
+    let (start, stall_end, runs) = after_stall(Missed::Skip);
+    let late: Vec<_> = runs.iter().filter(|&&t| t >= stall_end).collect();
+    // The run that was waiting (due at P) comes as the stall ends; 2P and 3P are skipped.
+    assert!(late[0].duration_since(stall_end) < p / 2);
+    assert!(*late[1] >= start + p * 4, "a skipped run came: {:?}", gaps(stall_end, &late));
+    assert!(*late[2] >= start + p * 5);
+    assert!(late[1].duration_since(*late[0]) < p, "the grid point 4P, not a period after the late run");
+}
+
+#[test]
+fn delay_waits_a_period_after_the_late_run() {
+    let p = Duration::from_millis(50);
+    let (_, stall_end, runs) = after_stall(Missed::Delay);
+    let late: Vec<_> = runs.iter().filter(|&&t| t >= stall_end).collect();
+    assert!(late[0].duration_since(stall_end) < p / 2);
+    assert!(late[1].duration_since(*late[0]) >= p, "{:?}", gaps(stall_end, &late));
+    assert!(late[2].duration_since(*late[1]) >= p);
+}
+
+fn gaps(from: Instant, runs: &[&Instant]) -> Vec<Duration> {
+    runs.iter().map(|t| t.duration_since(from)).collect()
+}
+
+#[test]
+fn a_run_that_panics_ends_the_series_and_is_counted() {
+    let timers = one_shard();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handle = timers
+        .schedule_repeating(Duration::ZERO, Duration::from_millis(2), Missed::Burst, move || {
+            if counted.fetch_add(1, Ordering::SeqCst) == 2 {
+                panic!("the third run fails");
+            }
+        })
+        .unwrap();
+    assert!(wait_until(|| handle.is_cancelled(), PATIENCE), "the panic did not end the series");
+    assert!(wait_until(|| timers.stats().panicked == 1, PATIENCE));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "no run after the panic");
+    assert_eq!(timers.pending(), 0);
+    assert!(!handle.cancel(), "already over");
+    // The shard goes on.
+    let (tx, rx) = std::sync::mpsc::channel();
+    timers.schedule(Duration::from_millis(1), move || tx.send(()).unwrap()).unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
+}
+
+#[test]
+fn stop_hands_the_series_back_once() {
+    let timers = one_shard();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handle = timers
+        .schedule_repeating(Duration::from_secs(60), Duration::from_secs(60), Missed::Skip, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let mut unfired = timers.stop().unwrap();
+    assert_eq!(unfired.len(), 1, "the series, once");
+    assert!(timers.stop().unwrap().is_empty(), "and not again");
+    assert!(handle.is_pending(), "the series is the caller's now");
+    // Running the handed-back task runs the closure once; the next run is refused.
+    unfired.pop().unwrap().into_task().run();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(handle.is_cancelled(), "a refused successor ends the series");
+    assert_eq!(timers.pending(), 0);
+
+    // Dropped instead, the series ends too.
+    let timers = one_shard();
+    let handle =
+        timers.schedule_repeating(Duration::from_secs(60), Duration::from_secs(1), Missed::Skip, || {}).unwrap();
+    drop(timers.stop().unwrap());
+    assert!(handle.is_cancelled());
+    assert_eq!(timers.pending(), 0);
+    let stats = timers.stats();
+    assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
+}
+
+#[test]
+fn a_zero_period_is_one_tick_not_a_busy_loop() {
+    let timers = one_shard();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let start = Instant::now();
+    let handle = timers
+        .schedule_repeating(Duration::ZERO, Duration::ZERO, Missed::Skip, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    handle.cancel();
+    let elapsed = start.elapsed();
+    let n = runs.load(Ordering::SeqCst);
+    let ticks = (elapsed.as_micros() / timers.tick().as_micros()) as usize;
+    assert!(n >= 2 && n <= ticks + 2, "{n} runs in {elapsed:?} ({ticks} ticks)");
+}
+
+#[test]
+fn refused_series_hand_their_task_back() {
+    let timers = one_shard();
+    timers.stop().unwrap();
+    let err = timers.schedule_repeating(Duration::ZERO, Duration::from_millis(1), Missed::Skip, || {}).unwrap_err();
+    assert!(matches!(err, ScheduleError::Shutdown(_)));
+    // The handle takes the only place: the first run is refused, and nothing is left.
+    let full = TimerService::builder().shards(1).max_pending_per_shard(1).build().unwrap();
+    let err = full.schedule_repeating(Duration::ZERO, Duration::from_millis(1), Missed::Skip, || {}).unwrap_err();
+    assert!(matches!(err, ScheduleError::Rejected(_)));
+    assert_eq!(full.pending(), 0);
+    let two = TimerService::builder().shards(1).max_pending_per_shard(2).build().unwrap();
+    let handle = two.schedule_repeating(Duration::from_secs(1), Duration::from_secs(1), Missed::Skip, || {}).unwrap();
+    assert_eq!(two.pending(), 2);
+    assert!(handle.cancel());
+    assert_eq!(two.pending(), 0);
+}
+
+#[test]
+fn huge_delays_and_periods_are_not_a_panic() {
+    let timers = one_shard();
+    let handle = timers.schedule_repeating(Duration::MAX, Duration::MAX, Missed::Burst, || {}).unwrap();
+    let soon = timers.schedule_repeating(Duration::ZERO, Duration::MAX, Missed::Skip, || {}).unwrap();
+    assert!(wait_until(|| timers.stats().expired == 1, PATIENCE), "the first run of the second series");
+    assert!(handle.is_pending() && soon.is_pending());
+    let mut every = timers.interval(Duration::MAX);
+    futures_executor::block_on(every.tick());
+    every.reset();
+    assert!(handle.cancel() && soon.cancel());
+    assert_eq!(timers.stats().panicked, 0);
+}
+
+#[test]
+fn dropping_the_service_ends_its_series() {
+    let timers = one_shard();
+    let handle = timers.schedule_repeating(Duration::ZERO, Duration::from_millis(1), Missed::Skip, || {}).unwrap();
+    drop(timers);
+    assert!(wait_until(|| handle.is_cancelled(), PATIENCE), "the series outlived its service");
+}
