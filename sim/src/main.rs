@@ -14,8 +14,8 @@
 //! - `scenario.rs`: the run; `producer.rs`: a producer thread; `tally.rs`: the tasks and
 //!   what every thread counts; `histogram.rs`: the lateness histogram; `measure.rs`: CPU
 //!   time, live heap and resident memory; `progress.rs`: the progress bar or lines;
-//! - `figures.rs`: the checks and figures; `report.rs`, `json.rs`, `plot.rs`: the text
-//!   report and ratio table, the JSON report, the lateness plot.
+//! - `figures.rs`: the checks and figures; `report.rs`: the text report, its ratio table and
+//!   the JSON report; `plot.rs`: the lateness plot.
 //!
 //! Exit status: 0 when every self-check passes, 1 when one fails (or the plot could not be
 //! written), 2 for a bad command line or settings the service refuses.
@@ -23,7 +23,6 @@
 mod args;
 mod figures;
 mod histogram;
-mod json;
 mod measure;
 mod plot;
 mod producer;
@@ -34,7 +33,7 @@ mod tally;
 mod timer;
 mod units;
 
-use args::{Config, Output};
+use args::Config;
 use scenario::Outcome;
 use std::process::ExitCode;
 use timer::{Shardwheel, SimTimer};
@@ -60,7 +59,14 @@ fn main() -> ExitCode {
     if output.compare {
         timer::run_peers(&config, &mut runs);
     }
-    print_report(&config, &output, &warnings, &runs);
+    if output.json {
+        println!("{}", report::json(&config, &warnings, &runs, output.compare));
+    } else {
+        print!("{}", report::text(&config, &warnings, &runs[0], output.verbose));
+        if output.compare {
+            print!("{}", report::compare_text(&runs, output.verbose));
+        }
+    }
     let plotted = output.plot.as_ref().is_none_or(|path| match plot::write(path, &config, &runs) {
         Ok(()) => {
             progress::note(&format!("lateness histogram written to {}", path.display()));
@@ -79,15 +85,4 @@ pub fn run_one<T: SimTimer>(config: &Config, mut timer: T, label: &str) -> Outco
     let outcome = scenario::run(config, &mut timer, &mut progress::Progress::new(label));
     drop(timer);
     outcome
-}
-
-fn print_report(config: &Config, output: &Output, warnings: &[String], runs: &[Outcome]) {
-    if output.json {
-        println!("{}", json::render(config, warnings, runs, output.compare));
-        return;
-    }
-    print!("{}", report::render(config, warnings, &runs[0], output.verbose));
-    if output.compare {
-        print!("{}", report::render_compare(config, runs, output.verbose));
-    }
 }
