@@ -2,25 +2,24 @@
 //! to output. Every usage error is a clap error: a message, the usage line, exit status 2.
 
 use crate::units::group;
-use clap::builder::BoolishValueParser;
+use clap::builder::{BoolishValueParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{ArgAction, Args, CommandFactory, Parser};
 use shardwheel::Builder;
+use std::ops::{Bound, RangeBounds};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The command line: the scenario's settings and what to output.
 #[derive(Debug, Parser)]
-#[command(name = "shardwheel-sim", version, about = "A connection simulator for the shardwheel timer service")]
-#[command(long_about = LONG_ABOUT, after_help = AFTER_HELP, max_term_width = 110)]
+#[command(name = "shardwheel-sim", version, about = ABOUT)]
+#[command(after_help = AFTER_HELP, max_term_width = 110)]
 struct Cli {
     #[command(flatten)]
     config: Config,
     #[command(flatten)]
     output: Output,
 }
-
-const MAX_TICK_US: u64 = Builder::MAX_TICK.as_micros() as u64;
 
 /// The scenario's settings (`Config::default()`: the command line's defaults).
 #[derive(Clone, Debug, Args)]
@@ -30,19 +29,19 @@ pub struct Config {
     pub connections: usize,
 
     /// Idle timeout of a connection, in ms: activity pushes it out (Timeout::reset)
-    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "5_000", value_parser = time(Duration::from_millis, 1, u64::MAX))]
+    #[arg(long = "idle-timeout-ms", value_name = "MS", default_value = "5_000", value_parser = whole(1, u64::MAX).map(Duration::from_millis))]
     pub idle_timeout: Duration,
 
     /// Fraction of connections that go quiet, early enough to time out within the run (0..=1)
-    #[arg(long, value_name = "F", default_value = "0.1", value_parser = fraction)]
+    #[arg(long, value_name = "F", default_value = "0.1", value_parser = real(0.0..=1.0, FRACTION))]
     pub idle_fraction: f64,
 
     /// Request timeout, in ms: every activity event arms one; its response cancels it
-    #[arg(long = "request-timeout-ms", value_name = "MS", default_value = "1_000", value_parser = time(Duration::from_millis, 1, u64::MAX))]
+    #[arg(long = "request-timeout-ms", value_name = "MS", default_value = "1_000", value_parser = whole(1, u64::MAX).map(Duration::from_millis))]
     pub request_timeout: Duration,
 
     /// Fraction of requests never answered, whose timeouts fire (0..=1)
-    #[arg(long, value_name = "F", default_value = "0.001", value_parser = fraction)]
+    #[arg(long, value_name = "F", default_value = "0.001", value_parser = real(0.0..=1.0, FRACTION))]
     pub lost_fraction: f64,
 
     /// Requests in flight per producer: a response arrives N requests later
@@ -60,7 +59,7 @@ pub struct Config {
 
     /// Timer wheel tick, in µs (the Netty-style peer ticks at the same rate)
     #[arg(long = "tick-us", value_name = "US", default_value = "1_000",
-          value_parser = time(Duration::from_micros, Builder::MIN_TICK.as_micros() as u64, MAX_TICK_US))]
+          value_parser = whole(Builder::MIN_TICK.as_micros() as u64, Builder::MAX_TICK.as_micros() as u64).map(Duration::from_micros))]
     pub tick: Duration,
 
     /// Pin shard i to core i (false: the OS places the shard threads)
@@ -73,7 +72,7 @@ pub struct Config {
     pub rate: u64,
 
     /// Length of the steady state, in seconds (2.5 allowed); setup and stop come on top
-    #[arg(long = "duration-secs", value_name = "S", default_value = "10", value_parser = seconds)]
+    #[arg(long = "duration-secs", value_name = "S", default_value = "10", value_parser = real((Bound::Excluded(0.0), Bound::Included(86_400.0)), "more than 0 and at most 86,400 (one day)").map(Duration::from_secs_f64))]
     pub duration: Duration,
 
     /// Seed of the random choices (which connections go quiet and when, which requests are lost)
@@ -112,14 +111,10 @@ impl Default for Config {
     }
 }
 
-const LONG_ABOUT: &str = "\
-A connection simulator for the shardwheel timer service.
-
-Simulates many connections, each with an idle timeout that activity pushes out
-(Timeout::reset) and that fires when the connection goes quiet, plus one request timeout per
-activity event that the response almost always cancels. Reports rates, expiry lateness and
-memory, and checks that every timeout ended exactly once. With --compare it runs the same
-workload on the peers a user would pick instead, and prints a ratio table.";
+const ABOUT: &str = "A connection simulator for the shardwheel timer service: connections whose idle timeouts \
+activity pushes out (Timeout::reset), and request timeouts their responses almost always cancel. Reports rates, \
+expiry lateness and memory, and checks that every timeout ended exactly once; --compare runs the same workload on \
+the peers a user would pick instead.";
 
 const AFTER_HELP: &str = "\
 Numbers may contain '_' separators (1_000_000).
@@ -138,31 +133,24 @@ type Parsed<T> = Result<T, String>;
 fn whole<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Parsed<T> + Clone + Send + Sync + 'static {
     move |value| match value.trim().replace('_', "").parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => T::try_from(n).map_err(|_| "out of range".to_owned()),
+        _ if max == u64::MAX && min == 0 => Err("expected a whole number".to_owned()),
         _ if max == u64::MAX => Err(format!("expected a whole number, at least {min}")),
         _ => Err(format!("expected a whole number from {} to {}", group(min), group(max))),
     }
 }
 
-/// A whole number of `unit`s, from `min` to `max`.
-fn time(unit: fn(u64) -> Duration, min: u64, max: u64) -> impl Fn(&str) -> Parsed<Duration> + Clone + Send + Sync {
-    let n = whole::<u64>(min, max);
-    move |value| n(value).map(unit)
-}
+const FRACTION: &str = "between 0 and 1 (0.1 means 10 %)";
 
-fn number(value: &str) -> Parsed<f64> {
-    let v: f64 = value.trim().replace('_', "").parse().map_err(|_| "expected a number")?;
-    if v.is_finite() { Ok(v) } else { Err("expected a number".into()) }
-}
-
-fn fraction(value: &str) -> Parsed<f64> {
-    let f = number(value)?;
-    if (0.0..=1.0).contains(&f) { Ok(f) } else { Err("must be between 0 and 1 (0.1 means 10 %)".to_owned()) }
-}
-
-fn seconds(value: &str) -> Parsed<Duration> {
-    let secs = number(value)?;
-    let ok = secs > 0.0 && secs <= 86_400.0;
-    if ok { Ok(Duration::from_secs_f64(secs)) } else { Err("must be more than 0 and at most 86,400 (one day)".into()) }
+/// A number in `range`, with optional `_` separators; `range` says what it must be.
+fn real<R>(range: R, says: &'static str) -> impl Fn(&str) -> Parsed<f64> + Clone + Send + Sync + 'static
+where
+    R: RangeBounds<f64> + Clone + Send + Sync + 'static,
+{
+    move |value| match value.trim().replace('_', "").parse::<f64>() {
+        Ok(v) if range.contains(&v) => Ok(v),
+        Ok(v) if v.is_finite() => Err(format!("must be {says}")),
+        _ => Err("expected a number".to_owned()),
+    }
 }
 
 /// Parses the arguments (with the program name first); checks what one value cannot.
@@ -204,56 +192,47 @@ impl Config {
     /// Settings that make the scenario miss its point, though it can run.
     pub fn warnings(&self) -> Vec<String> {
         let (idle_s, duration_s) = (self.idle_timeout.as_secs_f64(), self.duration.as_secs_f64());
-        let [idle_ms, request_ms, rate, in_flight] = [
-            self.idle_timeout.as_millis() as u64,
-            self.request_timeout.as_millis() as u64,
-            self.rate,
-            self.in_flight as u64,
-        ]
-        .map(group);
+        let [idle_ms, request_ms] = [self.idle_timeout, self.request_timeout].map(|d| group(d.as_millis() as u64));
         let (period, response) = (self.round_robin_period().as_secs_f64(), self.response_delay().as_secs_f64() * 1e3);
+        let (rate, in_flight) = (group(self.rate), group(self.in_flight as u64));
         let needed = group((self.connections as f64 / (0.75 * idle_s)).ceil() as u64);
-        let rules = [
-            (
-                period > 0.75 * idle_s,
-                format!(
-                    "--rate {rate} is too low for --idle-timeout-ms {idle_ms}: each active connection gets activity only \
-                 every {period:.2} s, so active connections may time out; use --rate {needed} or more (or a longer \
-                 idle timeout)"
-                ),
-            ),
-            (
-                response > 500.0 * self.request_timeout.as_secs_f64(),
-                format!(
-                    "responses arrive after ~{response:.1} ms ({in_flight} requests in flight per producer), too close to \
-                 the request timeout of {request_ms} ms: requests that are not lost may time out; lower --in-flight or \
-                 raise --rate"
-                ),
-            ),
-            (
-                self.idle_fraction > 0.0 && self.duration <= self.idle_timeout,
-                format!(
-                    "--duration-secs {duration_s} is not longer than the idle timeout ({idle_ms} ms): quiet connections \
-                 will not time out within the run (stop() hands their timeouts back instead)"
-                ),
-            ),
-            (
-                self.lost_fraction > 0.0 && self.duration <= self.request_timeout,
-                format!(
-                    "--duration-secs {duration_s} is not longer than the request timeout ({request_ms} ms): lost requests \
-                 will not time out within the run"
-                ),
-            ),
-        ];
-        rules.into_iter().filter(|r| r.0).map(|r| r.1).collect()
+        let mut warnings = Vec::new();
+        if period > 0.75 * idle_s {
+            warnings.push(format!(
+                "--rate {rate} is too low for --idle-timeout-ms {idle_ms}: each active connection gets activity \
+                 only every {period:.2} s, so active connections may time out; use --rate {needed} or more (or a \
+                 longer idle timeout)"
+            ));
+        }
+        if response > 500.0 * self.request_timeout.as_secs_f64() {
+            warnings.push(format!(
+                "responses arrive after ~{response:.1} ms ({in_flight} requests in flight per producer), too close \
+                 to the request timeout of {request_ms} ms: requests that are not lost may time out; lower \
+                 --in-flight or raise --rate"
+            ));
+        }
+        let end = "not longer than the";
+        if self.idle_fraction > 0.0 && self.duration <= self.idle_timeout {
+            warnings.push(format!(
+                "--duration-secs {duration_s} is {end} idle timeout ({idle_ms} ms): quiet connections will not time \
+                 out within the run (stop() hands their timeouts back instead)"
+            ));
+        }
+        if self.lost_fraction > 0.0 && self.duration <= self.request_timeout {
+            warnings.push(format!(
+                "--duration-secs {duration_s} is {end} request timeout ({request_ms} ms): lost requests will not \
+                 time out within the run"
+            ));
+        }
+        warnings
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn parse_str(s: &str) -> Result<(Config, Output), clap::Error> {
+    pub(crate) fn parse_str(s: &str) -> Result<(Config, Output), clap::Error> {
         parse(std::iter::once("shardwheel-sim").chain(s.split_whitespace()))
     }
 

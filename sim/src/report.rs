@@ -117,23 +117,41 @@ pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) ->
     w.out
 }
 
+/// The settings, as the verbose configuration table and the JSON `config` list them: key,
+/// value, label ("": JSON only) and text. `quiet`: the connections chosen to go quiet.
+fn config_rows(c: &Config, quiet: u64) -> [(&'static str, Value, &'static str, String); 13] {
+    let (each, rate) = (group(c.connections_of(0) as u64), per_sec(c.rate_per_producer()));
+    let producers = format!("{} threads, {each} connections and {rate} events each", c.producers);
+    let (n, response, period) = (group(c.in_flight as u64), ms(c.response_delay()), secs(c.round_robin_period()));
+    let (in_flight, quiet) = (format!("{n} per producer (response after ~{response})"), group(quiet));
+    let rate = format!("{} (each active connection every {period})", per_sec(c.rate as f64));
+    let (idle, request) = (c.idle_timeout, c.request_timeout);
+    [
+        ("connections", json!(c.connections), "connections", group(c.connections as u64)),
+        ("producers", json!(c.producers), "producers", producers),
+        ("shards", json!(c.shards), "", String::new()),
+        ("tick_us", json!(c.tick.as_micros() as u64), "tick", ms_setting(c.tick)),
+        ("pin_threads", json!(c.pin_threads), "", String::new()),
+        ("idle_timeout_ms", json!(idle.as_millis() as u64), "idle timeout", ms_setting(idle)),
+        (
+            "idle_fraction",
+            json!(c.idle_fraction),
+            "idle fraction",
+            format!("{} ({quiet} go quiet)", percent(c.idle_fraction)),
+        ),
+        ("request_timeout_ms", json!(request.as_millis() as u64), "request timeout", ms_setting(request)),
+        ("lost_fraction", json!(c.lost_fraction), "lost fraction", percent(c.lost_fraction)),
+        ("in_flight", json!(c.in_flight), "requests in flight", in_flight),
+        ("rate_per_sec", json!(c.rate), "activity rate", rate),
+        ("duration_secs", json!(c.duration.as_secs_f64()), "duration", format!("{} steady state", secs(c.duration))),
+        ("seed", json!(c.seed), "seed", c.seed.to_string()),
+    ]
+}
+
 fn configuration(w: &mut Text, config: &Config, o: &Outcome) {
     w.title("Configuration");
     w.row("timer", &o.describe);
-    w.row("connections", group(o.connections));
-    let (each, rate) = (group(config.connections_of(0) as u64), per_sec(config.rate_per_producer()));
-    w.row("producers", format_args!("{} threads, {each} connections and {rate} events each", config.producers));
-    w.row("tick", ms_setting(o.tick));
-    w.row("idle timeout", ms_setting(config.idle_timeout));
-    w.row("idle fraction", format_args!("{} ({} go quiet)", percent(config.idle_fraction), group(o.counts.quiet)));
-    w.row("request timeout", ms_setting(config.request_timeout));
-    w.row("lost fraction", percent(config.lost_fraction));
-    let (in_flight, response) = (group(config.in_flight as u64), ms(config.response_delay()));
-    w.row("requests in flight", format_args!("{in_flight} per producer (response after ~{response})"));
-    let (rate, period) = (per_sec(config.rate as f64), secs(config.round_robin_period()));
-    w.row("activity rate", format_args!("{rate} (each active connection every {period})"));
-    w.row("duration", format_args!("{} steady state", secs(config.duration)));
-    w.row("seed", config.seed);
+    config_rows(config, o.counts.quiet).iter().filter(|r| !r.2.is_empty()).for_each(|r| w.row(r.2, &r.3));
 }
 
 fn setup(w: &mut Text, o: &Outcome) {
@@ -389,17 +407,12 @@ fn compare_json(runs: &[Outcome]) -> Value {
 
 /// The JSON report, pretty-printed; `compare` adds the ratio rows.
 pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: bool) -> String {
-    let c = config;
+    let config: Map<_, _> =
+        config_rows(config, 0).into_iter().map(|(key, value, ..)| (key.to_owned(), value)).collect();
     let report = json!({
         "tool": "shardwheel-sim",
         "version": env!("CARGO_PKG_VERSION"),
-        "config": {
-            "connections": c.connections, "producers": c.producers, "shards": c.shards,
-            "tick_us": c.tick.as_micros() as u64, "pin_threads": c.pin_threads,
-            "idle_timeout_ms": c.idle_timeout.as_millis() as u64, "idle_fraction": c.idle_fraction,
-            "request_timeout_ms": c.request_timeout.as_millis() as u64, "lost_fraction": c.lost_fraction,
-            "in_flight": c.in_flight, "rate_per_sec": c.rate, "duration_secs": c.duration.as_secs_f64(), "seed": c.seed,
-        },
+        "config": config,
         "warnings": warnings,
         "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
         "compare": compare.then(|| compare_json(runs)),

@@ -1,10 +1,7 @@
-//! The tasks every timer runs, and what every thread counts.
-//!
-//! A producer counts in plain locals ([`Counts`]) and publishes a copy into its own
-//! cache-line-aligned [`ProducerTally`] once per batch. A [`Task`] records its firing and
-//! lateness in [`Shared`] when it runs, and counts its drop in its `Drop`, on whichever thread
-//! drops it. All counters are `Relaxed`: they carry no data, and the main thread reads exact
-//! values only after joining the threads that wrote them.
+//! The tasks every timer runs, and what every thread counts: a producer in plain locals
+//! ([`Counts`]), published once per batch; a [`Task`] its firing and lateness in [`Shared`]
+//! when it runs, and its drop in its `Drop`, on whichever thread drops it. All counters are
+//! `Relaxed`: they carry no data, and exact values are read after joining their writers.
 
 use crate::histogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,11 +13,11 @@ pub type PerKind<T> = [T; 2];
 
 /// Defines [`Counts`]: a field per counter, and their sum.
 macro_rules! counts {
-    ($($(#[doc = $doc:literal])* $field:ident,)*) => {
+    ($($field:ident),* $(,)?) => {
         /// What one producer did (or all of them, summed).
         #[derive(Clone, Copy, Debug, Default)]
         pub struct Counts {
-            $($(#[doc = $doc])* pub $field: u64,)*
+            $(pub $field: u64,)*
         }
 
         impl Counts {
@@ -31,28 +28,15 @@ macro_rules! counts {
     };
 }
 
+// Activity events (each: one reset, one request) that found an active connection; timeouts
+// scheduled; `reset()` = true, = false on an active connection (its idle timeout had fired);
+// `cancel()` of a request = true (the response came in time), = false (the timeout won);
+// requests never answered (their handles are dropped, so they fire); arms the timer refused;
+// tasks built (beyond one per idle arm, for timers that reset by arming again); connections
+// chosen to go quiet.
 counts! {
-    /// Activity events (each: one reset, one request) that found an active connection.
-    events,
-    /// Idle timeouts scheduled (at setup), and request timeouts.
-    idle_armed,
-    request_armed,
-    /// `reset()` = true; = false on an active connection (its idle timeout had fired).
-    resets_ok,
-    resets_failed,
-    /// Request `cancel()` = true (the response came in time), = false (the timeout won).
-    cancels_ok,
-    cancels_failed,
-    /// Requests that never get a response (their handles are dropped, so they fire).
-    lost,
-    /// Arms the timer refused (the task was dropped).
-    idle_failed,
-    request_failed,
-    /// Tasks built; beyond one per idle arm, idle tasks for timers that reset by arming again.
-    created_idle,
-    created_request,
-    /// Connections chosen to go quiet.
-    quiet,
+    events, idle_armed, request_armed, resets_ok, resets_failed, cancels_ok, cancels_failed,
+    lost, idle_failed, request_failed, created_idle, created_request, quiet,
 }
 
 impl Counts {
@@ -88,21 +72,20 @@ impl ProducerTally {
     }
 }
 
-/// Everything the threads share: leaked once per run, so that tasks hold a `&'static` to it.
+/// Everything the threads share, leaked once per run so that tasks hold a `&'static` to it:
+/// the time origin (deadlines are ns since it), the tasks that ran, those that ran early and
+/// the earliest (ns before its deadline), the largest lateness (µs) since the progress line
+/// last took it, the lateness histograms, and how late a plain `thread::sleep(tick)` woke up
+/// meanwhile (corrected for coordinated omission: the operating system's share).
 #[derive(Debug)]
 pub struct Shared {
-    /// The time origin: deadlines are nanoseconds since it.
     pub start: Instant,
     pub producers: Box<[ProducerTally]>,
     pub fired: PerKind<AtomicU64>,
-    /// Tasks that ran before their deadline, and the earliest, in ns before it.
     pub early: AtomicU64,
     pub worst_early_ns: AtomicU64,
-    /// The largest lateness (µs) since the progress line last took it.
     pub interval_max_us: AtomicU64,
     pub lateness: PerKind<Histogram>,
-    /// How late a plain `thread::sleep(tick)` wakes up meanwhile, corrected for coordinated
-    /// omission: the operating system's share of any lateness.
     pub sleep_lateness: Histogram,
 }
 

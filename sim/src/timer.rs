@@ -1,12 +1,8 @@
-//! The small timer interface the scenario drives ([`SimTimer`]), shardwheel behind it, and the
-//! peers of `--compare` behind it too, so that every timer runs literally the same workload.
-//!
-//! The peers are the benchmarks' own (the `shardwheel-peers` crate), adapted by [`Bench`]:
-//! a Netty-architecture `HashedWheelTimer`, a `Mutex<BinaryHeap>` with one worker, and tokio:
-//! a task per timeout on a multi-thread runtime doing `sleep_until(deadline).await` and then
-//! its work, as tokio code says "run this later". Its cancel is `JoinHandle::abort`, which
-//! counts as a win if the task had not finished, so a cancel or reset that races the task's
-//! run can count a win although the task ran; the self-check would show it.
+//! The timer interface the scenario drives ([`SimTimer`]): shardwheel behind it, and the peers
+//! of `--compare` (the benchmarks' own, from `shardwheel-peers`) through [`Bench`], so that
+//! every timer runs literally the same workload. tokio's cancel is `JoinHandle::abort`, a win
+//! if the task had not finished: one racing the task's run may count a win although the task
+//! ran, which the self-check would show.
 
 use crate::args::Config;
 use crate::run_one;
@@ -28,7 +24,7 @@ pub trait SimTimer: Sync {
     type Handle: Send;
     type Unfired;
 
-    /// The name in tables and JSON, and one line on how it is set up.
+    /// The name in tables and JSON; one line on how it is set up.
     fn name(&self) -> &'static str;
     fn describe(&self) -> String;
 
@@ -55,8 +51,8 @@ pub trait SimTimer: Sync {
     /// Timeouts pending now, if the timer can tell.
     fn pending(&self) -> Option<usize>;
 
-    /// Waits until every arm so far has reached the structure that holds it; the memory is
-    /// measured then.
+    /// Waits until every arm so far has reached the structure that holds it (then the memory
+    /// is measured).
     fn settle(&self) {}
 
     /// Stops the timer and joins its threads; hands back what never ended (`None`: a timer
@@ -234,20 +230,10 @@ mod tests {
     /// passes the self-check: the adapters keep the exactly-once contract.
     #[test]
     fn every_timer_passes_a_short_run() {
-        let config = Config {
-            connections: 2_000,
-            producers: 2,
-            shards: 2,
-            idle_timeout: Duration::from_millis(200),
-            idle_fraction: 0.5,
-            request_timeout: Duration::from_millis(50),
-            lost_fraction: 0.05,
-            in_flight: 16,
-            pin_threads: false,
-            rate: 40_000,
-            duration: Duration::from_millis(500),
-            ..Config::default()
-        };
+        let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
+            --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
+            --duration-secs 0.5";
+        let config = crate::args::tests::parse_str(args).unwrap().0;
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
         let mut runs = vec![run_one(&config, Shardwheel::new(&config).unwrap(), "shardwheel")];
         run_peers(&config, &mut runs);
