@@ -22,41 +22,41 @@ pub struct Check {
 /// The self-check of one run: every timeout ended exactly once, every task was dropped
 /// exactly once, none fired early, and the timer's own counters (if it keeps them) agree.
 pub fn checks(o: &Outcome) -> Vec<Check> {
-    let (c, [idle_before, request_before], [fired_idle, fired_request]) = (&o.counts, o.unrun_before_stop, o.fired);
-    let ([unfired_idle, unfired_request], [dropped_idle, dropped_request]) = (o.unfired, o.drops);
-    let (fired, unfired) = (fired_idle + fired_request, unfired_idle + unfired_request);
-    let ended = [c.scheduled(), fired, c.cancels_ok, unfired, c.idle_armed, fired_idle, unfired_idle, c.request_armed];
+    let c = &o.counts;
+    // Per kind: armed = fired + cancelled + unfired at the stop; dropped unrun before the
+    // stop = cancelled (requests) or replaced by resets (idle) + refused; created = dropped.
+    let (armed, refused, created) =
+        ([c.idle_armed, c.request_armed], [c.idle_failed, c.request_failed], [c.created_idle, c.created_request]);
+    let (cancelled, ended_before) = ([0, c.cancels_ok], [c.reset_tasks(), c.cancels_ok]);
+    let [fired, unfired, dropped] = [o.fired, o.unfired, o.drops].map(|k| k[0] + k[1]);
+    let ended_ok = (0..2).all(|k| {
+        armed[k] == o.fired[k] + cancelled[k] + o.unfired[k] && o.unrun_before_stop[k] == ended_before[k] + refused[k]
+    });
+    let before = [o.unrun_before_stop[1], c.cancels_ok, refused[1], o.unrun_before_stop[0], ended_before[0]];
+    let by_kind = (0..2).flat_map(|k| [armed[k], o.fired[k], cancelled[k], o.unfired[k]]);
     let ended = fill(
-        "scheduled {} = fired {} + cancelled {} + unfired at stop {}\nidle {} = {} + 0 + {}; request {} = {} + {} + {}\n\
+        "scheduled {} = fired {} + cancelled {} + unfired at stop {}\nidle {} = {} + {} + {}; request {} = {} + {} + {}\n\
          dropped unrun before the stop: request {} = cancelled {} + refused {}; idle {} = replaced by resets {} + \
          refused {}",
-        &[&ended[..], &[fired_request, c.cancels_ok, unfired_request, request_before, c.cancels_ok, c.request_failed]]
-            .concat()
+        &[c.scheduled(), fired, c.cancels_ok, unfired]
             .into_iter()
-            .chain([idle_before, c.reset_tasks(), c.idle_failed])
+            .chain(by_kind)
+            .chain(before)
+            .chain([refused[0]])
             .collect::<Vec<_>>(),
     );
-    let created = [c.created_idle + c.created_request, dropped_idle + dropped_request, c.created_idle, dropped_idle];
     let dropped = fill(
         "created {} = dropped {}: idle {} = {}; request {} = {}\ndropped unrun after the stop {}",
-        &[&created[..], &[c.created_request, dropped_request, unfired]].concat(),
+        &[created[0] + created[1], dropped, created[0], o.drops[0], created[1], o.drops[1], unfired],
     ) + &o.unfired_listed.map_or(String::new(), |n| fill("; stop() handed back {}", &[n]));
     let early = match o.early {
         0 => "0 early".to_owned(),
         n => format!("{} early, the earliest {} before its deadline", group(n), ms_from_us(o.worst_early_ns / 1_000)),
     };
     let mut checks = vec![
+        Check { ok: ended_ok, key: "ended_exactly_once", what: "every timeout ended exactly once", detail: ended },
         Check {
-            ok: c.idle_armed == fired_idle + unfired_idle
-                && c.request_armed == fired_request + c.cancels_ok + unfired_request
-                && request_before == c.cancels_ok + c.request_failed
-                && idle_before == c.reset_tasks() + c.idle_failed,
-            key: "ended_exactly_once",
-            what: "every timeout ended exactly once",
-            detail: ended,
-        },
-        Check {
-            ok: o.drops == [c.created_idle, c.created_request] && o.unfired_listed.is_none_or(|n| n == unfired),
+            ok: o.drops == created && o.unfired_listed.is_none_or(|n| n == unfired),
             key: "dropped_exactly_once",
             what: "every task dropped exactly once",
             detail: dropped,

@@ -7,15 +7,8 @@
 //! expiry lateness, memory and the service's stats, and checks that every timeout ended
 //! exactly once. `--compare` runs the same scenario on the peers and prints a ratio table;
 //! `--json` and `--plot` give the report to machines and to eyes; `--verbose` prints every
-//! table. `--help` lists the knobs.
-//!
-//! - `args.rs`: the command line; `units.rs`: how numbers are written;
-//! - `timer.rs`: the timer interface the scenario drives, shardwheel and the peers behind it;
-//! - `scenario.rs`: the run; `producer.rs`: a producer thread; `tally.rs`: the tasks and
-//!   what every thread counts; `histogram.rs`: the lateness histogram; `measure.rs`: CPU
-//!   time, live heap and resident memory; `progress.rs`: the progress bar or lines;
-//! - `figures.rs`: the checks and figures; `report.rs`: the text report, its ratio table and
-//!   the JSON report; `plot.rs`: the lateness plot.
+//! table. `--help` lists the knobs. The run: `scenario.rs` (`producer.rs`, `tally.rs`,
+//! `timer.rs`); what it shows: `figures.rs`, `report.rs`, `plot.rs`.
 //!
 //! Exit status: 0 when every self-check passes, 1 when one fails (or the plot could not be
 //! written), 2 for a bad command line or settings the service refuses.

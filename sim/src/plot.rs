@@ -70,14 +70,8 @@ fn outline(bins: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
     bins.first().map(|b| (b.0, 0.0)).into_iter().chain(steps).chain(bins.last().map(|b| (b.1, 0.0))).collect()
 }
 
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(127, 127, 127),
-];
+const COLORS: [(u8, u8, u8); 6] =
+    [(31, 119, 180), (214, 39, 40), (44, 160, 44), (148, 103, 189), (255, 127, 14), (127, 127, 127)];
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
@@ -111,7 +105,8 @@ fn panel(
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
     for (k, ((label, snapshot, filled), bins)) in series.iter().zip(&binned).enumerate() {
-        let color = COLORS[k % COLORS.len()];
+        let (r, g, b) = COLORS[k % COLORS.len()];
+        let color = RGBColor(r, g, b);
         let bars = bins.iter().filter(|_| *filled);
         chart.draw_series(
             bars.map(|&(start, end, pct)| Rectangle::new([(start, 0.0), (end, pct)], color.mix(0.25).filled())),

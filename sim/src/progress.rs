@@ -6,18 +6,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
 
-/// One second's figures (rates over the last one; the largest lateness in it).
-#[derive(Clone, Copy, Debug)]
-pub struct Second {
-    pub elapsed: Duration,
-    pub arms: f64,
-    pub resets: f64,
-    pub cancels: f64,
-    pub expiries: f64,
-    pub max_late_us: u64,
-    pub pending: Option<usize>,
-}
-
 /// Writes a line to stderr. Unlike `eprintln!`, never panics: a closed stderr (the reader
 /// went away) must not abort a run halfway.
 pub fn note(msg: &str) {
@@ -76,11 +64,12 @@ impl Progress {
         self.bar.iter().for_each(|bar| bar.set_position(at));
     }
 
-    /// One second's figures: the bar's message (the figures that change most first, as the
-    /// terminal may cut it), or a line of its own.
-    pub fn second(&self, s: &Second) {
-        let [arms, resets, cancels, expiries] = [s.arms, s.resets, s.cancels, s.expiries].map(per_sec);
-        let (late, pending) = (ms_from_us(s.max_late_us), count(s.pending));
+    /// One second's figures (the rates of arms, resets, cancels and expiries over it, its
+    /// largest lateness): the bar's message (what changes most first, as the terminal may cut
+    /// it), or a line of its own.
+    pub fn second(&self, elapsed: Duration, rates: [f64; 4], max_late_us: u64, pending: Option<usize>) {
+        let [arms, resets, cancels, expiries] = rates.map(per_sec);
+        let (late, pending) = (ms_from_us(max_late_us), count(pending));
         match &self.bar {
             Some(bar) => bar.set_message(format!(
                 "expiries {expiries} (max late {late})  pending {pending}  arms {arms}  cancels {cancels}"
@@ -88,7 +77,7 @@ impl Progress {
             None => self.line(&format!(
                 "[{:>5.1} s]  arms {arms:>9}  resets {resets:>9}  cancels {cancels:>9}  expiries {expiries:>8} (max \
                  late {late:>10})  pending {pending:>9}",
-                s.elapsed.as_secs_f64()
+                elapsed.as_secs_f64()
             )),
         }
     }

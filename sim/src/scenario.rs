@@ -6,7 +6,7 @@ use crate::args::Config;
 use crate::histogram::Snapshot;
 use crate::measure::{self, Usage};
 use crate::producer::{Phase, Producer};
-use crate::progress::{Progress, Second};
+use crate::progress::Progress;
 use crate::tally::{Counts, PerKind, Shared};
 use crate::timer::SimTimer;
 use crate::units::group;
@@ -210,16 +210,12 @@ fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Ins
             ui.position(start.elapsed().as_millis() as u64);
         }
         let (now, counts, expired) = (Instant::now(), shared.counts(), shared.expired());
-        let per_sec = |a: u64, b: u64| (a - b) as f64 / now.duration_since(prev.0).as_secs_f64().max(1e-9);
-        ui.second(&Second {
-            elapsed: now.duration_since(start),
-            arms: per_sec(counts.scheduled(), prev.1.scheduled()),
-            resets: per_sec(counts.resets_ok, prev.1.resets_ok),
-            cancels: per_sec(counts.cancels_ok, prev.1.cancels_ok),
-            expiries: per_sec(expired[0] + expired[1], prev.2[0] + prev.2[1]),
-            max_late_us: shared.interval_max_us.swap(0, Ordering::Relaxed),
-            pending: timer.pending(),
-        });
+        let (c, p, secs) = (&counts, &prev.1, now.duration_since(prev.0).as_secs_f64().max(1e-9));
+        let totals = [c.scheduled(), c.resets_ok, c.cancels_ok, expired[0] + expired[1]];
+        let before = [p.scheduled(), p.resets_ok, p.cancels_ok, prev.2[0] + prev.2[1]];
+        let rates = [0, 1, 2, 3].map(|i| (totals[i] - before[i]) as f64 / secs);
+        let max_late_us = shared.interval_max_us.swap(0, Ordering::Relaxed);
+        ui.second(now.duration_since(start), rates, max_late_us, timer.pending());
         prev = (now, counts, expired);
         if target >= end {
             break;
