@@ -1,7 +1,7 @@
 //! The figures and checks computed from a run, once, for the text and the JSON report alike:
-//! the self-check, the derived memory and CPU figures, and the metrics of the ratio table.
+//! the self-check, the derived memory, CPU and lateness figures, and the ratio table's metrics.
 
-use crate::args::Config;
+use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
 use crate::units::{fill, group, ms_from_us};
 use std::time::Duration;
@@ -10,11 +10,10 @@ use std::time::Duration;
 /// and the time it goes quiet (4 B). The handle is counted as the timer's.
 pub const SIM_BYTES_PER_CONNECTION: u64 = 12;
 
-/// One line of the self-check.
+/// One line of the self-check: a stable key (JSON), what is checked, and the sums behind it.
 #[derive(Clone, Debug)]
 pub struct Check {
     pub ok: bool,
-    /// A stable identifier (JSON), and what is checked.
     pub key: &'static str,
     pub what: &'static str,
     pub detail: String,
@@ -23,63 +22,60 @@ pub struct Check {
 /// The self-check of one run: every timeout ended exactly once, every task was dropped
 /// exactly once, none fired early, and the timer's own counters (if it keeps them) agree.
 pub fn checks(o: &Outcome) -> Vec<Check> {
-    let (c, before, unfired) = (&o.counts, &o.unrun_before_stop, &o.unfired);
-    let (fired, unfired_all) = (o.fired_idle + o.fired_request, unfired.idle + unfired.request);
-    let ended = [
-        fill(
-            "scheduled {} = fired {} + cancelled {} + unfired at stop {}\n",
-            &[c.scheduled(), fired, c.cancels_ok, unfired_all],
-        ),
-        fill("idle {} = {} + 0 + {}", &[c.idle_armed, o.fired_idle, unfired.idle]),
-        fill("; request {} = {} + {} + {}\n", &[c.request_armed, o.fired_request, c.cancels_ok, unfired.request]),
-        fill(
-            "dropped unrun before the stop: request {} = cancelled {} + refused {}",
-            &[before.request, c.cancels_ok, c.request_failed],
-        ),
-        fill("; idle {} = replaced by resets {} + refused {}", &[before.idle, c.reset_tasks(), c.idle_failed]),
-    ];
-    let created = [c.created_idle + c.created_request, o.drops.idle + o.drops.request];
-    let dropped = [
-        fill("created {} = dropped {}: ", &created),
-        fill("idle {} = {}; request {} = {}\n", &[c.created_idle, o.drops.idle, c.created_request, o.drops.request]),
-        fill("dropped unrun after the stop {}", &[unfired_all]),
-        o.unfired_listed.map_or(String::new(), |n| fill("; stop() handed back {}", &[n])),
-    ];
+    let c = &o.counts;
+    // Per kind: armed = fired + cancelled + unfired at the stop; dropped unrun before the
+    // stop = cancelled (requests) or replaced by resets (idle) + refused; created = dropped.
+    let (armed, refused, created) =
+        ([c.idle_armed, c.request_armed], [c.idle_failed, c.request_failed], [c.created_idle, c.created_request]);
+    let (cancelled, ended_before) = ([0, c.cancels_ok], [c.reset_tasks(), c.cancels_ok]);
+    let [fired, unfired, dropped] = [o.fired, o.unfired, o.drops].map(|k| k[0] + k[1]);
+    let ended_ok = (0..2).all(|k| {
+        armed[k] == o.fired[k] + cancelled[k] + o.unfired[k] && o.unrun_before_stop[k] == ended_before[k] + refused[k]
+    });
+    let before = [o.unrun_before_stop[1], c.cancels_ok, refused[1], o.unrun_before_stop[0], ended_before[0]];
+    let by_kind = (0..2).flat_map(|k| [armed[k], o.fired[k], cancelled[k], o.unfired[k]]);
+    let ended = fill(
+        "scheduled {} = fired {} + cancelled {} + unfired at stop {}\nidle {} = {} + {} + {}; request {} = {} + {} + {}\n\
+         dropped unrun before the stop: request {} = cancelled {} + refused {}; idle {} = replaced by resets {} + \
+         refused {}",
+        &[c.scheduled(), fired, c.cancels_ok, unfired]
+            .into_iter()
+            .chain(by_kind)
+            .chain(before)
+            .chain([refused[0]])
+            .collect::<Vec<_>>(),
+    );
+    let dropped = fill(
+        "created {} = dropped {}: idle {} = {}; request {} = {}\ndropped unrun after the stop {}",
+        &[created[0] + created[1], dropped, created[0], o.drops[0], created[1], o.drops[1], unfired],
+    ) + &o.unfired_listed.map_or(String::new(), |n| fill("; stop() handed back {}", &[n]));
     let early = match o.early {
         0 => "0 early".to_owned(),
         n => format!("{} early, the earliest {} before its deadline", group(n), ms_from_us(o.worst_early_ns / 1_000)),
     };
     let mut checks = vec![
+        Check { ok: ended_ok, key: "ended_exactly_once", what: "every timeout ended exactly once", detail: ended },
         Check {
-            ok: c.idle_armed == o.fired_idle + unfired.idle
-                && c.request_armed == o.fired_request + c.cancels_ok + unfired.request
-                && before.request == c.cancels_ok + c.request_failed
-                && before.idle == c.reset_tasks() + c.idle_failed,
-            key: "ended_exactly_once",
-            what: "every timeout ended exactly once",
-            detail: ended.concat(),
-        },
-        Check {
-            ok: o.drops.idle == c.created_idle
-                && o.drops.request == c.created_request
-                && o.unfired_listed.is_none_or(|n| n == unfired_all),
+            ok: o.drops == created && o.unfired_listed.is_none_or(|n| n == unfired),
             key: "dropped_exactly_once",
             what: "every task dropped exactly once",
-            detail: dropped.concat(),
+            detail: dropped,
         },
         Check { ok: o.early == 0, key: "never_early", what: "no task fired early", detail: early },
     ];
     if let Some(s) = &o.stats {
-        let agree = [s.scheduled, c.scheduled(), s.expired, fired, s.cancelled, c.cancels_ok];
-        let rest = [s.unfired, unfired_all, s.pending, s.rejected, s.panicked];
+        let agree = [s.scheduled, c.scheduled(), s.expired, fired, s.cancelled, c.cancels_ok, s.unfired, unfired];
         checks.push(Check {
             ok: (s.scheduled, s.expired, s.cancelled) == (c.scheduled(), fired, c.cancels_ok)
                 && Some(s.unfired) == o.unfired_listed
                 && (s.pending, s.rejected, s.panicked) == (0, 0, 0),
             key: "stats_agree",
             what: "simulator agrees with the service's stats()",
-            detail: fill("(service / simulator) scheduled {} / {}, expired {} / {}, cancelled {} / {}\n", &agree)
-                + &fill("unfired {} / {}, pending {} / 0, rejected {} / 0, panicked {} / 0", &rest),
+            detail: fill(
+                "(service / simulator) scheduled {} / {}, expired {} / {}, cancelled {} / {}\n\
+                 unfired {} / {}, pending {} / 0, rejected {} / 0, panicked {} / 0",
+                &[&agree[..], &[s.pending, s.rejected, s.panicked]].concat(),
+            ),
         });
     }
     checks
@@ -90,76 +86,85 @@ pub fn passed(o: &Outcome) -> bool {
     checks(o).iter().all(|c| c.ok)
 }
 
-/// Live heap bytes per connection added by arming the idle timeouts: the simulator's own
-/// 12 B, the handle slot, the task and whatever the timer allocates.
-pub fn heap_per_connection(config: &Config, o: &Outcome) -> f64 {
-    o.heap_after.saturating_sub(o.heap_before) as f64 / config.connections as f64
+impl Outcome {
+    /// Idle and request lateness together.
+    pub fn all_lateness(&self) -> Snapshot {
+        self.lateness[0].merged(&self.lateness[1])
+    }
+
+    fn per_connection(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.connections as f64
+    }
+
+    /// Live heap per connection added by arming: the simulator's own 12 B, the handle slot,
+    /// the task and whatever the timer allocates.
+    pub fn heap_per_connection(&self) -> f64 {
+        self.per_connection(self.heap_after.saturating_sub(self.heap_before))
+    }
+
+    /// The same less the simulator's own bytes: what a pending timeout costs with this timer.
+    pub fn timer_bytes_per_timeout(&self) -> f64 {
+        (self.heap_per_connection() - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
+    }
+
+    /// Live heap per connection once activity stopped (requests in flight, cancelled entries kept).
+    pub fn heap_per_connection_at_end(&self) -> f64 {
+        self.per_connection(self.heap_at_end.saturating_sub(self.heap_before))
+    }
+
+    /// Resident memory per connection added by arming.
+    pub fn rss_per_connection(&self) -> Option<f64> {
+        Some(self.per_connection(self.rss_after?.saturating_sub(self.rss_before?)))
+    }
+
+    /// CPU time per timer operation (arm, reset, cancel, expiry), in ns.
+    pub fn cpu_ns_per_op(&self) -> Option<f64> {
+        let c = &self.counts;
+        let ops = c.scheduled() + c.resets_ok + c.resets_failed + c.cancels_ok + c.cancels_failed;
+        self.cpu.map(|cpu| cpu.total().as_nanos() as f64 / (ops + self.fired[0] + self.fired[1]).max(1) as f64)
+    }
+
+    /// The design bar for expiry lateness: p99 ≤ one tick + 0.5 ms.
+    pub fn lateness_bar(&self) -> Duration {
+        self.tick + Duration::from_micros(500)
+    }
+
+    /// The worse p99 of the two kinds of expiry, if any fired.
+    pub fn worst_p99_us(&self) -> Option<u64> {
+        self.lateness.iter().filter_map(|s| s.quantile(0.99)).max()
+    }
+
+    /// Whether that p99 met the bar (`None`: nothing fired).
+    pub fn bar_met(&self) -> Option<bool> {
+        self.worst_p99_us().map(|p| Duration::from_micros(p) <= self.lateness_bar())
+    }
+
+    /// `n` per second of the steady state.
+    pub fn steady_rate(&self, n: u64) -> f64 {
+        n as f64 / self.steady.as_secs_f64().max(1e-9)
+    }
+
+    /// Idle timeouts armed per second at setup.
+    pub fn setup_rate(&self) -> f64 {
+        self.counts.idle_armed as f64 / self.setup.as_secs_f64().max(1e-9)
+    }
 }
 
-/// [`heap_per_connection`] less the simulator's own bytes: what a pending timeout costs with
-/// this timer (handle slot, 32-byte task and the timer's own structures).
-pub fn timer_bytes_per_timeout(config: &Config, o: &Outcome) -> f64 {
-    (heap_per_connection(config, o) - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
-}
-
-/// Live heap per connection once activity stopped (requests in flight, cancelled entries kept).
-pub fn heap_per_connection_at_end(config: &Config, o: &Outcome) -> f64 {
-    o.heap_at_end.saturating_sub(o.heap_before) as f64 / config.connections as f64
-}
-
-/// Resident memory per connection added by arming.
-pub fn rss_per_connection(config: &Config, o: &Outcome) -> Option<f64> {
-    Some(o.rss_after?.saturating_sub(o.rss_before?) as f64 / config.connections as f64)
-}
-
-/// Timer operations in the run: arms, resets, cancels and expiries.
-pub fn timer_ops(o: &Outcome) -> u64 {
-    let c = &o.counts;
-    c.scheduled() + c.resets_ok + c.resets_failed + c.cancels_ok + c.cancels_failed + o.fired_idle + o.fired_request
-}
-
-/// CPU time per timer operation, in ns.
-pub fn cpu_ns_per_op(o: &Outcome) -> Option<f64> {
-    o.cpu.map(|c| c.total().as_nanos() as f64 / timer_ops(o).max(1) as f64)
-}
-
-/// The design bar for expiry lateness: p99 ≤ one tick + 0.5 ms.
-pub fn lateness_bar(o: &Outcome) -> Duration {
-    o.tick + Duration::from_micros(500)
-}
-
-/// The worse p99 of the two kinds of expiry, if any fired.
-pub fn worst_p99_us(o: &Outcome) -> Option<u64> {
-    [&o.idle_lateness, &o.request_lateness].iter().filter_map(|s| s.quantile(0.99)).max()
-}
-
-/// Whether that p99 met the bar (`None`: nothing fired).
-pub fn bar_met(o: &Outcome) -> Option<bool> {
-    worst_p99_us(o).map(|p| Duration::from_micros(p) <= lateness_bar(o))
-}
-
-/// Events per second of the steady state.
-pub fn steady_rate(o: &Outcome, n: u64) -> f64 {
-    n as f64 / o.steady.as_secs_f64().max(1e-9)
-}
-
-/// Idle timeouts armed per second at setup.
-pub fn setup_rate(o: &Outcome) -> f64 {
-    o.counts.idle_armed as f64 / o.setup.as_secs_f64().max(1e-9)
-}
-
-/// One row of the ratio table.
+/// One row of the ratio table: a stable key (JSON), its label and unit; whether it is shown
+/// without `--verbose`. Units per second are throughputs (higher is better), others costs.
 #[derive(Clone, Copy, Debug)]
 pub struct Metric {
-    /// A stable identifier (JSON), the row's label and the value's unit.
     pub key: &'static str,
     pub label: &'static str,
     pub unit: &'static str,
-    /// Throughput (true) or cost (false): which way the ratio is taken.
-    pub higher_is_better: bool,
-    /// Shown without `--verbose`.
     pub headline: bool,
-    pub value: fn(&Config, &Outcome) -> Option<f64>,
+    pub value: fn(&Outcome) -> Option<f64>,
+}
+
+impl Metric {
+    pub fn higher_is_better(&self) -> bool {
+        self.unit == "/s"
+    }
 }
 
 const fn metric(
@@ -167,33 +172,33 @@ const fn metric(
     label: &'static str,
     unit: &'static str,
     headline: bool,
-    value: fn(&Config, &Outcome) -> Option<f64>,
+    value: fn(&Outcome) -> Option<f64>,
 ) -> Metric {
-    Metric { key, label, unit, higher_is_better: matches!(unit.as_bytes(), b"/s"), headline, value }
+    Metric { key, label, unit, headline, value }
+}
+
+fn q(o: &Outcome, q: f64) -> Option<f64> {
+    o.all_lateness().quantile(q).map(|v| v as f64)
 }
 
 /// The rows of the ratio table, in order.
 pub const METRICS: &[Metric] = &[
-    metric("setup_arms_per_sec", "arms/s at setup (unpaced)", "/s", true, |_, o| Some(setup_rate(o))),
-    metric("events_per_sec", "activity events/s achieved", "/s", false, |_, o| Some(steady_rate(o, o.counts.events))),
-    metric("request_arms_per_sec", "request arms/s", "/s", false, |_, o| Some(steady_rate(o, o.counts.request_armed))),
-    metric("resets_per_sec", "resets/s", "/s", false, |_, o| Some(steady_rate(o, o.counts.resets_ok))),
-    metric("cancels_per_sec", "cancels/s", "/s", false, |_, o| Some(steady_rate(o, o.counts.cancels_ok))),
-    metric("cpu_seconds", "CPU time, whole run (user+sys)", "s", true, |_, o| o.cpu.map(|c| c.total().as_secs_f64())),
-    metric("cpu_ns_per_op", "CPU per timer operation", "ns", true, |_, o| cpu_ns_per_op(o)),
-    metric("lateness_p50_us", "expiry lateness p50", "µs", false, |_, o| {
-        o.all_lateness().quantile(0.5).map(|v| v as f64)
+    metric("setup_arms_per_sec", "arms/s at setup (unpaced)", "/s", true, |o| Some(o.setup_rate())),
+    metric("events_per_sec", "activity events/s achieved", "/s", false, |o| Some(o.steady_rate(o.counts.events))),
+    metric("request_arms_per_sec", "request arms/s", "/s", false, |o| Some(o.steady_rate(o.counts.request_armed))),
+    metric("resets_per_sec", "resets/s", "/s", false, |o| Some(o.steady_rate(o.counts.resets_ok))),
+    metric("cancels_per_sec", "cancels/s", "/s", false, |o| Some(o.steady_rate(o.counts.cancels_ok))),
+    metric("cpu_seconds", "CPU time, whole run (user+sys)", "s", true, |o| o.cpu.map(|c| c.total().as_secs_f64())),
+    metric("cpu_ns_per_op", "CPU per timer operation", "ns", true, Outcome::cpu_ns_per_op),
+    metric("lateness_p50_us", "expiry lateness p50", "µs", false, |o| q(o, 0.5)),
+    metric("lateness_p99_us", "expiry lateness p99", "µs", true, |o| q(o, 0.99)),
+    metric("lateness_max_us", "expiry lateness max", "µs", false, |o| o.all_lateness().max().map(|v| v as f64)),
+    metric("heap_bytes_per_connection", "heap per connection", "B", false, |o| Some(o.heap_per_connection())),
+    metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| {
+        Some(o.timer_bytes_per_timeout())
     }),
-    metric("lateness_p99_us", "expiry lateness p99", "µs", true, |_, o| {
-        o.all_lateness().quantile(0.99).map(|v| v as f64)
-    }),
-    metric("lateness_max_us", "expiry lateness max", "µs", false, |_, o| o.all_lateness().max().map(|v| v as f64)),
-    metric("heap_bytes_per_connection", "heap per connection", "B", false, |c, o| Some(heap_per_connection(c, o))),
-    metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |c, o| {
-        Some(timer_bytes_per_timeout(c, o))
-    }),
-    metric("heap_bytes_per_connection_at_end", "heap per connection at the end", "B", false, |c, o| {
-        Some(heap_per_connection_at_end(c, o))
+    metric("heap_bytes_per_connection_at_end", "heap per connection at the end", "B", false, |o| {
+        Some(o.heap_per_connection_at_end())
     }),
 ];
 
@@ -202,7 +207,7 @@ pub const METRICS: &[Metric] = &[
 /// `None` when a value is missing or the ratio undefined (0 / 0).
 pub fn advantage(metric: &Metric, ours: Option<f64>, theirs: Option<f64>) -> Option<f64> {
     let (ours, theirs) = (ours?, theirs?);
-    let (num, den) = if metric.higher_is_better { (ours, theirs) } else { (theirs, ours) };
+    let (num, den) = if metric.higher_is_better() { (ours, theirs) } else { (theirs, ours) };
     match (num, den) {
         (n, d) if d > 0.0 => Some(n / d),
         (n, _) if n > 0.0 => Some(f64::INFINITY),
@@ -216,26 +221,28 @@ mod tests {
     use crate::report::tests::outcome;
 
     #[test]
-    fn a_consistent_outcome_passes_and_a_lost_or_early_timeout_fails() {
-        let o = outcome("shardwheel", 1);
-        assert!(passed(&o), "{:?}", checks(&o));
-        let mut lost = outcome("shardwheel", 1);
-        lost.unfired_listed = Some(939);
-        assert!(!passed(&lost));
-        let mut early = outcome("shardwheel", 1);
-        early.early = 1;
-        assert!(!checks(&early)[2].ok);
+    fn a_consistent_outcome_passes_and_each_check_can_fail() {
+        let oks = |change: fn(&mut Outcome)| {
+            let mut o = outcome("shardwheel", 1);
+            change(&mut o);
+            checks(&o).iter().map(|c| c.ok).collect::<Vec<_>>()
+        };
+        assert_eq!(oks(|_| ()), [true; 3]);
+        assert_eq!(oks(|o| o.fired[0] = 99), [false, true, true]);
+        assert_eq!(oks(|o| o.unfired_listed = Some(939)), [true, false, true]);
+        assert_eq!(oks(|o| o.early = 1), [true, true, false]);
+        assert_eq!(oks(|o| o.stats = Some(shardwheel::Stats::default())), [true, true, true, false]);
     }
 
     #[test]
     fn advantage_is_above_one_when_shardwheel_does_better() {
-        let cost = METRICS.iter().find(|m| m.key == "cpu_seconds").unwrap();
-        let rate = METRICS.iter().find(|m| m.key == "setup_arms_per_sec").unwrap();
-        assert!(rate.higher_is_better && !cost.higher_is_better);
-        assert_eq!(advantage(cost, Some(1.0), Some(3.0)), Some(3.0));
-        assert_eq!(advantage(rate, Some(3.0), Some(1.0)), Some(3.0));
+        let [rate, cost] = ["setup_arms_per_sec", "cpu_seconds"].map(|k| METRICS.iter().find(|m| m.key == k).unwrap());
+        assert!(rate.higher_is_better() && !cost.higher_is_better());
+        assert_eq!(
+            (advantage(cost, Some(1.0), Some(3.0)), advantage(rate, Some(3.0), Some(1.0))),
+            (Some(3.0), Some(3.0))
+        );
         assert_eq!(advantage(cost, Some(0.0), Some(2.0)), Some(f64::INFINITY));
-        assert_eq!(advantage(cost, Some(0.0), Some(0.0)), None);
-        assert_eq!(advantage(cost, None, Some(1.0)), None);
+        assert_eq!((advantage(cost, Some(0.0), Some(0.0)), advantage(cost, None, Some(1.0))), (None, None));
     }
 }

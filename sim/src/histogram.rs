@@ -1,24 +1,18 @@
 //! A lock-free log-linear histogram of non-negative values in microseconds.
 //!
-//! Values below 64 µs each have a bucket of their own. Above that, every power of two is
-//! split into 32 equal buckets, so a bucket is at most 1/32 (about 3 %) of its values wide,
-//! from microseconds to centuries, in 1,920 buckets (15 KiB). Recording is a handful of
-//! `Relaxed` atomic adds, from any number of threads at once; a reader takes a
-//! [`Snapshot`] and computes quantiles from it.
-//!
-//! Quantiles are reported as the upper bound of the bucket that holds them (clamped to the
-//! exact maximum), so they never understate a value: a p99 of 1,024 µs means "99 % of the
-//! values were at most 1,024 µs".
+//! Values below 64 µs each have a bucket of their own; above, every power of two is split
+//! into 32 equal buckets, so a bucket is at most 1/32 (about 3 %) of its values wide, in 1,920
+//! buckets (15 KiB). Recording is a handful of `Relaxed` atomic adds, from any number of
+//! threads at once; a reader takes a [`Snapshot`]. Quantiles are the upper bound of the bucket
+//! that holds them (clamped to the exact maximum), so they never understate a value.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// log2 of the buckets per power of two.
+/// log2 of the buckets per power of two; buckets per power of two; values below `LINEAR`
+/// have a bucket each; the linear buckets, then 32 per power of two from 2^6 to 2^63.
 const SUB_BITS: u32 = 5;
-/// Buckets per power of two.
 const SUB: u64 = 1 << SUB_BITS;
-/// Values below this have a bucket each.
 const LINEAR: u64 = 2 * SUB;
-/// Number of buckets: the linear ones, then 32 per power of two from 2^6 to 2^63.
 const BUCKETS: usize = LINEAR as usize + (64 - SUB_BITS as usize - 1) * SUB as usize;
 
 /// The bucket a value falls in.
@@ -27,8 +21,7 @@ fn index(value: u64) -> usize {
         return value as usize;
     }
     let exp = 63 - value.leading_zeros(); // ≥ SUB_BITS + 1
-    let shift = exp - SUB_BITS;
-    let sub = (value >> shift) - SUB; // 0..SUB
+    let sub = (value >> (exp - SUB_BITS)) - SUB; // 0..SUB
     (LINEAR + u64::from(exp - SUB_BITS - 1) * SUB + sub) as usize
 }
 
@@ -38,17 +31,16 @@ fn bounds(i: usize) -> (u64, u64) {
     if i < LINEAR {
         return (i, i);
     }
-    let k = i - LINEAR;
-    let shift = (k / SUB) as u32 + 1; // exp - SUB_BITS
+    let (k, shift) = (i - LINEAR, ((i - LINEAR) / SUB) as u32 + 1); // shift = exp - SUB_BITS
     let low = (SUB + k % SUB) << shift;
     (low, low + ((1u64 << shift) - 1))
 }
 
-/// The histogram. Share it by reference (it is `Sync`); record from any thread.
+/// The histogram. Share it by reference (it is `Sync`); record from any thread. The counters
+/// carry no data to synchronize with: exact totals are read after the recorders are joined.
 #[derive(Debug)]
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
-    count: AtomicU64,
     /// Saturating in practice: 2^64 µs is half a million years of summed lateness.
     sum: AtomicU64,
     max: AtomicU64,
@@ -58,35 +50,27 @@ impl Histogram {
     pub fn new() -> Histogram {
         Histogram {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
         }
     }
 
-    /// Records one value (µs). Lock-free: four `Relaxed` read-modify-writes. The counters
-    /// carry no data to synchronize with; readers that need exact totals read after the
-    /// recording threads have been joined.
+    /// Records one value (µs): three `Relaxed` read-modify-writes.
     pub fn record(&self, micros: u64) {
         self.buckets[index(micros)].fetch_add(1, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
         self.sum.fetch_add(micros, Ordering::Relaxed);
         self.max.fetch_max(micros, Ordering::Relaxed);
     }
 
-    /// Records `micros`, measured by something that meant to take a sample every
-    /// `interval` µs but was held up for `micros`, plus the samples it missed meanwhile
-    /// (`micros − interval`, `micros − 2·interval`, …), as HdrHistogram's
-    /// `recordValueWithExpectedInterval` does ("coordinated omission"). That turns a
-    /// per-wake-up measure into a per-unit-of-time one: a stall of 50 ms then weighs as much
-    /// as it does for the timeouts that fall due during it.
+    /// Records `micros`, measured by something that meant to take a sample every `interval`
+    /// µs but was held up, plus the samples it missed meanwhile (`micros − interval`,
+    /// `micros − 2·interval`, …), as HdrHistogram's `recordValueWithExpectedInterval` does
+    /// ("coordinated omission"): a stall of 50 ms then weighs as much as it does for the
+    /// timeouts that fall due during it.
     pub fn record_corrected(&self, micros: u64, interval: u64) {
         self.record(micros);
-        if interval == 0 {
-            return;
-        }
         let mut missed = micros.saturating_sub(interval);
-        while missed >= interval {
+        while interval > 0 && missed >= interval {
             self.record(missed);
             missed -= interval;
         }
@@ -95,14 +79,9 @@ impl Histogram {
     /// A copy of the counts, from which quantiles are computed.
     pub fn snapshot(&self) -> Snapshot {
         let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
-        Snapshot {
-            // Summing the buckets (rather than reading `count`) keeps the snapshot
-            // self-consistent even while other threads record.
-            count: counts.iter().sum(),
-            counts,
-            sum: self.sum.load(Ordering::Relaxed),
-            max: self.max.load(Ordering::Relaxed),
-        }
+        // Summing the buckets keeps the snapshot self-consistent while other threads record.
+        let (sum, max) = (self.sum.load(Ordering::Relaxed), self.max.load(Ordering::Relaxed));
+        Snapshot { count: counts.iter().sum(), counts, sum, max }
     }
 }
 
@@ -116,7 +95,6 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// How many values were recorded.
     pub fn count(&self) -> u64 {
         self.count
     }
@@ -126,7 +104,6 @@ impl Snapshot {
         (self.count > 0).then_some(self.max)
     }
 
-    /// The mean, if any value was recorded.
     pub fn mean(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum as f64 / self.count as f64)
     }
@@ -137,15 +114,12 @@ impl Snapshot {
             counts: self.counts.iter().zip(&other.counts).map(|(a, b)| a + b).collect(),
             count: self.count + other.count,
             sum: self.sum.saturating_add(other.sum),
-            max: match (self.max(), other.max()) {
-                (Some(a), Some(b)) => a.max(b),
-                (a, b) => a.or(b).unwrap_or(0),
-            },
+            max: self.max().max(other.max()).unwrap_or(0),
         }
     }
 
-    /// The buckets that hold values: `(smallest, largest, count)`, smallest values first.
-    /// The last one's `largest` is clamped to the exact maximum.
+    /// The buckets that hold values: `(smallest, largest, count)`, smallest values first; the
+    /// last one's `largest` is clamped to the exact maximum.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         self.counts.iter().enumerate().filter(|&(_, &n)| n > 0).map(|(i, &n)| {
             let (low, high) = bounds(i);
@@ -156,20 +130,14 @@ impl Snapshot {
     /// The smallest bucket bound `v` such that at least a fraction `q` (0.0..=1.0) of the
     /// values are ≤ `v`, clamped to the exact maximum; `None` if the histogram is empty.
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        if self.count == 0 {
-            return None;
-        }
-        let q = q.clamp(0.0, 1.0);
         // The rank of the value asked for, 1-based: at least the first one.
-        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).clamp(1, self.count.max(1));
         let mut seen = 0;
-        for (i, &n) in self.counts.iter().enumerate() {
+        let i = self.counts.iter().position(|&n| {
             seen += n;
-            if seen >= rank {
-                return Some(bounds(i).1.min(self.max));
-            }
-        }
-        Some(self.max)
+            seen >= rank
+        })?;
+        Some(bounds(i).1.min(self.max))
     }
 }
 
@@ -177,68 +145,60 @@ impl Snapshot {
 mod tests {
     use super::*;
 
+    fn of(values: impl IntoIterator<Item = u64>) -> Snapshot {
+        let h = Histogram::new();
+        values.into_iter().for_each(|v| h.record(v));
+        h.snapshot()
+    }
+
     #[test]
     fn buckets_tile_the_range_exactly_below_64_and_at_most_3_percent_wide_above() {
-        for v in 0..LINEAR {
-            assert_eq!(bounds(index(v)), (v, v));
-        }
         for i in 0..BUCKETS - 1 {
             let (low, high) = bounds(i);
             assert_eq!((index(low), index(high), bounds(i + 1).0), (i, i, high + 1), "bucket {i}");
-            assert!(i < LINEAR as usize || high - low < low / SUB, "bucket {i}: {low}..={high}");
+            assert!(
+                if i < LINEAR as usize { low == high } else { high - low < low / SUB },
+                "bucket {i}: {low}..={high}"
+            );
         }
         assert_eq!((bounds(BUCKETS - 1).1, index(u64::MAX)), (u64::MAX, BUCKETS - 1));
     }
 
     #[test]
     fn quantiles_never_understate_and_are_clamped_to_the_max() {
-        let empty = Histogram::new().snapshot();
+        let empty = of([]);
         assert_eq!((empty.count(), empty.quantile(0.5), empty.max(), empty.mean()), (0, None, None, None));
-        let h = Histogram::new();
-        (1..=10_000).for_each(|v| h.record(v));
-        let s = h.snapshot();
+        let s = of(1..=10_000);
         assert_eq!((s.count(), s.max(), s.mean()), (10_000, Some(10_000), Some(5_000.5)));
         for (q, exact) in [(0.5, 5_000u64), (0.99, 9_900), (0.999, 9_990)] {
             let got = s.quantile(q).unwrap();
             assert!(got >= exact && got <= exact + exact / 32, "q={q}: {got} vs {exact}");
         }
-        assert_eq!((s.quantile(1.0), s.quantile(0.0)), (Some(10_000), Some(1)));
-        h.record(u64::MAX);
-        assert_eq!(h.snapshot().quantile(1.0), Some(u64::MAX));
+        assert_eq!(
+            (s.quantile(1.0), s.quantile(0.0), of([u64::MAX]).quantile(1.0)),
+            (Some(10_000), Some(1), Some(u64::MAX))
+        );
     }
 
     #[test]
-    fn corrected_records_fill_in_missed_samples() {
+    fn corrected_merged_buckets_and_concurrent_records() {
         let h = Histogram::new();
         h.record_corrected(50, 1_000);
-        h.record_corrected(3_500, 1_000);
-        // 50, then 3,500 and the missed 2,500 and 1,500.
+        h.record_corrected(3_500, 1_000); // and the missed 2,500 and 1,500
         let s = h.snapshot();
         assert_eq!((s.count(), s.max(), s.quantile(0.5)), (4, Some(3_500), Some(bounds(index(1_500)).1)));
-    }
-
-    #[test]
-    fn merged_and_buckets() {
-        let (a, b) = (Histogram::new(), Histogram::new());
-        [0, 0, 3, 1_000, 1_001].into_iter().for_each(|v| a.record(v));
-        b.record(7_000);
-        let m = a.snapshot().merged(&b.snapshot());
-        assert_eq!((m.count(), m.max()), (6, Some(7_000)));
-        assert_eq!(Histogram::new().snapshot().merged(&Histogram::new().snapshot()).max(), None);
-        let buckets: Vec<_> = a.snapshot().buckets().collect();
+        let a = of([0, 0, 3, 1_000, 1_001]);
+        assert_eq!(
+            (a.merged(&of([7_000])).count(), a.merged(&of([7_000])).max(), of([]).merged(&of([])).max()),
+            (6, Some(7_000), None)
+        );
+        let buckets: Vec<_> = a.buckets().collect();
         assert_eq!(buckets[..2], [(0, 0, 2), (3, 3, 1)]);
         assert!(buckets[2].0 <= 1_000 && buckets[2].1 == 1_001 && buckets[2].2 == 2, "{buckets:?}");
-    }
-
-    #[test]
-    fn concurrent_records_are_all_counted() {
-        let h = Histogram::new();
+        let h = &h;
         std::thread::scope(|s| {
-            for t in 0..4u64 {
-                let h = &h;
-                s.spawn(move || (0..25_000u64).for_each(|v| h.record(v % 2_000 + t)));
-            }
+            (0..4u64).for_each(|t| _ = s.spawn(move || (0..25_000).for_each(|v| h.record(v % 2_000 + t))))
         });
-        assert_eq!((h.snapshot().count(), h.snapshot().max()), (100_000, Some(2_002)));
+        assert_eq!((h.snapshot().count(), h.snapshot().max()), (100_004, Some(3_500)));
     }
 }

@@ -7,15 +7,8 @@
 //! expiry lateness, memory and the service's stats, and checks that every timeout ended
 //! exactly once. `--compare` runs the same scenario on the peers and prints a ratio table;
 //! `--json` and `--plot` give the report to machines and to eyes; `--verbose` prints every
-//! table. `--help` lists the knobs.
-//!
-//! - `args.rs`: the command line; `units.rs`: how numbers are written;
-//! - `timer.rs`: the timer interface the scenario drives, shardwheel and the peers behind it;
-//! - `scenario.rs`: the run; `producer.rs`: a producer thread; `tally.rs`: the tasks and
-//!   what every thread counts; `histogram.rs`: the lateness histogram; `measure.rs`: CPU
-//!   time, live heap and resident memory; `progress.rs`: the progress bar or lines;
-//! - `figures.rs`: the checks and figures; `report.rs`, `json.rs`, `plot.rs`: the text
-//!   report and ratio table, the JSON report, the lateness plot.
+//! table. `--help` lists the knobs. The run: `scenario.rs` (`producer.rs`, `tally.rs`,
+//! `timer.rs`); what it shows: `figures.rs`, `report.rs`, `plot.rs`.
 //!
 //! Exit status: 0 when every self-check passes, 1 when one fails (or the plot could not be
 //! written), 2 for a bad command line or settings the service refuses.
@@ -23,7 +16,6 @@
 mod args;
 mod figures;
 mod histogram;
-mod json;
 mod measure;
 mod plot;
 mod producer;
@@ -34,7 +26,7 @@ mod tally;
 mod timer;
 mod units;
 
-use args::{Config, Output};
+use args::Config;
 use scenario::Outcome;
 use std::process::ExitCode;
 use timer::{Shardwheel, SimTimer};
@@ -60,7 +52,14 @@ fn main() -> ExitCode {
     if output.compare {
         timer::run_peers(&config, &mut runs);
     }
-    print_report(&config, &output, &warnings, &runs);
+    if output.json {
+        println!("{}", report::json(&config, &warnings, &runs, output.compare));
+    } else {
+        print!("{}", report::text(&config, &warnings, &runs[0], output.verbose));
+        if output.compare {
+            print!("{}", report::compare_text(&runs, output.verbose));
+        }
+    }
     let plotted = output.plot.as_ref().is_none_or(|path| match plot::write(path, &config, &runs) {
         Ok(()) => {
             progress::note(&format!("lateness histogram written to {}", path.display()));
@@ -79,15 +78,4 @@ pub fn run_one<T: SimTimer>(config: &Config, mut timer: T, label: &str) -> Outco
     let outcome = scenario::run(config, &mut timer, &mut progress::Progress::new(label));
     drop(timer);
     outcome
-}
-
-fn print_report(config: &Config, output: &Output, warnings: &[String], runs: &[Outcome]) {
-    if output.json {
-        println!("{}", json::render(config, warnings, runs, output.compare));
-        return;
-    }
-    print!("{}", report::render(config, warnings, &runs[0], output.verbose));
-    if output.compare {
-        print!("{}", report::render_compare(config, runs, output.verbose));
-    }
 }

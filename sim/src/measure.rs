@@ -1,10 +1,25 @@
 //! What a run costs the process: CPU time (`getrusage`), live heap bytes (a counting global
-//! allocator), resident memory (`/proc/self/status`).
+//! allocator), resident memory (the peers' reading of `/proc/self/statm`, as the benches').
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
+
+pub use shardwheel_peers::report::resident_bytes as rss_bytes;
+
+/// CPU time: user, system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub user: Duration,
+    pub system: Duration,
+}
+
+impl Usage {
+    pub fn total(&self) -> Duration {
+        self.user + self.system
+    }
+}
 
 /// CPU time the whole process has used so far (every thread, live or joined).
 #[cfg(unix)]
@@ -26,16 +41,14 @@ pub fn cpu_time() -> Option<Usage> {
     None
 }
 
-/// The process's resident set size, from `/proc/self/status` (Linux only).
-pub fn rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+/// CPU time used since `before` (a [`cpu_time`] reading), if both readings exist.
+pub fn cpu_since(before: Option<Usage>) -> Option<Usage> {
+    let (before, now) = (before?, cpu_time()?);
+    Some(Usage { user: now.user.saturating_sub(before.user), system: now.system.saturating_sub(before.system) })
 }
 
-/// Counter stripes: a thread adds to its own stripe, so threads allocating at once do not
-/// fight over one cache line.
+/// Counter stripes: a thread adds to its own, so threads allocating at once do not fight over
+/// one cache line. Only the sum means anything (a block may be freed on another thread).
 const STRIPES: usize = 64;
 
 #[repr(align(128))]
@@ -50,22 +63,21 @@ thread_local! {
     static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-fn stripe() -> &'static AtomicI64 {
-    let i = STRIPE
-        .try_with(|s| {
-            let mut i = s.get();
-            if i == usize::MAX {
-                i = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
-                s.set(i);
+/// Adds `bytes` to this thread's stripe, if the block `p` was allocated.
+fn count(p: *mut u8, bytes: i64) -> *mut u8 {
+    if !p.is_null() {
+        let stripe = STRIPE.try_with(|s| {
+            if s.get() == usize::MAX {
+                s.set(NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES);
             }
-            i
-        })
-        .unwrap_or(0);
-    &LIVE[i].0
+            s.get()
+        });
+        LIVE[stripe.unwrap_or(0)].0.fetch_add(bytes, Ordering::Relaxed);
+    }
+    p
 }
 
-/// The system allocator, counting live bytes. A block freed on another thread than the one
-/// that allocated it moves bytes between stripes; only the sum means anything.
+/// The system allocator, counting live bytes.
 #[derive(Debug)]
 pub struct CountingAlloc;
 
@@ -75,36 +87,24 @@ pub struct CountingAlloc;
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller upholds `alloc`'s contract, which we pass on unchanged.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            stripe().fetch_add(layout.size() as i64, Ordering::Relaxed);
-        }
-        p
+        count(unsafe { System.alloc(layout) }, layout.size() as i64)
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            stripe().fetch_add(layout.size() as i64, Ordering::Relaxed);
-        }
-        p
+        count(unsafe { System.alloc_zeroed(layout) }, layout.size() as i64)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller upholds `dealloc`'s contract (`ptr` came from this allocator,
         // that is from `System`, with `layout`).
         unsafe { System.dealloc(ptr, layout) };
-        stripe().fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        count(ptr, -(layout.size() as i64));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller upholds `realloc`'s contract, passed on unchanged.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            stripe().fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        }
-        p
+        count(unsafe { System.realloc(ptr, layout, new_size) }, new_size as i64 - layout.size() as i64)
     }
 }
 
@@ -114,34 +114,14 @@ pub fn heap_live() -> u64 {
     LIVE.iter().map(|s| s.0.load(Ordering::Relaxed)).sum::<i64>().max(0) as u64
 }
 
-/// CPU time: user, system.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Usage {
-    pub user: Duration,
-    pub system: Duration,
-}
-
-impl Usage {
-    pub fn total(&self) -> Duration {
-        self.user + self.system
-    }
-}
-
-/// CPU time used since `before` (a [`cpu_time`] reading), if both readings exist.
-pub fn cpu_since(before: Option<Usage>) -> Option<Usage> {
-    let (before, now) = (before?, cpu_time()?);
-    Some(Usage { user: now.user.saturating_sub(before.user), system: now.system.saturating_sub(before.system) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn cpu_rss_and_the_counting_allocator_measure() {
-        let before = cpu_time();
+        let (before, start) = (cpu_time(), std::time::Instant::now());
         assert_eq!(before.is_some(), cfg!(unix));
-        let start = std::time::Instant::now();
         let mut x = 0u64;
         while start.elapsed() < Duration::from_millis(30) {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
@@ -150,8 +130,7 @@ mod tests {
         assert!(!cfg!(target_os = "linux") || rss_bytes().unwrap() > 0);
         // The test binary has the system allocator: call the counting one directly, with a
         // block large enough (and never touched, so cheap) that other tests cannot hide it.
-        let layout = Layout::from_size_align(256 << 20, 8).unwrap();
-        let before = heap_live();
+        let (layout, before) = (Layout::from_size_align(256 << 20, 8).unwrap(), heap_live());
         // SAFETY: a non-zero-sized layout; the block is freed below with the same layout.
         let p = unsafe { CountingAlloc.alloc(layout) };
         assert!(!p.is_null() && heap_live() >= before + (128 << 20));

@@ -14,56 +14,49 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
-/// Bins per decade of lateness.
+/// Bins per decade of lateness. The axis starts at 1 µs; 0 µs is counted in the first bin.
 const BINS_PER_DECADE: f64 = 10.0;
-/// The axis starts at 1 µs; a lateness of 0 µs is counted in the first bin.
 const MIN_US: f64 = 1.0;
 
 /// A histogram re-binned on the log axis: `(bin start µs, bin end µs, % of expiries)`, from
 /// the first bin that holds anything.
 pub fn log_bins(s: &Snapshot) -> Vec<(f64, f64, f64)> {
-    let total = s.count();
-    if total == 0 {
-        return Vec::new();
-    }
     let edge = |i: usize| 10f64.powf(i as f64 / BINS_PER_DECADE);
     let bin_of = |us: f64| (us.max(MIN_US).log10() * BINS_PER_DECADE).floor() as usize;
     let mut bins: Vec<f64> = Vec::new();
     let mut add = |i: usize, n: f64| {
-        if bins.len() <= i {
-            bins.resize(i + 1, 0.0);
-        }
+        bins.resize(bins.len().max(i + 1), 0.0);
         bins[i] += n;
     };
     for (low, high, n) in s.buckets() {
-        if low == high {
-            // An exact value (below 64 µs every value has its own bucket).
-            add(bin_of(low as f64), n as f64);
-            continue;
-        }
         // A bucket spans [low, high + 1): share its count among the bins it overlaps, in
-        // proportion (buckets are at most ~3 % wide, bins ~26 %, so at most two).
+        // proportion (buckets are at most ~3 % wide, bins ~26 %, so at most two). An exact
+        // value (below 64 µs every value has its own bucket) goes to its bin.
         let (a, b) = (low as f64, high as f64 + 1.0);
-        for i in bin_of(a)..=bin_of(b) {
+        if low == high {
+            add(bin_of(a), n as f64);
+        }
+        for i in (low < high).then(|| bin_of(a)..=bin_of(b)).into_iter().flatten() {
             let overlap = b.min(edge(i + 1)) - a.max(edge(i));
             if overlap > 0.0 {
                 add(i, n as f64 * overlap / (b - a));
             }
         }
     }
-    let first = bins.iter().position(|&n| n > 0.0).unwrap_or(0);
-    bins.iter().enumerate().skip(first).map(|(i, &n)| (edge(i), edge(i + 1), 100.0 * n / total as f64)).collect()
+    let (first, total) = (bins.iter().position(|&n| n > 0.0).unwrap_or(0), s.count() as f64);
+    bins.iter().enumerate().skip(first).map(|(i, &n)| (edge(i), edge(i + 1), 100.0 * n / total)).collect()
 }
 
-/// `1 µs`, `10 µs`, `1 ms`, `1 s`: axis labels for a value in µs.
+/// `1 µs`, `10 µs`, `1.5 ms`, `1 s`: axis labels for a value in µs.
 fn us_label(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{} s", trim(us / 1e6))
+    let (v, unit) = if us >= 1e6 {
+        (us / 1e6, "s")
     } else if us >= 1e3 {
-        format!("{} ms", trim(us / 1e3))
+        (us / 1e3, "ms")
     } else {
-        format!("{} µs", trim(us))
-    }
+        (us, "µs")
+    };
+    format!("{} {unit}", trim(v))
 }
 
 fn trim(v: f64) -> String {
@@ -73,28 +66,12 @@ fn trim(v: f64) -> String {
 
 /// The step outline of a binned histogram, for a line series.
 fn outline(bins: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
-    let mut points = Vec::with_capacity(bins.len() * 2 + 2);
-    if let Some(first) = bins.first() {
-        points.push((first.0, 0.0));
-    }
-    for &(start, end, pct) in bins {
-        points.push((start, pct));
-        points.push((end, pct));
-    }
-    if let Some(last) = bins.last() {
-        points.push((last.1, 0.0));
-    }
-    points
+    let steps = bins.iter().flat_map(|&(start, end, pct)| [(start, pct), (end, pct)]);
+    bins.first().map(|b| (b.0, 0.0)).into_iter().chain(steps).chain(bins.last().map(|b| (b.1, 0.0))).collect()
 }
 
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(127, 127, 127),
-];
+const COLORS: [(u8, u8, u8); 6] =
+    [(31, 119, 180), (214, 39, 40), (44, 160, 44), (148, 103, 189), (255, 127, 14), (127, 127, 127)];
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
@@ -127,35 +104,30 @@ fn panel(
         .axis_desc_style(("sans-serif", 15))
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
-
     for (k, ((label, snapshot, filled), bins)) in series.iter().zip(&binned).enumerate() {
-        let color = COLORS[k % COLORS.len()];
-        if *filled {
-            chart.draw_series(
-                bins.iter()
-                    .map(|&(start, end, pct)| Rectangle::new([(start, 0.0), (end, pct)], color.mix(0.25).filled())),
-            )?;
-        }
-        let p99 = snapshot.quantile(0.99).map_or("—".to_owned(), |v| us_label(v as f64));
-        let max = snapshot.max().map_or("—".to_owned(), |v| us_label(v as f64));
+        let (r, g, b) = COLORS[k % COLORS.len()];
+        let color = RGBColor(r, g, b);
+        let bars = bins.iter().filter(|_| *filled);
+        chart.draw_series(
+            bars.map(|&(start, end, pct)| Rectangle::new([(start, 0.0), (end, pct)], color.mix(0.25).filled())),
+        )?;
+        let [p99, max] =
+            [snapshot.quantile(0.99), snapshot.max()].map(|v| v.map_or("—".to_owned(), |v| us_label(v as f64)));
         chart
             .draw_series(LineSeries::new(outline(bins), color.stroke_width(2)))?
             .label(format!("{label}: {} fired, p99 {p99}, max {max}", group(snapshot.count())))
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled()));
     }
-
-    // The tick, and the design bar: p99 ≤ one tick + 0.5 ms.
+    let bar = tick_us + 500.0;
     let marks = [
         (tick_us, format!("tick = {}", us_label(tick_us)), BLACK),
-        (tick_us + 500.0, format!("bar: tick + 0.5 ms = {}", us_label(tick_us + 500.0)), RGBColor(120, 120, 120)),
+        (bar, format!("bar: tick + 0.5 ms = {}", us_label(bar)), RGBColor(120, 120, 120)),
     ];
-    for (x, label, color) in marks {
-        if x < x_max {
-            chart
-                .draw_series(DashedLineSeries::new([(x, 0.0), (x, y_max)], 6, 4, color.stroke_width(2)))?
-                .label(label)
-                .legend(move |(lx, ly)| PathElement::new([(lx, ly), (lx + 18, ly)], color.stroke_width(2)));
-        }
+    for (x, label, color) in marks.into_iter().filter(|m| m.0 < x_max) {
+        chart
+            .draw_series(DashedLineSeries::new([(x, 0.0), (x, y_max)], 6, 4, color.stroke_width(2)))?
+            .label(label)
+            .legend(move |(lx, ly)| PathElement::new([(lx, ly), (lx + 18, ly)], color.stroke_width(2)));
     }
     chart
         .configure_series_labels()
@@ -169,18 +141,15 @@ fn panel(
 
 /// Writes the plot of `runs` (`runs[0]` shardwheel's) to `path`.
 pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
-    let main = &runs[0];
+    let (main, all): (_, Vec<Snapshot>) = (&runs[0], runs.iter().map(Outcome::all_lateness).collect());
     let tick_us = main.tick.as_secs_f64() * 1e6;
-    let all: Vec<Snapshot> = runs.iter().map(Outcome::all_lateness).collect();
-    let worst = all.iter().filter_map(Snapshot::max).max().unwrap_or(0) as f64;
     // From the decade of the smallest lateness (at most a tenth of the tick) up to the
     // decade above the worst, and at least past the bar.
+    let worst = all.iter().filter_map(Snapshot::max).max().unwrap_or(0) as f64;
     let x_max = 10f64.powf((worst.max(tick_us * 3.0).max(10.0)).log10().floor() + 1.0);
     let best = all.iter().filter_map(|s| s.buckets().next().map(|b| b.0)).min().unwrap_or(0) as f64;
     let x_min = 10f64.powf(best.max(MIN_US).min(tick_us / 10.0).log10().floor());
-
-    let axis = (tick_us, x_min, x_max);
-    let height = if runs.len() > 1 { 1200 } else { 640 };
+    let (axis, height) = ((tick_us, x_min, x_max), if runs.len() > 1 { 1200 } else { 640 });
     let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE)?;
     let (connections, rate) = (group(config.connections as u64), group(config.rate));
@@ -189,7 +158,7 @@ pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
     let setup =
         format!("{connections} connections, {rate} events/s, idle {idle} ms, request {request} ms, tick {tick}");
     let caption = format!("shardwheel expiry lateness: {setup}, {shards} shards, {secs} s");
-    let mine = [("idle timeouts", &main.idle_lateness, true), ("request timeouts", &main.request_lateness, true)];
+    let mine = [("idle timeouts", &main.lateness[0], true), ("request timeouts", &main.lateness[1], true)];
     if runs.len() == 1 {
         panel(&root, &caption, &mine, axis)?;
     } else {
@@ -227,12 +196,9 @@ mod tests {
         // A bucket across a bin edge is shared in proportion: 1,000 µs sits in the bucket
         // 992..=1,007, half below the 1 ms edge; 1,010 µs in 1,008..=1,023, all above.
         let b = bins(&[1_000, 1_010]);
-        assert!(b.len() == 2 && (b[0].2 - 25.0).abs() < 1e-9, "{b:?}");
-        assert!(bins(&[]).is_empty());
-        assert_eq!(
-            [us_label(1.0), us_label(1_000.0), us_label(1_500.0), us_label(2e6)],
-            ["1 µs", "1 ms", "1.5 ms", "2 s"]
-        );
+        assert!(b.len() == 2 && (b[0].2 - 25.0).abs() < 1e-9 && bins(&[]).is_empty(), "{b:?}");
+        let labels = [1.0, 1_000.0, 1_500.0, 2e6].map(us_label);
+        assert_eq!(labels, ["1 µs", "1 ms", "1.5 ms", "2 s"]);
     }
 
     #[test]

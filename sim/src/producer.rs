@@ -50,26 +50,22 @@ impl Rng {
     }
 }
 
-/// What the main thread and the producers step through together.
+/// What the main thread and the producers step through together: the start of the steady
+/// state (set once every producer has armed and the memory is measured), the stop flag (the
+/// end of the steady state, or the main thread unwinding), and the producers that have armed.
 #[derive(Debug, Default)]
 pub struct Phase {
-    /// Start of the steady state: set once every producer has armed and the memory is measured.
     pub steady_start: OnceLock<Instant>,
-    /// Set when activity must stop (the end of the steady state, or the main thread unwinding).
     pub stop: AtomicBool,
-    /// Producers that have armed their idle timeouts.
     pub armed: AtomicUsize,
 }
 
 impl Phase {
-    /// Waits for the steady state to start; `None` if told to stop first.
-    pub fn wait_for_start(&self) -> Option<Instant> {
+    /// Waits for the steady state to start; false if told to stop first.
+    pub fn wait_for_start(&self) -> bool {
         loop {
-            if let Some(&start) = self.steady_start.get() {
-                return Some(start);
-            }
-            if self.stop.load(Ordering::Relaxed) {
-                return None;
+            if self.steady_start.get().is_some() || self.stop.load(Ordering::Relaxed) {
+                return self.steady_start.get().is_some();
             }
             thread::sleep(Duration::from_micros(100));
         }
@@ -112,13 +108,13 @@ impl<T: SimTimer> Producer<T> {
         let window_ms = window.as_millis().min(u128::from(NEVER_QUIET - 1)) as u64;
         let mut counts = Counts::default();
         let quiet_at_ms = (0..n)
-            .map(|_| match rng.chance(config.idle_fraction) {
-                // 1 + …: 0 is CLOSED; quiet at 1 ms is quiet from the start.
-                true => {
-                    counts.quiet += 1;
-                    1 + if window_ms > 0 { rng.below(window_ms) as u32 } else { 0 }
+            .map(|_| {
+                if !rng.chance(config.idle_fraction) {
+                    return NEVER_QUIET;
                 }
-                false => NEVER_QUIET,
+                counts.quiet += 1;
+                // 1 + …: 0 is CLOSED; quiet at 1 ms is quiet from the start.
+                1 + if window_ms > 0 { rng.below(window_ms) as u32 } else { 0 }
             })
             .collect();
         Producer {
@@ -140,9 +136,12 @@ impl<T: SimTimer> Producer<T> {
         self.shared.producers[self.index].publish(&self.counts);
     }
 
-    fn idle_task(&mut self, j: usize) -> Task {
-        self.counts.created_idle += 1;
-        Task::new(self.shared, self.index, What::Idle { table: self.table.clone(), at: j as u32 })
+    fn lane(&self, j: usize) -> usize {
+        self.lanes[j % self.lanes.len()]
+    }
+
+    fn idle_task(shared: &'static Shared, index: usize, table: &Arc<DeadlineTable>, j: usize) -> Task {
+        Task::new(shared, index, What::Idle { table: table.clone(), at: j as u32 })
     }
 
     /// Arms the idle timeout of every connection of this producer.
@@ -152,13 +151,13 @@ impl<T: SimTimer> Producer<T> {
             // The requested deadline is taken *before* the arm, so it is never later than the
             // timer's: lateness against it can only be overstated, never turn into "early".
             self.table.0[j].store(self.shared.nanos(Instant::now()) + idle_ns, Ordering::Relaxed);
-            let task = self.idle_task(j);
-            let handle = timer.arm(self.lanes[j % self.lanes.len()], self.config.idle_timeout, task);
+            self.counts.created_idle += 1;
+            let task = Self::idle_task(self.shared, self.index, &self.table, j);
+            let handle = timer.arm(self.lane(j), self.config.idle_timeout, task);
             if handle.is_some() {
                 self.counts.idle_armed += 1;
             } else {
-                self.counts.idle_failed += 1;
-                self.quiet_at_ms[j] = CLOSED;
+                (self.counts.idle_failed, self.quiet_at_ms[j]) = (self.counts.idle_failed + 1, CLOSED);
             }
             self.idle.push(handle);
             if j % 65_536 == 0 {
@@ -187,50 +186,46 @@ impl<T: SimTimer> Producer<T> {
     fn activity(&mut self, timer: &T, steady_start: Instant) -> bool {
         let now = Instant::now();
         let now_ms = now.saturating_duration_since(steady_start).as_millis().min(u128::from(u32::MAX)) as u32;
-        let Some(j) = self.next_active(now_ms) else {
-            return false;
-        };
+        let Some(j) = self.next_active(now_ms) else { return false };
         self.counts.events += 1;
         let now_ns = self.shared.nanos(now);
         if !self.reset_idle(timer, j, now_ns) {
-            // Closed: its idle timeout fired although it was active (or was never armed); a
-            // real server has closed it by now, so it gets no more activity.
+            // Its idle timeout fired although it was active (or was never armed): a real
+            // server has closed it by now, so it gets no more activity.
             self.quiet_at_ms[j] = CLOSED;
             return true;
         }
         let deadline_ns = now_ns + self.config.request_timeout.as_nanos() as u64;
         self.counts.created_request += 1;
         let task = Task::new(self.shared, self.index, What::Request { deadline_ns });
-        match timer.arm(self.lanes[j % self.lanes.len()], self.config.request_timeout, task) {
-            None => self.counts.request_failed += 1,
-            Some(timeout) => {
-                self.counts.request_armed += 1;
-                if self.rng.chance(self.config.lost_fraction) {
-                    // No response will ever come: give up the handle (that does not cancel).
-                    self.counts.lost += 1;
-                    return true;
-                }
-                if self.in_flight.len() == self.config.in_flight
-                    && let Some(oldest) = self.in_flight.pop_front()
-                {
-                    let won = timer.cancel(oldest);
-                    *if won { &mut self.counts.cancels_ok } else { &mut self.counts.cancels_failed } += 1;
-                }
-                self.in_flight.push_back(timeout);
-            }
+        let Some(timeout) = timer.arm(self.lane(j), self.config.request_timeout, task) else {
+            self.counts.request_failed += 1;
+            return true;
+        };
+        self.counts.request_armed += 1;
+        if self.rng.chance(self.config.lost_fraction) {
+            // No response will ever come: give up the handle (that does not cancel).
+            self.counts.lost += 1;
+            return true;
         }
+        if self.in_flight.len() == self.config.in_flight
+            && let Some(oldest) = self.in_flight.pop_front()
+        {
+            let won = timer.cancel(oldest);
+            *if won { &mut self.counts.cancels_ok } else { &mut self.counts.cancels_failed } += 1;
+        }
+        self.in_flight.push_back(timeout);
         true
     }
 
     /// Pushes out connection `j`'s idle timeout; false if it had fired (or was never armed).
     fn reset_idle(&mut self, timer: &T, j: usize, now_ns: u64) -> bool {
-        // A timer that resets by arming again gets a fresh idle task.
-        let mut built = false;
         let Some(idle) = self.idle[j].as_mut() else { return false };
-        let (shared, index, table) = (self.shared, self.index, &self.table);
+        // A timer that resets by arming again gets a fresh idle task.
+        let (shared, index, table, mut built) = (self.shared, self.index, &self.table, false);
         let ok = timer.reset(idle, self.config.idle_timeout, || {
             built = true;
-            Task::new(shared, index, What::Idle { table: table.clone(), at: j as u32 })
+            Self::idle_task(shared, index, table, j)
         });
         self.counts.created_idle += u64::from(built);
         if !ok {
@@ -252,8 +247,7 @@ impl<T: SimTimer> Producer<T> {
     pub fn steady(&mut self, timer: &T, phase: &Phase) {
         let start = *phase.steady_start.get().expect("set before the producers start");
         let rate = self.config.rate_per_producer();
-        let batch = ((rate * BATCH.as_secs_f64()).ceil() as u64).max(1);
-        let mut done: u64 = 0;
+        let (batch, mut done) = (((rate * BATCH.as_secs_f64()).ceil() as u64).max(1), 0);
         while !phase.stop.load(Ordering::Relaxed) {
             let due = (start.elapsed().as_secs_f64() * rate) as u64;
             if due <= done {
@@ -264,8 +258,7 @@ impl<T: SimTimer> Producer<T> {
             }
             let n = (due - done).min(MAX_BURST);
             if !(0..n).all(|_| self.activity(timer, start)) {
-                // Every connection went quiet or closed: nothing left to do.
-                break;
+                break; // Every connection went quiet or closed: nothing left to do.
             }
             done += n;
             self.publish();
@@ -282,20 +275,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lanes_are_spread_over_producers() {
-        assert_eq!(lanes_of(0, 2, 2), vec![0]);
-        assert_eq!(lanes_of(1, 2, 5), vec![1, 3]);
-        assert_eq!(lanes_of(0, 2, 5), vec![0, 2, 4]);
-        assert_eq!(lanes_of(3, 4, 2), vec![1]);
-        assert_eq!(lanes_of(1, 2, 1), vec![0]);
-    }
-
-    #[test]
-    fn rng_chance_and_below() {
+    fn lanes_are_spread_and_the_rng_is_fair() {
+        let lanes = [lanes_of(0, 2, 2), lanes_of(1, 2, 5), lanes_of(0, 2, 5), lanes_of(3, 4, 2), lanes_of(1, 2, 1)];
+        assert_eq!(lanes, [vec![0], vec![1, 3], vec![0, 2, 4], vec![1], vec![0]]);
         let mut r = Rng::new(1, 0);
         let hits = (0..100_000).filter(|_| r.chance(0.1)).count();
         assert!((9_000..11_000).contains(&hits), "{hits}");
-        assert!((0..1_000).all(|_| r.below(7) < 7));
-        assert!(!r.chance(0.0) && r.chance(1.0));
+        assert!((0..1_000).all(|_| r.below(7) < 7) && !r.chance(0.0) && r.chance(1.0));
     }
 }

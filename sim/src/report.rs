@@ -1,17 +1,65 @@
-//! The text report (stdout): one screen by default, every table with `--verbose`; and the
-//! `--compare` ratio table.
+//! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`):
+//! the text report (one screen; every table with `--verbose`) with its ratio table, and the
+//! same as one JSON object (`--json`). Both read the figures of `figures.rs`; the lists both
+//! show (lateness quantiles, the service's stats, the ratio table's rows) are written once.
+//!
+//! JSON shape (durations in seconds unless the key says `_ms`, `_us` or `_ns`; lateness in
+//! µs; a figure that could not be measured is `null`):
+//!
+//! ```text
+//! { "tool", "version", "config": {…}, "warnings": […],
+//!   "runs": [ { "timer", "description", "lanes", "setup", "steady", "cpu", "lateness",
+//!               "memory", "end", "stats", "self_check", "total_seconds" }, … ],
+//!   "compare": null | { "baseline": "shardwheel", "metrics": [ { "key", "label", "unit",
+//!               "higher_is_better", "values": { timer: x }, "advantage": { peer: r } } ] },
+//!   "notes": […], "passed" }
+//! ```
 
 use crate::args::Config;
 use crate::figures::{self, Check, METRICS, Metric, SIM_BYTES_PER_CONNECTION};
 use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
 use crate::units::{count, group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
+use serde_json::{Map, Value, json};
+use shardwheel::Stats;
 use std::fmt::{Display, Write as _};
 
 /// Width of the label column.
 const LABEL: usize = 34;
 
-/// The report being written; `verbose` adds the full tables.
+/// Lateness quantiles: JSON key, column, quantile.
+const QUANTILES: [(&str, &str, f64); 3] =
+    [("p50_us", "p50", 0.5), ("p99_us", "p99", 0.99), ("p999_us", "p99.9", 0.999)];
+
+/// The service's counters: JSON key, label (`None`: JSON only, or a row of its own).
+fn stats_rows(s: &Stats) -> [(&'static str, Option<&'static str>, u64); 9] {
+    [
+        ("scheduled", Some("scheduled"), s.scheduled),
+        ("expired", Some("expired"), s.expired),
+        ("cancelled", Some("cancelled"), s.cancelled),
+        ("unfired", Some("unfired (returned by stop)"), s.unfired),
+        ("pending", Some("pending"), s.pending),
+        ("rejected", Some("rejected"), s.rejected),
+        ("panicked", Some("panicked"), s.panicked),
+        ("wakeups", None, s.wakeups),
+        ("queued", None, s.queued),
+    ]
+}
+
+type RatioRow = (&'static Metric, Vec<Option<f64>>, Vec<Option<f64>>);
+
+/// Every metric of the ratio table, with each run's value and shardwheel's advantage over
+/// each peer.
+fn ratio_rows(runs: &[Outcome]) -> Vec<RatioRow> {
+    let row = |m: &'static Metric| {
+        let values: Vec<Option<f64>> = runs.iter().map(m.value).collect();
+        let advantage = values[1..].iter().map(|&v| figures::advantage(m, values[0], v)).collect();
+        (m, values, advantage)
+    };
+    METRICS.iter().map(row).collect()
+}
+
+/// The text being written; `verbose` adds the full tables.
 struct Text {
     out: String,
     verbose: bool,
@@ -19,8 +67,7 @@ struct Text {
 
 impl Text {
     fn line(&mut self, line: impl Display) {
-        // Writing to a String cannot fail.
-        let _ = writeln!(self.out, "{line}");
+        let _ = writeln!(self.out, "{line}"); // Writing to a String cannot fail.
     }
 
     fn row(&mut self, label: &str, value: impl Display) {
@@ -41,177 +88,155 @@ impl Text {
     }
 }
 
-/// The report of one run.
-pub fn render(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
+/// The text report of one run.
+pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
     let mut w = Text { out: String::new(), verbose };
     w.line(format_args!("shardwheel-sim — connection simulator ({})", o.timer));
     if verbose {
         configuration(&mut w, config, o);
     } else {
+        let (idle, request) = (ms_setting(config.idle_timeout), ms_setting(config.request_timeout));
+        let (quiet, lost) = (percent(config.idle_fraction), percent(config.lost_fraction));
+        let (n, p, rate, secs) =
+            (group(o.connections), config.producers, per_sec(config.rate as f64), secs(config.duration));
         w.line(format_args!("  {}", o.describe));
         w.line(format_args!(
-            "  {} connections, {} producers, {} activity; idle {} ({} quiet), request {} ({} lost); {}",
-            group(config.connections as u64),
-            config.producers,
-            per_sec(config.rate as f64),
-            ms_setting(config.idle_timeout),
-            percent(config.idle_fraction),
-            ms_setting(config.request_timeout),
-            percent(config.lost_fraction),
-            secs(config.duration),
+            "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} \
+             lost); {secs}"
         ));
     }
     warnings.iter().for_each(|warning| w.line(format_args!("  WARNING: {warning}")));
-    setup(&mut w, config, o);
+    setup(&mut w, o);
     steady(&mut w, config, o);
     lateness(&mut w, o);
     end(&mut w, o);
-    let verdict = if figures::passed(o) { "PASS" } else { "FAIL" };
+    let (verdict, total) = (if figures::passed(o) { "PASS" } else { "FAIL" }, secs(o.total));
     let more = if verbose { "" } else { "; --verbose for every table" };
-    w.title(format_args!(
-        "Self-check: {verdict}  (total run time {}, setup and teardown included{more})",
-        secs(o.total)
-    ));
+    w.title(format_args!("Self-check: {verdict}  (total run time {total}, setup and teardown included{more})"));
     w.checks(&figures::checks(o));
     w.out
+}
+
+/// The settings, as the verbose configuration table and the JSON `config` list them: key,
+/// value, label ("": JSON only) and text. `quiet`: the connections chosen to go quiet.
+fn config_rows(c: &Config, quiet: u64) -> [(&'static str, Value, &'static str, String); 13] {
+    let (each, rate) = (group(c.connections_of(0) as u64), per_sec(c.rate_per_producer()));
+    let producers = format!("{} threads, {each} connections and {rate} events each", c.producers);
+    let (n, response, period) = (group(c.in_flight as u64), ms(c.response_delay()), secs(c.round_robin_period()));
+    let (in_flight, quiet) = (format!("{n} per producer (response after ~{response})"), group(quiet));
+    let rate = format!("{} (each active connection every {period})", per_sec(c.rate as f64));
+    let (idle, request) = (c.idle_timeout, c.request_timeout);
+    [
+        ("connections", json!(c.connections), "connections", group(c.connections as u64)),
+        ("producers", json!(c.producers), "producers", producers),
+        ("shards", json!(c.shards), "", String::new()),
+        ("tick_us", json!(c.tick.as_micros() as u64), "tick", ms_setting(c.tick)),
+        ("pin_threads", json!(c.pin_threads), "", String::new()),
+        ("idle_timeout_ms", json!(idle.as_millis() as u64), "idle timeout", ms_setting(idle)),
+        (
+            "idle_fraction",
+            json!(c.idle_fraction),
+            "idle fraction",
+            format!("{} ({quiet} go quiet)", percent(c.idle_fraction)),
+        ),
+        ("request_timeout_ms", json!(request.as_millis() as u64), "request timeout", ms_setting(request)),
+        ("lost_fraction", json!(c.lost_fraction), "lost fraction", percent(c.lost_fraction)),
+        ("in_flight", json!(c.in_flight), "requests in flight", in_flight),
+        ("rate_per_sec", json!(c.rate), "activity rate", rate),
+        ("duration_secs", json!(c.duration.as_secs_f64()), "duration", format!("{} steady state", secs(c.duration))),
+        ("seed", json!(c.seed), "seed", c.seed.to_string()),
+    ]
 }
 
 fn configuration(w: &mut Text, config: &Config, o: &Outcome) {
     w.title("Configuration");
     w.row("timer", &o.describe);
-    w.row("connections", group(config.connections as u64));
-    let each = group(config.connections_of(0) as u64);
-    let rate = per_sec(config.rate_per_producer());
-    w.row("producers", format_args!("{} threads, {each} connections and {rate} events each", config.producers));
-    w.row("tick", ms_setting(o.tick));
-    w.row("idle timeout", ms_setting(config.idle_timeout));
-    w.row("idle fraction", format_args!("{} ({} go quiet)", percent(config.idle_fraction), group(o.counts.quiet)));
-    w.row("request timeout", ms_setting(config.request_timeout));
-    w.row("lost fraction", percent(config.lost_fraction));
-    let response = ms(config.response_delay());
-    let in_flight = group(config.in_flight as u64);
-    w.row("requests in flight", format_args!("{in_flight} per producer (response after ~{response})"));
-    let period = secs(config.round_robin_period());
-    w.row("activity rate", format_args!("{} (each active connection every {period})", per_sec(config.rate as f64)));
-    w.row("duration", format_args!("{} steady state", secs(config.duration)));
-    w.row("seed", config.seed);
+    config_rows(config, o.counts.quiet).iter().filter(|r| !r.2.is_empty()).for_each(|r| w.row(r.2, &r.3));
 }
 
-fn setup(w: &mut Text, config: &Config, o: &Outcome) {
+fn setup(w: &mut Text, o: &Outcome) {
     w.title("Setup");
-    let armed = group(o.counts.idle_armed);
-    w.row(
-        "idle timeouts armed",
-        format_args!("{armed} in {} ({}, unpaced)", secs(o.setup), per_sec(figures::setup_rate(o))),
-    );
-    let timer_bytes = figures::timer_bytes_per_timeout(config, o);
-    w.row(
-        "timer memory per pending timeout",
-        format_args!("{timer_bytes:.0} B (heap, the {} B handle included)", o.handle_bytes),
-    );
+    let (armed, took, rate) = (group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
+    w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
+    let (bytes, handle) = (o.timer_bytes_per_timeout(), o.handle_bytes);
+    w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
     if !w.verbose {
         return;
     }
     if o.settle.as_millis() >= 1 {
         w.row("arms filed", format_args!("{} after the last arm returned (memory measured then)", ms(o.settle)));
     }
-    let heap = figures::heap_per_connection(config, o);
-    w.row(
-        "heap per connection",
-        format_args!(
-            "{heap:.0} B (simulator {SIM_BYTES_PER_CONNECTION} B + handle slot {} B + task 32 B + the timer's own; \
-             counting allocator)",
-            o.handle_bytes
-        ),
-    );
-    match (o.rss_before, o.rss_after, figures::rss_per_connection(config, o)) {
+    let (heap, sim) = (o.heap_per_connection(), SIM_BYTES_PER_CONNECTION);
+    let parts = format!("simulator {sim} B + handle slot {handle} B + task 32 B + the timer's own; counting allocator");
+    w.row("heap per connection", format_args!("{heap:.0} B ({parts})"));
+    match (o.rss_before, o.rss_after, o.rss_per_connection()) {
         (Some(before), Some(after), Some(per)) => w.row(
             "resident memory (VmRSS)",
             format_args!("{} before arming, {} after: {per:.0} B per connection", mib(before), mib(after)),
         ),
-        _ => w.row("resident memory", "n/a (no /proc/self/status)"),
+        _ => w.row("resident memory", "n/a (no /proc/self/statm)"),
     }
 }
 
 fn steady(w: &mut Text, config: &Config, o: &Outcome) {
-    let (c, verbose) = (&o.counts, w.verbose);
-    let title = format!("Steady state ({})", secs(o.steady));
+    let (c, verbose, title) = (&o.counts, w.verbose, format!("Steady state ({})", secs(o.steady)));
     w.title(format_args!("{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2));
     let mut line = |label: &str, total: u64, note: String| {
-        let per = per_sec(figures::steady_rate(o, total));
-        let text = format!("  {label:<LABEL$}{:>13}   {per:>13}   {note}", group(total));
-        w.line(text.trim_end());
+        let per = per_sec(o.steady_rate(total));
+        w.line(format!("  {label:<LABEL$}{:>13}   {per:>13}   {note}", group(total)).trim_end());
     };
     line("activity events", c.events, format!("target {}", per_sec(config.rate as f64)));
     line("arms, request timeouts", c.request_armed, String::new());
     line("resets (reset() = true)", c.resets_ok, String::new());
     line("cancels (cancel() = true)", c.cancels_ok, format!("{} cancel() = false", group(c.cancels_failed)));
-    line("expiries, idle timeouts", o.fired_idle, format!("{} connections went quiet", group(c.quiet)));
-    line("expiries, request timeouts", o.fired_request, format!("{} requests lost", group(c.lost)));
+    line("expiries, idle timeouts", o.fired[0], format!("{} connections went quiet", group(c.quiet)));
+    line("expiries, request timeouts", o.fired[1], format!("{} requests lost", group(c.lost)));
     if verbose || c.resets_failed > 0 {
         line("idle expiries of active conns", c.resets_failed, "reset() = false on an active conn (expected 0)".into());
     }
     if c.schedule_failed() > 0 {
         line("refused arms", c.schedule_failed(), "(expected 0)".into());
     }
-    if let Some(cpu) = o.cpu {
-        let per_op = figures::cpu_ns_per_op(o).unwrap_or(0.0);
+    if let (Some(cpu), Some(per_op)) = (o.cpu, o.cpu_ns_per_op()) {
         let (user, system, total) = (secs(cpu.user), secs(cpu.system), secs(cpu.total()));
         w.row(
             "CPU time (whole process)",
             format_args!("{user} user + {system} system = {total} ({per_op:.0} ns per timer op)"),
         );
     }
-    if w.verbose {
-        let per = figures::heap_per_connection_at_end(config, o);
-        let at_end = format!(
-            "{} live: {per:.0} B per connection (in-flight requests, cancelled entries kept)",
-            mib(o.heap_at_end)
-        );
+    if verbose {
+        let (live, per) = (mib(o.heap_at_end), o.heap_per_connection_at_end());
+        let at_end = format!("{live} live: {per:.0} B per connection (in-flight requests, cancelled entries kept)");
         w.row("heap when activity stopped", at_end);
     }
 }
 
 fn lateness(w: &mut Text, o: &Outcome) {
+    let tick = ms_setting(o.tick);
+    let (nl, title) = if w.verbose { ("", "") } else { ("\n", "Lateness") };
     if w.verbose {
-        let tick = ms_setting(o.tick);
         w.title("Expiry lateness (task ran − requested deadline; resolution 1 µs, buckets ≤ 3 % wide)");
         w.line(format_args!(
             "  A timeout fires at the first tick at or after its deadline: expect up to one tick ({tick}) plus"
         ));
         w.line("  the wake-up delay of the timer thread.");
     }
-    let title = if w.verbose { "" } else { "Lateness" };
-    w.line(format_args!(
-        "{}{title:<12}{:>11}{:>14}{:>14}{:>14}{:>14}{:>14}",
-        if w.verbose { "" } else { "\n" },
-        "fired",
-        "p50",
-        "p99",
-        "p99.9",
-        "max",
-        "mean"
-    ));
-    let mut row = |label: &str, s: &Snapshot| {
-        let q = |q: f64| ms_from_us(s.quantile(q));
-        let mean = ms_from_us(s.mean().map(|m| m.round() as u64));
-        let (n, max) = (group(s.count()), ms_from_us(s.max()));
-        w.line(format_args!("  {label:<10}{n:>11}{:>14}{:>14}{:>14}{max:>14}{mean:>14}", q(0.5), q(0.99), q(0.999)));
-    };
-    row("idle", &o.idle_lateness);
-    row("request", &o.request_lateness);
-    row("sleep", &o.sleep_lateness);
+    let header: String = QUANTILES.iter().map(|(_, column, _)| format!("{column:>14}")).collect();
+    w.line(format_args!("{nl}{title:<12}{:>11}{header}{:>14}{:>14}", "fired", "max", "mean"));
+    for (label, s) in [("idle", &o.lateness[0]), ("request", &o.lateness[1]), ("sleep", &o.sleep_lateness)] {
+        let quantiles: String = QUANTILES.iter().map(|q| format!("{:>14}", ms_from_us(s.quantile(q.2)))).collect();
+        let (n, max, mean) = (group(s.count()), ms_from_us(s.max()), ms_from_us(s.mean().map(|m| m.round() as u64)));
+        w.line(format_args!("  {label:<10}{n:>11}{quantiles}{max:>14}{mean:>14}"));
+    }
     if w.verbose {
-        let tick = ms_setting(o.tick);
         w.line(format_args!(
             "  (sleep: how late a plain thread::sleep({tick}) woke up meanwhile, on an unpinned thread, counting"
         ));
         w.line("  the wake-ups a stall made it miss as a timer thread would: the machine's own scheduling noise)");
     }
-    if let Some(met) = figures::bar_met(o) {
-        let (bar, worst) = (ms(figures::lateness_bar(o)), ms_from_us(figures::worst_p99_us(o)));
-        let sleep = ms_from_us(o.sleep_lateness.quantile(0.99));
-        let verdict = if met { "met" } else { "NOT met" };
+    if let Some(met) = o.bar_met() {
+        let (bar, worst) = (ms(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
+        let (verdict, sleep) = (if met { "met" } else { "NOT met" }, ms_from_us(o.sleep_lateness.quantile(0.99)));
         w.row(
             "design bar p99 ≤ 1 tick + 0.5 ms",
             format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
@@ -227,20 +252,14 @@ fn lateness(w: &mut Text, o: &Outcome) {
 fn end(w: &mut Text, o: &Outcome) {
     let how =
         if o.unfired_listed.is_some() { "handed back by stop()" } else { "dropped by the timer or with the handles" };
-    let (unfired, idle, request) = (o.unfired.idle + o.unfired.request, o.unfired.idle, o.unfired.request);
-    let (pending, stop) = (count(o.pending_at_end), secs(o.stop_time));
-    let end = format!(
-        "{pending} pending; stop() took {stop}: {} unfired (idle {} + request {}), {how}",
-        group(unfired),
-        group(idle),
-        group(request)
-    );
+    let ([idle, request], pending, stop) = (o.unfired, count(o.pending_at_end), secs(o.stop_time));
+    let (unfired, idle, request) = (group(idle + request), group(idle), group(request));
+    let end =
+        format!("{pending} pending; stop() took {stop}: {unfired} unfired (idle {idle} + request {request}), {how}");
     w.title(format_args!("{:<width$}{end}", "End of run", width = LABEL + 2));
     let (Some(s), true) = (&o.stats, w.verbose) else { return };
     w.title("Service stats (service.stats() after stop)");
-    let rows = [("scheduled", s.scheduled), ("expired", s.expired), ("cancelled", s.cancelled)];
-    let more = [("unfired (returned by stop)", s.unfired), ("pending", s.pending), ("rejected", s.rejected)];
-    rows.into_iter().chain(more).chain([("panicked", s.panicked)]).for_each(|(label, n)| w.row(label, group(n)));
+    stats_rows(s).iter().for_each(|&(_, label, n)| label.into_iter().for_each(|label| w.row(label, group(n))));
     let run = o.setup + o.steady + o.stop_time;
     let rate = per_sec(s.wakeups as f64 / run.as_secs_f64().max(1e-9));
     let over = format!("over {} of setup, steady state and stop, {} shards", secs(run), o.lanes);
@@ -259,7 +278,7 @@ fn value(metric: &Metric, v: Option<f64>) -> String {
 }
 
 /// `5.87×`, `∞`, `—`.
-pub fn ratio(r: Option<f64>) -> String {
+fn ratio(r: Option<f64>) -> String {
     match r {
         None => "—".to_owned(),
         Some(r) if r.is_infinite() => "∞".to_owned(),
@@ -268,9 +287,9 @@ pub fn ratio(r: Option<f64>) -> String {
     }
 }
 
-/// The ratio table: every run's values, then shardwheel's advantage over each peer (`runs[0]`
-/// is shardwheel's); the headline metrics only unless `verbose`.
-pub fn render_compare(config: &Config, runs: &[Outcome], verbose: bool) -> String {
+/// The ratio table: every run's values, then shardwheel's advantage over each peer; the
+/// headline metrics only unless `verbose`.
+pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     let mut w = Text { out: String::new(), verbose };
     let title = "Comparison: the same scenario on every timer";
     w.line(format_args!("\n{title}\n{}", "═".repeat(title.chars().count())));
@@ -278,25 +297,26 @@ pub fn render_compare(config: &Config, runs: &[Outcome], verbose: bool) -> Strin
     runs.iter().for_each(|o| w.line(format_args!("  {:<name$}{}", o.timer, o.describe)));
     // Wide enough for "vs <the longest name>" and two spaces.
     let col = runs.iter().map(|o| o.timer.chars().count() + 5).max().unwrap_or(0).max(17);
-    let metrics: Vec<&Metric> = METRICS.iter().filter(|m| verbose || m.headline).collect();
-    let table = |w: &mut Text, first: &str, names: &[String], cell: &dyn Fn(&Metric, usize) -> String| {
-        let header: String = names.iter().map(|n| format!("{n:>col$}")).collect();
-        w.line(format_args!("\n  {first:<LABEL$}{header}"));
-        for m in &metrics {
-            let cells: String = (0..names.len()).map(|i| format!("{:>col$}", cell(m, i))).collect();
-            w.line(format_args!("  {:<LABEL$}{cells}", m.label));
+    let rows: Vec<_> = ratio_rows(runs).into_iter().filter(|r| verbose || r.0.headline).collect();
+    let table = |w: &mut Text, first: &str, names: Vec<String>, cells: &dyn Fn(&RatioRow) -> Vec<String>| {
+        w.line(format_args!("\n  {first:<LABEL$}{}", names.iter().map(|n| format!("{n:>col$}")).collect::<String>()));
+        for row in &rows {
+            w.line(format_args!(
+                "  {:<LABEL$}{}",
+                row.0.label,
+                cells(row).iter().map(|c| format!("{c:>col$}")).collect::<String>()
+            ));
         }
     };
-    let names: Vec<String> = runs.iter().map(|o| o.timer.to_owned()).collect();
-    table(&mut w, "values", &names, &|m, i| value(m, (m.value)(config, &runs[i])));
+    table(&mut w, "values", runs.iter().map(|o| o.timer.to_owned()).collect(), &|r| {
+        r.1.iter().map(|&v| value(r.0, v)).collect()
+    });
     let verdicts: String =
         runs.iter().map(|o| format!("{:>col$}", if figures::passed(o) { "PASS" } else { "FAIL" })).collect();
     w.line(format_args!("  {:<LABEL$}{verdicts}", "self-check"));
     if runs.len() > 1 {
-        let peers: Vec<String> = runs[1..].iter().map(|o| format!("vs {}", o.timer)).collect();
-        table(&mut w, "shardwheel's advantage", &peers, &|m, i| {
-            ratio(figures::advantage(m, (m.value)(config, &runs[0]), (m.value)(config, &runs[i + 1])))
-        });
+        let peers = runs[1..].iter().map(|o| format!("vs {}", o.timer)).collect();
+        table(&mut w, "shardwheel's advantage", peers, &|r| r.2.iter().map(|&a| ratio(a)).collect());
         w.line("  (> 1× means shardwheel does better: peer ÷ shardwheel for costs, shardwheel ÷ peer for rates.");
         w.line("   Activity is paced at the same rate for every timer; the work each did for it shows in CPU time,");
         w.line("   the whole process's (getrusage): the simulator's own share is the same in every run.)");
@@ -308,59 +328,130 @@ pub fn render_compare(config: &Config, runs: &[Outcome], verbose: bool) -> Strin
     w.out
 }
 
+fn percentiles(s: &Snapshot) -> Value {
+    let mut v = json!({ "count": s.count(), "max_us": s.max(), "mean_us": s.mean() });
+    QUANTILES.iter().for_each(|&(key, _, q)| v[key] = json!(s.quantile(q)));
+    v
+}
+
+fn run_json(o: &Outcome) -> Value {
+    let (c, rate, checks) = (&o.counts, |n: u64| o.steady_rate(n), figures::checks(o));
+    let ([fired_idle, fired_request], [unfired_idle, unfired_request]) = (o.fired, o.unfired);
+    let stats = |s: Stats| stats_rows(&s).iter().map(|&(key, _, n)| (key.to_owned(), json!(n))).collect::<Map<_, _>>();
+    json!({
+        "timer": o.timer, "description": o.describe, "lanes": o.lanes,
+        "setup": {
+            "idle_armed": c.idle_armed, "seconds": o.setup.as_secs_f64(), "arms_per_sec": o.setup_rate(),
+            "settle_seconds": o.settle.as_secs_f64(),
+        },
+        "steady": {
+            "seconds": o.steady.as_secs_f64(), "events": c.events, "request_arms": c.request_armed,
+            "resets_ok": c.resets_ok, "resets_failed": c.resets_failed, "cancels_ok": c.cancels_ok,
+            "cancels_failed": c.cancels_failed, "lost_requests": c.lost, "quiet_connections": c.quiet,
+            "schedule_failed": c.schedule_failed(), "reset_tasks": c.reset_tasks(),
+            "fired_idle": fired_idle, "fired_request": fired_request,
+            "events_per_sec": rate(c.events), "request_arms_per_sec": rate(c.request_armed),
+            "resets_per_sec": rate(c.resets_ok), "cancels_per_sec": rate(c.cancels_ok),
+            "expiries_per_sec": rate(fired_idle + fired_request),
+        },
+        "cpu": o.cpu.map(|u| json!({
+            "user_seconds": u.user.as_secs_f64(), "system_seconds": u.system.as_secs_f64(),
+            "total_seconds": u.total().as_secs_f64(), "ns_per_timer_op": o.cpu_ns_per_op(),
+        })),
+        "lateness": {
+            "idle": percentiles(&o.lateness[0]), "request": percentiles(&o.lateness[1]),
+            "all": percentiles(&o.all_lateness()), "sleep_baseline": percentiles(&o.sleep_lateness),
+            "early": o.early, "worst_early_ns": o.worst_early_ns,
+            "bar_us": o.lateness_bar().as_micros() as u64, "bar_met": o.bar_met(),
+        },
+        "memory": {
+            "heap_bytes_before": o.heap_before, "heap_bytes_after": o.heap_after,
+            "heap_bytes_per_connection": o.heap_per_connection(), "heap_bytes_at_end": o.heap_at_end,
+            "heap_bytes_per_connection_at_end": o.heap_per_connection_at_end(),
+            "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
+            "timer_bytes_per_timeout": o.timer_bytes_per_timeout(),
+            "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
+            "rss_bytes_per_connection": o.rss_per_connection(),
+        },
+        "end": {
+            "pending_at_end": o.pending_at_end, "unfired": unfired_idle + unfired_request,
+            "unfired_handed_back": o.unfired_listed, "unfired_idle": unfired_idle,
+            "unfired_request": unfired_request, "stop_seconds": o.stop_time.as_secs_f64(),
+        },
+        "stats": o.stats.map(stats),
+        "self_check": {
+            "passed": checks.iter().all(|c| c.ok),
+            "checks": checks.iter().map(|c| json!({"key": c.key, "what": c.what, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
+        },
+        "total_seconds": o.total.as_secs_f64(),
+    })
+}
+
+/// The ratio rows: every metric's value per timer, and shardwheel's advantage per peer
+/// (`null` where undefined or infinite).
+fn compare_json(runs: &[Outcome]) -> Value {
+    let by_timer = |runs: &[Outcome], xs: &[Option<f64>]| -> Map<_, _> {
+        runs.iter().zip(xs).map(|(o, x)| (o.timer.to_owned(), json!(x.filter(|v| v.is_finite())))).collect()
+    };
+    let metrics: Vec<Value> = ratio_rows(runs)
+        .iter()
+        .map(|(m, values, advantage)| {
+            json!({
+                "key": m.key, "label": m.label, "unit": m.unit, "higher_is_better": m.higher_is_better(),
+                "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
+            })
+        })
+        .collect();
+    json!({ "baseline": runs[0].timer, "metrics": metrics })
+}
+
+/// The JSON report, pretty-printed; `compare` adds the ratio rows.
+pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: bool) -> String {
+    let config: Map<_, _> =
+        config_rows(config, 0).into_iter().map(|(key, value, ..)| (key.to_owned(), value)).collect();
+    let report = json!({
+        "tool": "shardwheel-sim",
+        "version": env!("CARGO_PKG_VERSION"),
+        "config": config,
+        "warnings": warnings,
+        "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+        "compare": compare.then(|| compare_json(runs)),
+        "notes": Vec::<String>::new(),
+        "passed": runs.iter().all(figures::passed),
+    });
+    serde_json::to_string_pretty(&report).expect("a JSON value serializes")
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::histogram::Histogram;
     use crate::measure::Usage;
-    use crate::tally::{Counts, Drops};
     use std::time::Duration;
 
     /// A consistent outcome: 1,000 connections, 100 quiet; made up, but the numbers add up.
     pub(crate) fn outcome(timer: &'static str, scale: u64) -> Outcome {
-        let (idle, request) = (Histogram::new(), Histogram::new());
+        let (idle, request, ms) = (Histogram::new(), Histogram::new(), Duration::from_millis);
         (0..100).for_each(|v| idle.record(v * 10 * scale));
         (0..10).for_each(|v| request.record(v * 50 * scale));
-        let counts = Counts {
-            events: 30_000,
-            idle_armed: 1_000,
-            request_armed: 30_000,
-            resets_ok: 30_000,
-            cancels_ok: 29_950,
-            lost: 30,
-            created_idle: 1_000,
-            created_request: 30_000,
-            quiet: 100,
-            ..Counts::default()
-        };
-        Outcome {
+        let mut o = Outcome {
             timer,
             describe: format!("{timer}, made up"),
             lanes: 2,
-            tick: Duration::from_millis(1),
-            setup: Duration::from_millis(10 * scale),
-            rss_before: Some(1 << 20),
-            rss_after: Some((1 << 20) + 100_000 * scale),
-            heap_before: 1_000,
-            heap_after: 1_000 + 80_000 * scale,
-            heap_at_end: 1_000 + 90_000 * scale,
-            handle_bytes: 16,
-            steady: Duration::from_secs(1),
-            counts,
-            fired_idle: 100,
-            fired_request: 10,
-            idle_lateness: idle.snapshot(),
-            request_lateness: request.snapshot(),
-            pending_at_end: Some(940),
-            unfired: Drops { idle: 900, request: 40 },
-            unfired_listed: Some(940),
-            unrun_before_stop: Drops { idle: 0, request: 29_950 },
-            stop_time: Duration::from_millis(3),
-            drops: Drops { idle: 1_000, request: 30_000 },
-            cpu: Some(Usage { user: Duration::from_millis(300 * scale), system: Duration::from_millis(50 * scale) }),
-            total: Duration::from_millis(1_020),
+            connections: 1_000,
             ..Outcome::default()
-        }
+        };
+        (o.tick, o.setup, o.steady, o.stop_time, o.total) = (ms(1), ms(10 * scale), ms(1_000), ms(3), ms(1_020));
+        (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
+        (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);
+        (o.handle_bytes, o.fired, o.lateness) = (16, [100, 10], [idle.snapshot(), request.snapshot()]);
+        (o.pending_at_end, o.unfired, o.unfired_listed) = (Some(940), [900, 40], Some(940));
+        (o.unrun_before_stop, o.drops) = ([0, 29_950], [1_000, 30_000]);
+        o.cpu = Some(Usage { user: ms(300 * scale), system: ms(50 * scale) });
+        let c = &mut o.counts;
+        (c.events, c.idle_armed, c.request_armed, c.resets_ok, c.cancels_ok) = (30_000, 1_000, 30_000, 30_000, 29_950);
+        (c.lost, c.created_idle, c.created_request, c.quiet) = (30, 1_000, 30_000, 100);
+        o
     }
 
     pub(crate) fn config() -> Config {
@@ -370,33 +461,71 @@ pub(crate) mod tests {
     #[test]
     fn the_default_report_fits_a_screen_and_verbose_has_every_table() {
         let o = outcome("shardwheel", 1);
-        let short = render(&config(), &[], &o, false);
+        let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
         assert!(short.lines().count() <= 30, "{} lines:\n{short}", short.lines().count());
-        assert!(
-            short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"),
-            "{short}"
-        );
-        let long = render(&config(), &[], &o, true);
+        assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
         for section in ["Configuration", "resident memory", "scheduled 31,000 = fired 110"] {
             assert!(long.contains(section) && !short.contains(section), "{section}:\n{long}");
         }
         let mut early = outcome("shardwheel", 1);
         early.early = 1;
-        assert!(render(&config(), &[], &early, false).contains("[FAIL] no task fired early\n         1 early"));
+        assert!(text(&config(), &[], &early, false).contains("[FAIL] no task fired early\n         1 early"));
     }
 
     #[test]
     fn compare_table_has_the_metrics_and_peers() {
         let runs = [outcome("shardwheel", 1), outcome("netty-wheel", 3)];
-        let short = render_compare(&config(), &runs, false);
-        let long = render_compare(&config(), &runs, true);
+        let (short, long) = (compare_text(&runs, false), compare_text(&runs, true));
         for m in METRICS {
-            assert!(long.contains(m.label), "{}: {long}", m.label);
-            assert_eq!(short.contains(m.label), m.headline, "{}", m.label);
+            assert!(long.contains(m.label) && short.contains(m.label) == m.headline, "{}: {long}", m.label);
         }
         assert!(short.contains("vs netty-wheel") && short.contains("3.00×"), "{short}");
-        assert_eq!(ratio(Some(5.871)), "5.87×");
-        assert_eq!(ratio(Some(f64::INFINITY)), "∞");
-        assert_eq!(ratio(None), "—");
+        assert_eq!([ratio(Some(5.871)), ratio(Some(f64::INFINITY)), ratio(None)], ["5.87×", "∞", "—"]);
+    }
+
+    fn parsed(runs: &[Outcome], compare: bool) -> Value {
+        serde_json::from_str(&json(&config(), &["careful".to_owned()], runs, compare)).expect("valid JSON")
+    }
+
+    fn keys(v: &Value) -> Vec<&str> {
+        v.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn json_shape() {
+        let v = parsed(&[outcome("shardwheel", 1)], false);
+        assert_eq!(keys(&v), ["compare", "config", "notes", "passed", "runs", "tool", "version", "warnings"]);
+        assert_eq!(
+            (&v["tool"], &v["passed"], &v["warnings"][0]),
+            (&json!("shardwheel-sim"), &json!(true), &json!("careful"))
+        );
+        assert!(v["compare"].is_null());
+        assert_eq!((&v["config"]["connections"], &v["config"]["tick_us"]), (&json!(1_000), &json!(1_000)));
+        let run = &v["runs"][0];
+        let expected = ["cpu", "description", "end", "lanes", "lateness", "memory", "self_check", "setup", "stats"];
+        assert_eq!(keys(run), [&expected[..], &["steady", "timer", "total_seconds"]].concat());
+        assert_eq!(run["steady"]["events"], 30_000);
+        for kind in ["idle", "request", "all", "sleep_baseline"] {
+            assert_eq!(keys(&run["lateness"][kind]), ["count", "max_us", "mean_us", "p50_us", "p999_us", "p99_us"]);
+        }
+        assert_eq!((&run["lateness"]["all"]["count"], &run["lateness"]["bar_us"]), (&json!(110), &json!(1_500)));
+        assert_eq!(run["memory"]["timer_bytes_per_timeout"], 68.0);
+        assert!(run["stats"].is_null() && run["lateness"]["sleep_baseline"]["p99_us"].is_null());
+        assert_eq!(run["self_check"]["checks"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn json_compare_shape_and_a_failed_check() {
+        let mut bad = outcome("binary-heap", 2);
+        bad.early = 2;
+        let v = parsed(&[outcome("shardwheel", 1), bad], true);
+        let metrics = v["compare"]["metrics"].as_array().unwrap();
+        assert_eq!((&v["compare"]["baseline"], metrics.len()), (&json!("shardwheel"), METRICS.len()));
+        let cpu = metrics.iter().find(|m| m["key"] == "cpu_seconds").unwrap();
+        assert_eq!(cpu["higher_is_better"], false);
+        assert!((cpu["values"]["binary-heap"].as_f64().unwrap() - 0.7).abs() < 1e-9);
+        assert!((cpu["advantage"]["binary-heap"].as_f64().unwrap() - 2.0).abs() < 1e-9);
+        assert!(cpu["advantage"].get("shardwheel").is_none());
+        assert_eq!((&v["passed"], &v["runs"][1]["self_check"]["checks"][2]["ok"]), (&json!(false), &json!(false)));
     }
 }

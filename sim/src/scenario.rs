@@ -6,8 +6,8 @@ use crate::args::Config;
 use crate::histogram::Snapshot;
 use crate::measure::{self, Usage};
 use crate::producer::{Phase, Producer};
-use crate::progress::{Progress, Second};
-use crate::tally::{Counts, Drops, Shared};
+use crate::progress::Progress;
+use crate::tally::{Counts, PerKind, Shared};
 use crate::timer::SimTimer;
 use crate::units::group;
 use shardwheel::Stats;
@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
-/// Everything the report needs about one timer's run.
+/// Everything the reports need about one timer's run. Per-kind figures are `[idle, request]`.
 #[derive(Debug, Default)]
 pub struct Outcome {
     /// The timer's name and setup; threads that fire timeouts.
@@ -23,12 +23,12 @@ pub struct Outcome {
     pub describe: String,
     pub lanes: usize,
     pub tick: Duration,
-    /// Time to arm every idle timeout (all producers at once, unpaced), and then for the
-    /// timer to file every arm (`SimTimer::settle`); the memory is measured then.
+    pub connections: u64,
+    /// Time to arm every idle timeout (unpaced), then for the timer to file every arm.
     pub setup: Duration,
     pub settle: Duration,
-    /// Resident and live heap bytes (counting allocator) before and after arming, and the
-    /// live heap once activity stopped (with whatever cancelled entries the timer keeps).
+    /// Resident and live heap bytes before and after arming (the counting allocator), and
+    /// the live heap once activity stopped.
     pub rss_before: Option<u64>,
     pub rss_after: Option<u64>,
     pub heap_before: u64,
@@ -39,39 +39,28 @@ pub struct Outcome {
     /// The steady state's actual length, and what the producers did.
     pub steady: Duration,
     pub counts: Counts,
-    /// Tasks that ran, as the tasks counted themselves; those that ran early.
-    pub fired_idle: u64,
-    pub fired_request: u64,
+    /// Tasks that ran; those that ran early, and the earliest, in ns before its deadline.
+    pub fired: PerKind<u64>,
     pub early: u64,
     pub worst_early_ns: u64,
-    pub idle_lateness: Snapshot,
-    pub request_lateness: Snapshot,
+    pub lateness: PerKind<Snapshot>,
     pub sleep_lateness: Snapshot,
     /// `pending()` once activity stopped, if the timer can tell.
     pub pending_at_end: Option<usize>,
-    /// Tasks dropped unrun from the stop on (by the timer, from its list, or with the
-    /// handles): the timeouts that ended unfired; and the length of `stop()`'s list, for the
-    /// timers that hand them back.
-    pub unfired: Drops,
+    /// Tasks dropped unrun from the stop on (the timeouts that never ended); how many
+    /// `stop()` handed back, for the timers that do.
+    pub unfired: PerKind<u64>,
     pub unfired_listed: Option<u64>,
-    /// Tasks dropped unrun before the stop: cancelled requests, idle tasks replaced by
-    /// resets that arm again, tasks of refused arms.
-    pub unrun_before_stop: Drops,
+    /// Tasks dropped unrun before the stop: cancelled, replaced by resets, refused.
+    pub unrun_before_stop: PerKind<u64>,
     pub stop_time: Duration,
     /// All task drops, once everything was dropped.
-    pub drops: Drops,
+    pub drops: PerKind<u64>,
     /// The service's counters after stop (shardwheel only).
     pub stats: Option<Stats>,
     /// CPU time of the process from arming to the last drop; wall time of the whole run.
     pub cpu: Option<Usage>,
     pub total: Duration,
-}
-
-impl Outcome {
-    /// Idle and request lateness together.
-    pub fn all_lateness(&self) -> Snapshot {
-        self.idle_lateness.merged(&self.request_lateness)
-    }
 }
 
 /// Runs the scenario on `timer`; progress goes to `ui` (stderr).
@@ -82,37 +71,35 @@ pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Ou
         describe: timer.describe(),
         lanes: timer.lanes(),
         tick: config.tick,
+        connections: config.connections as u64,
         rss_before: measure::rss_bytes(),
         heap_before: measure::heap_live(),
         handle_bytes: std::mem::size_of::<Option<T::Handle>>() as u64,
         ..Outcome::default()
     };
-    let (connections, producers) = (group(config.connections as u64), config.producers);
+    let (connections, producers) = (group(o.connections), config.producers);
     ui.line(&format!("arming {connections} idle timeouts on {producers} producer threads ({})…", o.describe));
     let (phase, shared_timer) = (Phase::default(), &*timer);
     let producers = thread::scope(|s| drive(s, config, shared_timer, shared, &phase, ui, &mut o));
     producers.iter().for_each(|p| o.counts.add(&p.counts));
 
-    // Activity has stopped. The producers are joined: every cancel and reset has returned
-    // and dropped what it replaced. From here on, a task dropped unrun is one that never
-    // ended: the timer drops it while stopping, hands it back, or a handle still holds it.
+    // Activity has stopped and every cancel and reset has returned: from here on, a task
+    // dropped unrun is one that never ended (the timer drops it, hands it back, or a handle
+    // still holds it).
     (o.pending_at_end, o.heap_at_end) = (timer.pending(), measure::heap_live());
     let pending = o.pending_at_end.map_or("?".to_owned(), |p| group(p as u64));
     ui.line(&format!("activity stopped; {pending} timeouts pending; stopping the timer…"));
-    let (before, stopping) = (shared.unrun(), Instant::now());
-    let unfired_list = timer.stop();
-    o.stop_time = stopping.elapsed();
-    o.unfired_listed = unfired_list.as_ref().map(|list| list.len() as u64);
-    drop((unfired_list, producers));
-    let after = shared.unrun();
-    o.unfired = Drops { idle: after.idle - before.idle, request: after.request - before.request };
-    o.unrun_before_stop = before;
-    [o.fired_idle, o.fired_request] = shared.expired();
-    (o.early, o.worst_early_ns) = (shared.early.load(Ordering::Relaxed), shared.worst_early_ns.load(Ordering::Relaxed));
-    let [idle, request] = &shared.lateness;
-    (o.idle_lateness, o.request_lateness) = (idle.snapshot(), request.snapshot());
-    o.sleep_lateness = shared.sleep_lateness.snapshot();
-    (o.drops, o.stats, o.cpu) = (shared.drops(), timer.stats(), measure::cpu_since(cpu_before));
+    let (before, stopping) = (shared.drops(true), Instant::now());
+    let unfired = timer.stop();
+    (o.stop_time, o.unfired_listed) = (stopping.elapsed(), unfired.as_ref().map(|list| list.len() as u64));
+    drop((unfired, producers));
+    let after = shared.drops(true);
+    (o.unfired, o.unrun_before_stop) = ([after[0] - before[0], after[1] - before[1]], before);
+    (o.fired, o.early) = (shared.expired(), shared.early.load(Ordering::Relaxed));
+    o.worst_early_ns = shared.worst_early_ns.load(Ordering::Relaxed);
+    (o.lateness, o.sleep_lateness) =
+        (shared.lateness.each_ref().map(|h| h.snapshot()), shared.sleep_lateness.snapshot());
+    (o.drops, o.stats, o.cpu) = (shared.drops(false), timer.stats(), measure::cpu_since(cpu_before));
     o.total = began.elapsed();
     o
 }
@@ -138,9 +125,8 @@ fn drive<'s, T: SimTimer>(
     ui: &mut Progress,
     o: &mut Outcome,
 ) -> Vec<Producer<T>> {
-    let _stop_on_unwind = StopOnDrop(phase);
-    let arming = Instant::now();
-    ui.arming(config.connections as u64);
+    let (_stop_on_unwind, arming) = (StopOnDrop(phase), Instant::now());
+    ui.arming(o.connections);
     let mut producers: Vec<_> = (0..config.producers)
         .map(|p| {
             let body = move || {
@@ -148,7 +134,7 @@ fn drive<'s, T: SimTimer>(
                     let mut producer = Producer::new(p, shared, timer, config);
                     producer.arm_idle(timer);
                     phase.armed.fetch_add(1, Ordering::Relaxed);
-                    if phase.wait_for_start().is_some() {
+                    if phase.wait_for_start() {
                         producer.steady(timer, phase);
                     }
                     producer
@@ -161,8 +147,7 @@ fn drive<'s, T: SimTimer>(
     o.setup = arming.elapsed();
     let settling = Instant::now();
     timer.settle();
-    o.settle = settling.elapsed();
-    (o.rss_after, o.heap_after) = (measure::rss_bytes(), measure::heap_live());
+    (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), measure::rss_bytes(), measure::heap_live());
     ui.finish();
     let (setup, secs) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
     ui.line(&format!("armed in {setup:.3} s; steady state for {secs:.1} s"));
@@ -225,17 +210,12 @@ fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Ins
             ui.position(start.elapsed().as_millis() as u64);
         }
         let (now, counts, expired) = (Instant::now(), shared.counts(), shared.expired());
-        let secs = now.duration_since(prev.0).as_secs_f64().max(1e-9);
-        let per_sec = |a: u64, b: u64| (a - b) as f64 / secs;
-        ui.second(&Second {
-            elapsed: now.duration_since(start),
-            arms: per_sec(counts.scheduled(), prev.1.scheduled()),
-            resets: per_sec(counts.resets_ok, prev.1.resets_ok),
-            cancels: per_sec(counts.cancels_ok, prev.1.cancels_ok),
-            expiries: per_sec(expired[0] + expired[1], prev.2[0] + prev.2[1]),
-            max_late_us: shared.interval_max_us.swap(0, Ordering::Relaxed),
-            pending: timer.pending(),
-        });
+        let (c, p, secs) = (&counts, &prev.1, now.duration_since(prev.0).as_secs_f64().max(1e-9));
+        let totals = [c.scheduled(), c.resets_ok, c.cancels_ok, expired[0] + expired[1]];
+        let before = [p.scheduled(), p.resets_ok, p.cancels_ok, prev.2[0] + prev.2[1]];
+        let rates = [0, 1, 2, 3].map(|i| (totals[i] - before[i]) as f64 / secs);
+        let max_late_us = shared.interval_max_us.swap(0, Ordering::Relaxed);
+        ui.second(now.duration_since(start), rates, max_late_us, timer.pending());
         prev = (now, counts, expired);
         if target >= end {
             break;

@@ -1,26 +1,23 @@
-//! The tasks every timer runs, and the tallies every thread writes.
-//!
-//! - Each producer counts in plain locals ([`Counts`]) and publishes a copy into its own
-//!   cache-line-aligned [`ProducerTally`] once per batch; the main thread reads them.
-//! - The timer's threads run the tasks, which record lateness and firings in [`Shared`].
-//! - Every [`Task`] counts its own drop in its `Drop`, on whichever thread drops it (the producer on a winning cancel, the timer thread after running it,
-//!   the main thread for the tasks `stop()` hands back or the handles still hold).
-//!
-//! All counters are `Relaxed`: they carry no data, and the main thread reads exact values
-//! only after joining the threads that wrote them.
+//! The tasks every timer runs, and what every thread counts: a producer in plain locals
+//! ([`Counts`]), published once per batch; a [`Task`] its firing and lateness in [`Shared`]
+//! when it runs, and its drop in its `Drop`, on whichever thread drops it. All counters are
+//! `Relaxed`: they carry no data, and exact values are read after joining their writers.
 
 use crate::histogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+/// A figure per kind of timeout: `[idle, request]`.
+pub type PerKind<T> = [T; 2];
+
 /// Defines [`Counts`]: a field per counter, and their sum.
 macro_rules! counts {
-    ($($(#[doc = $doc:literal])* $field:ident,)*) => {
+    ($($field:ident),* $(,)?) => {
         /// What one producer did (or all of them, summed).
         #[derive(Clone, Copy, Debug, Default)]
         pub struct Counts {
-            $($(#[doc = $doc])* pub $field: u64,)*
+            $(pub $field: u64,)*
         }
 
         impl Counts {
@@ -31,30 +28,15 @@ macro_rules! counts {
     };
 }
 
+// Activity events (each: one reset, one request) that found an active connection; timeouts
+// scheduled; `reset()` = true, = false on an active connection (its idle timeout had fired);
+// `cancel()` of a request = true (the response came in time), = false (the timeout won);
+// requests never answered (their handles are dropped, so they fire); arms the timer refused;
+// tasks built (beyond one per idle arm, for timers that reset by arming again); connections
+// chosen to go quiet.
 counts! {
-    /// Activity events (each: one reset, one request) that found an active connection.
-    events,
-    /// Idle timeouts scheduled (at setup), and request timeouts.
-    idle_armed,
-    request_armed,
-    /// `reset()` = true; = false on an active connection (its idle timeout had fired: it is
-    /// closed; expected 0 when the rate is adequate).
-    resets_ok,
-    resets_failed,
-    /// Request `cancel()` = true (the response came in time), = false (the timeout won).
-    cancels_ok,
-    cancels_failed,
-    /// Requests that never get a response (their handles are dropped, so they fire).
-    lost,
-    /// Arms the timer refused (the task was dropped): idle ones at setup, request ones.
-    idle_failed,
-    request_failed,
-    /// Tasks built (each with a drop guard). Beyond one per idle arm, idle tasks are built
-    /// for timers that reset by arming again.
-    created_idle,
-    created_request,
-    /// Connections chosen to go quiet.
-    quiet,
+    events, idle_armed, request_armed, resets_ok, resets_failed, cancels_ok, cancels_failed,
+    lost, idle_failed, request_failed, created_idle, created_request, quiet,
 }
 
 impl Counts {
@@ -62,35 +44,26 @@ impl Counts {
         self.idle_armed + self.request_armed
     }
 
-    /// Arms the timer refused.
     pub fn schedule_failed(&self) -> u64 {
         self.idle_failed + self.request_failed
     }
 
-    /// Idle tasks built for resets that arm again (each replaced a pending idle timeout,
-    /// whose task was dropped, or was dropped unused when the reset lost).
+    /// Idle tasks built for resets that arm again (each replaced a pending idle timeout, or
+    /// was dropped unused when the reset lost).
     pub fn reset_tasks(&self) -> u64 {
         self.created_idle - self.idle_armed - self.idle_failed
     }
 }
 
-/// Tasks, by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Drops {
-    pub idle: u64,
-    pub request: u64,
-}
-
-/// A producer's published counts (its own writes) and the drops of its tasks (whoever drops
-/// them), aligned so that no two producers share a cache line.
+/// A producer's published counts and the drops of its tasks (all of them, and those dropped
+/// without having run), aligned so that no two producers share a cache line.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct ProducerTally {
     /// Locked once per batch by its producer and once a second by the main thread.
     published: Mutex<Counts>,
-    dropped: [AtomicU64; 2],
-    /// Of those, the tasks dropped without having run (cancelled, replaced, or unfired).
-    unrun: [AtomicU64; 2],
+    dropped: PerKind<AtomicU64>,
+    unrun: PerKind<AtomicU64>,
 }
 
 impl ProducerTally {
@@ -99,28 +72,24 @@ impl ProducerTally {
     }
 }
 
-/// Everything the threads share: leaked once per run, so that tasks hold a `&'static` to it
-/// (no reference count to bump per task).
+/// Everything the threads share, leaked once per run so that tasks hold a `&'static` to it:
+/// the time origin (deadlines are ns since it), the tasks that ran, those that ran early and
+/// the earliest (ns before its deadline), the largest lateness (µs) since the progress line
+/// last took it, the lateness histograms, and how late a plain `thread::sleep(tick)` woke up
+/// meanwhile (corrected for coordinated omission: the operating system's share).
 #[derive(Debug)]
 pub struct Shared {
-    /// The time origin: deadlines are nanoseconds since it.
     pub start: Instant,
     pub producers: Box<[ProducerTally]>,
-    /// Tasks that ran, by kind.
-    pub fired: [AtomicU64; 2],
-    /// Tasks that ran before their deadline, and the earliest, in ns before it.
+    pub fired: PerKind<AtomicU64>,
     pub early: AtomicU64,
     pub worst_early_ns: AtomicU64,
-    /// The largest lateness (µs) since the progress line last took it.
     pub interval_max_us: AtomicU64,
-    /// Lateness of the tasks that ran, by kind.
-    pub lateness: [Histogram; 2],
-    /// How late a plain `thread::sleep(tick)` wakes up meanwhile, corrected for coordinated
-    /// omission: the operating system's share of any lateness.
+    pub lateness: PerKind<Histogram>,
     pub sleep_lateness: Histogram,
 }
 
-fn load(pair: &[AtomicU64; 2]) -> [u64; 2] {
+fn load(pair: &PerKind<AtomicU64>) -> PerKind<u64> {
     pair.each_ref().map(|a| a.load(Ordering::Relaxed))
 }
 
@@ -141,29 +110,17 @@ impl Shared {
     /// Every producer's published counts, summed.
     pub fn counts(&self) -> Counts {
         let mut total = Counts::default();
-        for p in self.producers.iter() {
-            total.add(&p.published.lock().unwrap_or_else(|e| e.into_inner()));
-        }
+        self.producers.iter().for_each(|p| total.add(&p.published.lock().unwrap_or_else(|e| e.into_inner())));
         total
     }
 
-    fn sum(&self, of: impl Fn(&ProducerTally) -> &[AtomicU64; 2]) -> Drops {
-        let [idle, request] =
-            self.producers.iter().map(|p| load(of(p))).fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]]);
-        Drops { idle, request }
+    /// Tasks dropped (`unrun`: only those dropped without having run), summed over producers.
+    pub fn drops(&self, unrun: bool) -> PerKind<u64> {
+        let of = |p: &ProducerTally| load(if unrun { &p.unrun } else { &p.dropped });
+        self.producers.iter().map(of).fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
     }
 
-    /// Tasks dropped, and of those the ones dropped without having run.
-    pub fn drops(&self) -> Drops {
-        self.sum(|p| &p.dropped)
-    }
-
-    pub fn unrun(&self) -> Drops {
-        self.sum(|p| &p.unrun)
-    }
-
-    /// Tasks that ran: idle, request.
-    pub fn expired(&self) -> [u64; 2] {
+    pub fn expired(&self) -> PerKind<u64> {
         load(&self.fired)
     }
 
@@ -173,9 +130,9 @@ impl Shared {
     }
 }
 
-/// The requested deadlines of a producer's connections' idle timeouts (ns since the time
-/// origin), shared with their idle tasks; resets move them (see `Producer::reset_idle` for
-/// why a stale read can only overstate lateness).
+/// The requested deadlines of a producer's idle timeouts (ns since the time origin), shared
+/// with their tasks; resets move them (`Producer::reset_idle` says why a stale read can only
+/// overstate lateness).
 #[derive(Debug)]
 pub struct DeadlineTable(pub Box<[AtomicU64]>);
 
@@ -204,7 +161,7 @@ impl Task {
         Task { shared, producer: producer as u32, ran: false, what }
     }
 
-    /// Indexes the per-kind counters: 0 idle, 1 request.
+    /// Indexes the per-kind figures: 0 idle, 1 request.
     fn kind(&self) -> usize {
         usize::from(matches!(self.what, What::Request { .. }))
     }
@@ -250,8 +207,6 @@ mod tests {
         let shared = Shared::leak(1);
         Task::new(shared, 0, What::Request { deadline_ns: 0 }).run();
         drop(Task::new(shared, 0, What::Request { deadline_ns: 0 }));
-        assert_eq!(shared.drops(), Drops { idle: 0, request: 2 });
-        assert_eq!(shared.unrun(), Drops { idle: 0, request: 1 });
-        assert_eq!(shared.expired(), [0, 1]);
+        assert_eq!((shared.drops(false), shared.drops(true), shared.expired()), ([0, 2], [0, 1], [0, 1]));
     }
 }

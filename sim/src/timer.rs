@@ -1,16 +1,8 @@
-//! The small timer interface the scenario drives ([`SimTimer`]), shardwheel behind it, and the
-//! peers of `--compare` behind it too, so that every timer runs literally the same workload.
-//!
-//! The peers are the benchmarks' own (the `shardwheel-peers` crate), adapted by [`Bench`]:
-//! - `netty-wheel`: a Netty-architecture `HashedWheelTimer` (one wheel with rounds, one worker);
-//! - `Mutex<BinaryHeap>`: a locked heap with one worker, as `ScheduledThreadPoolExecutor`;
-//! - `tokio`: a task per timeout on a multi-thread runtime, the task doing
-//!   `tokio::time::sleep_until(deadline).await` and then its work, as tokio code says "run this
-//!   later": the sleep lives in a task on the runtime's workers (the producer threads spawn
-//!   it). Cancel is `JoinHandle::abort`, which counts as a win if the task had not finished;
-//!   reset is abort and spawn again. A cancel or reset that races the task's run can so count
-//!   a win although the task ran; the self-check would show it (responses come long before
-//!   the request timeouts, and resets before the idle ones, when the rate is adequate).
+//! The timer interface the scenario drives ([`SimTimer`]): shardwheel behind it, and the peers
+//! of `--compare` (the benchmarks' own, from `shardwheel-peers`) through [`Bench`], so that
+//! every timer runs literally the same workload. tokio's cancel is `JoinHandle::abort`, a win
+//! if the task had not finished: one racing the task's run may count a win although the task
+//! ran, which the self-check would show.
 
 use crate::args::Config;
 use crate::run_one;
@@ -32,7 +24,7 @@ pub trait SimTimer: Sync {
     type Handle: Send;
     type Unfired;
 
-    /// The name in tables and JSON, and one line on how it is set up.
+    /// The name in tables and JSON; one line on how it is set up.
     fn name(&self) -> &'static str;
     fn describe(&self) -> String;
 
@@ -59,8 +51,8 @@ pub trait SimTimer: Sync {
     /// Timeouts pending now, if the timer can tell.
     fn pending(&self) -> Option<usize>;
 
-    /// Waits until every arm so far has reached the structure that holds it (timers that file
-    /// arms through a queue); the memory is measured then.
+    /// Waits until every arm so far has reached the structure that holds it (then the memory
+    /// is measured).
     fn settle(&self) {}
 
     /// Stops the timer and joins its threads; hands back what never ended (`None`: a timer
@@ -73,7 +65,9 @@ pub trait SimTimer: Sync {
     }
 }
 
-/// shardwheel's [`TimerService`]: one shard (thread and wheel) per lane.
+/// shardwheel's [`TimerService`]: one shard (thread and wheel) per lane. `settle` keeps its
+/// default: a sleeping shard may leave its last few arms in its mailbox until its next
+/// wake-up; they change the memory figure by a thousandth.
 #[derive(Debug)]
 pub struct Shardwheel {
     service: TimerService,
@@ -82,12 +76,8 @@ pub struct Shardwheel {
 
 impl Shardwheel {
     pub fn new(config: &Config) -> Result<Shardwheel, BuildError> {
-        let service = TimerService::builder()
-            .shards(config.shards)
-            .tick(config.tick)
-            .pin_threads(config.pin_threads)
-            .thread_name("sim-timer")
-            .build()?;
+        let builder = TimerService::builder().shards(config.shards).tick(config.tick);
+        let service = builder.pin_threads(config.pin_threads).thread_name("sim-timer").build()?;
         Ok(Shardwheel { service, pinned: config.pin_threads })
     }
 }
@@ -128,9 +118,6 @@ impl SimTimer for Shardwheel {
         Some(self.service.pending())
     }
 
-    // `settle` keeps its default: a sleeping shard may leave its last few arms (under 1,024)
-    // in its mailbox until its next wake-up; they change the memory figure by a thousandth.
-
     fn stop(&mut self) -> Option<Vec<shardwheel::Unfired>> {
         Some(self.service.stop().expect("stop() from the main thread, not a shard's"))
     }
@@ -152,11 +139,6 @@ pub struct Bench<P: Peer> {
 }
 
 impl<P: Peer> Bench<P> {
-    pub fn new(peer: P, name: &'static str, what: String, pending: fn(&P) -> usize) -> Bench<P> {
-        let describe = format!("{what}; reset = {}", peer.reset_kind());
-        Bench { peer: Some(peer), name, describe, pending }
-    }
-
     fn peer(&self) -> &P {
         self.peer.as_ref().expect("the peer runs until stop")
     }
@@ -205,67 +187,63 @@ impl<P: Peer + Sync> SimTimer for Bench<P> {
     }
 }
 
+/// Runs the scenario on `peer`, described by `what` and how it resets.
+fn run<P: Peer + Sync>(
+    config: &Config,
+    name: &'static str,
+    peer: P,
+    what: String,
+    pending: fn(&P) -> usize,
+) -> Outcome {
+    let describe = format!("{what}; reset = {}", peer.reset_kind());
+    run_one(config, Bench { peer: Some(peer), name, describe, pending }, name)
+}
+
 /// Buckets of the Netty-style wheel: Netty's default `ticksPerWheel`.
 const NETTY_BUCKETS: usize = 512;
 
 /// Runs the scenario on every peer, in table order, after shardwheel's run (`runs[0]`).
 pub fn run_peers(config: &Config, runs: &mut Vec<Outcome>) {
-    let tick = config.tick.as_micros();
-    let what = format!(
+    let (tick, workers) = (config.tick.as_micros(), config.shards);
+    let netty = format!(
         "Netty-architecture HashedWheelTimer: one wheel of {NETTY_BUCKETS} buckets with rounds, tick {tick} µs, one \
          worker, MPSC queues for arms and cancels"
     );
-    let netty = NettyPeer::with(config.tick, NETTY_BUCKETS);
-    run(config, runs, Bench::new(netty, "netty-wheel", what, |p| p.pending().max(0) as usize));
-    let what = "Mutex<BinaryHeap> + Condvar, one worker, as ScheduledThreadPoolExecutor; cancel marks, the entry \
+    let pending = |p: &NettyPeer| p.pending().max(0) as usize;
+    runs.push(run(config, "netty-wheel", NettyPeer::with(config.tick, NETTY_BUCKETS), netty, pending));
+    let heap = "Mutex<BinaryHeap> + Condvar, one worker, as ScheduledThreadPoolExecutor; cancel marks, the entry \
                 leaves the heap at its deadline";
-    run(config, runs, Bench::new(HeapPeer::new(), "Mutex<BinaryHeap>", what.into(), HeapPeer::entries));
-    let what = format!(
-        "tokio multi-thread runtime, {} workers: a task per timeout doing sleep_until(deadline).await, then the \
-         work; cancel = JoinHandle::abort",
-        config.shards
+    runs.push(run(config, "Mutex<BinaryHeap>", HeapPeer::new(), heap.into(), HeapPeer::entries));
+    let tokio = format!(
+        "tokio multi-thread runtime, {workers} workers: a task per timeout doing sleep_until(deadline).await, then \
+         the work; cancel = JoinHandle::abort"
     );
-    run(config, runs, Bench::new(TokioTaskPeer::with_workers(config.shards), "tokio", what, TokioTaskPeer::alive));
-}
-
-fn run<P: Peer + Sync>(config: &Config, runs: &mut Vec<Outcome>, timer: Bench<P>) {
-    let name = timer.name;
-    runs.push(run_one(config, timer, name));
+    runs.push(run(config, "tokio", TokioTaskPeer::with_workers(workers), tokio, TokioTaskPeer::alive));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::figures::passed;
+    use crate::figures::{checks, passed};
 
     /// Every timer runs a short scenario with expiries of both kinds, cancels and resets, and
     /// passes the self-check: the adapters keep the exactly-once contract.
     #[test]
     fn every_timer_passes_a_short_run() {
-        let config = Config {
-            connections: 2_000,
-            producers: 2,
-            shards: 2,
-            idle_timeout: Duration::from_millis(200),
-            idle_fraction: 0.5,
-            request_timeout: Duration::from_millis(50),
-            lost_fraction: 0.05,
-            in_flight: 16,
-            pin_threads: false,
-            rate: 40_000,
-            duration: Duration::from_millis(500),
-            ..Config::default()
-        };
+        let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
+            --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
+            --duration-secs 0.5";
+        let config = crate::args::tests::parse_str(args).unwrap().0;
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
         let mut runs = vec![run_one(&config, Shardwheel::new(&config).unwrap(), "shardwheel")];
         run_peers(&config, &mut runs);
         assert_eq!(runs.len(), 4);
         for o in &runs {
             let c = &o.counts;
-            assert!(passed(o), "{}: {:#?}", o.timer, crate::figures::checks(o));
-            assert!(o.fired_idle > 0 && o.fired_request > 0, "{}: nothing fired", o.timer);
+            assert!(passed(o), "{}: {:#?}", o.timer, checks(o));
+            assert!(o.fired[0] > 0 && o.fired[1] > 0, "{}: nothing fired", o.timer);
             assert!(c.cancels_ok > 0 && c.resets_ok > 0 && c.resets_failed == 0, "{}: {c:?}", o.timer);
-            assert!(o.unfired.idle + o.unfired.request > 0, "{}: nothing was pending at the stop", o.timer);
+            assert!(o.unfired[0] + o.unfired[1] > 0, "{}: nothing was pending at the stop", o.timer);
         }
     }
 }

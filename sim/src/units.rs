@@ -69,16 +69,11 @@ mod tests {
 
     #[test]
     fn formats() {
-        assert_eq!(group(0), "0");
-        assert_eq!(group(999), "999");
-        assert_eq!(group(1_234_567), "1,234,567");
-        assert_eq!(group(u64::MAX), "18,446,744,073,709,551,615");
-        assert_eq!(ms_from_us(1_234_567), "1,234.567 ms");
-        assert_eq!(ms_from_us(7), "0.007 ms");
-        assert_eq!(ms_from_us(None), "—");
-        assert_eq!(ms_setting(Duration::from_secs(5)), "5,000 ms");
-        assert_eq!(per_sec(299_999.6), "300,000/s");
-        assert_eq!(percent(0.001), "0.100 %");
-        assert_eq!(fill("{} = {} + 1", &[1_000, 999]), "1,000 = 999 + 1");
+        let groups = [group(0), group(999), group(1_234_567), group(u64::MAX)];
+        assert_eq!(groups, ["0", "999", "1,234,567", "18,446,744,073,709,551,615"]);
+        let ms = [ms_from_us(1_234_567), ms_from_us(7), ms_from_us(None), ms_setting(Duration::from_secs(5))];
+        assert_eq!(ms, ["1,234.567 ms", "0.007 ms", "—", "5,000 ms"]);
+        let rest = [per_sec(299_999.6), percent(0.001), fill("{} = {} + 1", &[1_000, 999])];
+        assert_eq!(rest, ["300,000/s", "0.100 %", "1,000 = 999 + 1"]);
     }
 }
