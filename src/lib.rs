@@ -72,6 +72,7 @@ mod clock;
 mod counts;
 mod entry;
 mod error;
+mod local;
 #[cfg(loom)]
 mod loom_queue;
 mod mailbox;
@@ -88,7 +89,8 @@ mod timeout;
 mod wheel;
 
 pub use builder::Builder;
-pub use error::{BuildError, ScheduleError, StopError};
+pub use error::{BuildError, Closed, Full, ScheduleError, StopError};
+pub use local::{LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
 pub use service::TimerService;
 pub use stats::Stats;
 pub use task::TimerTask;
