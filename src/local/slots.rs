@@ -42,10 +42,13 @@ struct Page {
     words: Box<[SlotWord]>,
 }
 
+/// One directory entry: `MID` pages, each published once.
+type Mid = Box<[OnceLock<Arc<Page>>]>;
+
 /// The remote threads' way to the pages.
 #[derive(Debug)]
 pub(crate) struct Directory {
-    top: Box<[OnceLock<Box<[OnceLock<Arc<Page>>]>>]>,
+    top: Box<[OnceLock<Mid>]>,
 }
 
 impl Directory {
