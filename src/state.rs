@@ -307,6 +307,19 @@ impl SlotWord {
         true
     }
 
+    /// Owner, no remote can exist: the pending timer fires, PENDING(g) → VACANT(g+1) by a
+    /// load and a store; returns g (`None`: not pending, which the owner never asks).
+    pub(crate) fn fire_exclusive(&self) -> Option<u32> {
+        let cur = self.load();
+        if cur & Self::STATE_MASK != Self::PENDING {
+            return None;
+        }
+        let generation = Self::generation_of(cur);
+        // Relaxed: no other thread can reach the word (see the type's docs).
+        self.word.store(Self::pack(generation.wrapping_add(1), Self::VACANT), Ordering::Relaxed);
+        Some(generation)
+    }
+
     /// Owner: PENDING(g, any resets) → VACANT(g+1), for a cancel: `true` iff this call took
     /// the timer (a remote cancel did not come first). Resets in flight are left to find
     /// their generation gone.

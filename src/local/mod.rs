@@ -127,6 +127,8 @@ pub struct LocalWheel<T> {
     now: Instant,
     /// `now` in nanoseconds since the clock's start, for `arm`.
     now_nanos: u64,
+    /// `now`'s tick: computed once per new `now`, not once per `poll_expired` call.
+    now_tick: u64,
     /// Whether a `RemoteWheel` was ever made: from then on the slot words are CASed.
     remote_made: std::cell::Cell<bool>,
     max_pending: usize,
@@ -161,6 +163,7 @@ impl<T> LocalWheel<T> {
             clock,
             now: start,
             now_nanos: 0,
+            now_tick: 0,
             remote_made: std::cell::Cell::new(false),
             max_pending,
             _owned: PhantomData,
@@ -390,19 +393,21 @@ impl<T> LocalWheel<T> {
         if now > self.now {
             self.now = now;
             self.now_nanos = self.clock.nanos_at(now);
+            self.now_tick = self.clock.tick_at(now);
         }
-        let tick = self.clock.tick_at(self.now);
+        let tick = self.now_tick;
         loop {
             let wheel_key = self.wheel.pop_due(tick)?;
             let index = wheel_key.into_raw() - FIRST_KEY;
             let word = self.slots.word(index);
-            let generation = word.generation();
-            let outcome = if self.remote_made.get() {
-                word.try_expire(generation)
-            } else if word.vacate_exclusive(generation) {
-                SlotExpiry::Fired
+            let (generation, outcome) = if self.remote_made.get() {
+                let generation = word.generation();
+                (generation, word.try_expire(generation))
             } else {
-                SlotExpiry::Stale
+                match word.fire_exclusive() {
+                    Some(generation) => (generation, SlotExpiry::Fired),
+                    None => (word.generation(), SlotExpiry::Stale),
+                }
             };
             match outcome {
                 // The usual case: it fires.

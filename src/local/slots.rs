@@ -37,9 +37,11 @@ const MID: usize = 1 << MID_BITS;
 /// loom.
 pub(crate) const MAX_SLOTS: usize = TOP * MID * PAGE;
 
+/// `PAGE` words inline, so the owner reaches a word in two dependent loads (the page's
+/// pointer, then the word).
 #[derive(Debug)]
 struct Page {
-    words: Box<[SlotWord]>,
+    words: [SlotWord; PAGE],
 }
 
 /// One directory entry: `MID` pages, each published once.
@@ -105,7 +107,7 @@ impl Slots {
             if (self.pages.len() + 1) * PAGE > MAX_SLOTS {
                 return false;
             }
-            let page = Arc::new(Page { words: (0..PAGE).map(|_| SlotWord::vacant(self.seed)).collect() });
+            let page = Arc::new(Page { words: std::array::from_fn(|_| SlotWord::vacant(self.seed)) });
             directory.publish(self.pages.len(), page.clone());
             self.pages.push(page);
         }

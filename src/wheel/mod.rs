@@ -24,6 +24,13 @@
 //! expiry is served in slices; while a slot is being worked through, new entries that belong
 //! in it or are already due join its tail, so FIFO order survives the slicing.
 //!
+//! Each slot also remembers the deadline its entries were filed with while they all share
+//! one (a mass expiry: a million connections that time out together). Such a slot cascades
+//! as a whole, its list spliced in O(1) to where that deadline goes, so those entries are
+//! touched once, when they fire, not once per level. An entry handed out from the ready list
+//! is checked against its deadline first, so one whose deadline moved later since it was
+//! filed is filed again, never handed out early.
+//!
 //! Insert and remove are O(1); nodes live in a slab (`slab.rs`) and are reused, so a wheel in
 //! steady state does not allocate. Lists are circular with a sentinel node each, so a node
 //! carries no list id: 16 bytes for a pointer-sized value.
@@ -97,11 +104,20 @@ impl Key {
     }
 }
 
-/// One level: the bitmap of its non-empty slots (the slots' lists live in the slab).
+/// One level: the bitmap of its non-empty slots (the slots' lists live in the slab), and
+/// for each non-empty slot the one deadline all its entries were filed with, or [`MIXED`].
 #[derive(Debug, Clone, Copy)]
 struct Level {
     occupied: u64,
+    common: [u64; SLOTS_PER_LEVEL],
 }
+
+impl Level {
+    const EMPTY: Level = Level { occupied: 0, common: [MIXED; SLOTS_PER_LEVEL] };
+}
+
+/// A slot whose entries were filed with different deadlines (no deadline is this large).
+const MIXED: u64 = u64::MAX;
 
 /// A timing wheel holding values of type `T`, each with a deadline in ticks.
 #[derive(Debug)]
@@ -150,7 +166,7 @@ impl<T: Timed> Wheel<T> {
     pub(crate) fn with_capacity(capacity: usize) -> Wheel<T> {
         Wheel {
             elapsed: 0,
-            levels: [Level { occupied: 0 }; LEVELS],
+            levels: [Level::EMPTY; LEVELS],
             processing: None,
             horizon_min: NEVER,
             slab: Slab::with_capacity(LISTS, capacity),
@@ -267,7 +283,7 @@ impl<T: Timed> Wheel<T> {
     /// Takes every value out (for shutdown), in no particular order; the wheel is left empty
     /// at the same `elapsed`.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
-        self.levels = [Level { occupied: 0 }; LEVELS];
+        self.levels = [Level::EMPTY; LEVELS];
         self.processing = None;
         self.horizon_min = NEVER;
         self.slab.drain()
@@ -277,12 +293,26 @@ impl<T: Timed> Wheel<T> {
     /// due (which counts as no step, as re-filing the horizon does not).
     fn step(&mut self, now: u64) -> Step {
         loop {
-            // Already due: fire in FIFO order.
+            // Already due: fire in FIFO order (unless its deadline moved on since it was
+            // filed: then file it again).
             if let Some(key) = self.slab.pop_front(READY) {
+                if self.deadline_of(key) > self.elapsed {
+                    self.place(key);
+                    return Step::Moved;
+                }
                 return Step::Fired(key);
             }
             // A slot under way: fire what is due, cascade the rest one level down.
             if let Some((level, slot)) = self.processing {
+                // Every entry filed with one deadline (a mass expiry, a burst armed at once):
+                // the whole list moves at once, in order, to where that deadline goes.
+                let common = self.levels[level].common[slot];
+                if common != MIXED {
+                    self.levels[level].occupied &= !(1 << slot);
+                    self.processing = None;
+                    self.splice_to(slot_list(level, slot), common);
+                    return Step::Moved;
+                }
                 let key = self.slab.pop_front(slot_list(level, slot)).expect("a slot under way is never empty");
                 if self.slab.is_empty(slot_list(level, slot)) {
                     self.levels[level].occupied &= !(1 << slot);
@@ -374,8 +404,37 @@ impl<T: Timed> Wheel<T> {
     }
 
     fn push_slot(&mut self, level: usize, slot: usize, key: u32) {
+        let deadline = self.deadline_of(key);
         self.slab.push_back(slot_list(level, slot), key);
-        self.levels[level].occupied |= 1 << slot;
+        self.note_deadline(level, slot, deadline);
+    }
+
+    /// Marks slot `(level, slot)` occupied by an entry filed with `deadline`.
+    fn note_deadline(&mut self, level: usize, slot: usize, deadline: u64) {
+        let lvl = &mut self.levels[level];
+        if lvl.occupied & (1 << slot) == 0 {
+            lvl.occupied |= 1 << slot;
+            lvl.common[slot] = deadline;
+        } else if lvl.common[slot] != deadline {
+            lvl.common[slot] = MIXED;
+        }
+    }
+
+    /// Moves the whole list `from`, whose entries were all filed with `deadline`, to where
+    /// `file` would put an entry with that deadline now.
+    fn splice_to(&mut self, from: ListId, deadline: u64) {
+        let level = level_for(self.elapsed, deadline);
+        if deadline <= self.elapsed {
+            self.slab.splice(from, READY);
+        } else if level < LEVELS {
+            let slot = slot_for(deadline, level);
+            self.slab.splice(from, slot_list(level, slot));
+            self.note_deadline(level, slot, deadline);
+        } else {
+            // Beyond the levels (a slot never holds such a deadline; for completeness).
+            self.horizon_min = self.horizon_min.min(deadline);
+            self.slab.splice(from, HORIZON);
+        }
     }
 
     /// The first occupied slot at or after `elapsed`: `(level, slot, start tick)`. Lower

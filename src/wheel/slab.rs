@@ -73,6 +73,11 @@ impl<T> Slab<T> {
         } else {
             let key = u32::try_from(self.nodes.len()).expect("a wheel holds fewer than 2^32 - 1 timers");
             assert!(key != NIL, "a wheel holds fewer than 2^32 - 1 timers");
+            if self.nodes.len() == self.nodes.capacity() {
+                // Grow by an eighth, not by the doubling `Vec` would do: at most one node in
+                // nine lies unused (a doubled `Vec` can leave half), still amortised O(1).
+                self.nodes.reserve_exact((self.nodes.len() / 8).max(64));
+            }
             self.nodes.push(Node { value: Some(value), prev: key, next: key });
             key
         }
@@ -118,6 +123,22 @@ impl<T> Slab<T> {
         }
         self.unlink(key);
         Some(key)
+    }
+
+    /// Moves every node of list `from` to the tail of list `to`, in order, in O(1).
+    pub(super) fn splice(&mut self, from: ListId, to: ListId) {
+        let (first, last) = (self.nodes[from as usize].next, self.nodes[from as usize].prev);
+        if first == from {
+            return;
+        }
+        let tail = self.nodes[to as usize].prev;
+        self.nodes[tail as usize].next = first;
+        self.nodes[first as usize].prev = tail;
+        self.nodes[last as usize].next = to;
+        self.nodes[to as usize].prev = last;
+        let sentinel = &mut self.nodes[from as usize];
+        sentinel.next = from;
+        sentinel.prev = from;
     }
 
     /// Takes `key` off the list it is on (a node on none is left alone). Returns the list,
