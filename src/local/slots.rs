@@ -37,11 +37,19 @@ const MID: usize = 1 << MID_BITS;
 /// loom.
 pub(crate) const MAX_SLOTS: usize = TOP * MID * PAGE;
 
-/// `PAGE` words inline, so the owner reaches a word in two dependent loads (the page's
-/// pointer, then the word).
+/// `PAGE` words on the heap (built there: an inline array would be built on the stack, and
+/// a 32 KiB frame costs a stack probe per page on every call that might build one).
 #[derive(Debug)]
 struct Page {
-    words: [SlotWord; PAGE],
+    words: Box<[SlotWord]>,
+}
+
+impl Page {
+    #[cold]
+    #[inline(never)]
+    fn new(seed: u32) -> Arc<Page> {
+        Arc::new(Page { words: (0..PAGE).map(|_| SlotWord::vacant(seed)).collect() })
+    }
 }
 
 /// One directory entry: `MID` pages, each published once.
@@ -101,13 +109,19 @@ impl Slots {
 
     /// Makes sure slot `index` has a word, publishing a new page in `directory` if needed.
     /// `false` past [`MAX_SLOTS`].
+    #[inline]
     pub(crate) fn ensure(&mut self, index: u32, directory: &Directory) -> bool {
+        ((index >> PAGE_BITS) as usize) < self.pages.len() || self.grow(index, directory)
+    }
+
+    #[cold]
+    fn grow(&mut self, index: u32, directory: &Directory) -> bool {
         let page_no = (index >> PAGE_BITS) as usize;
         while self.pages.len() <= page_no {
             if (self.pages.len() + 1) * PAGE > MAX_SLOTS {
                 return false;
             }
-            let page = Arc::new(Page { words: std::array::from_fn(|_| SlotWord::vacant(self.seed)) });
+            let page = Page::new(self.seed);
             directory.publish(self.pages.len(), page.clone());
             self.pages.push(page);
         }
