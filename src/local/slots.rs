@@ -39,16 +39,18 @@ pub(crate) const MAX_SLOTS: usize = TOP * MID * PAGE;
 
 /// `PAGE` words on the heap (built there: an inline array would be built on the stack, and
 /// a 32 KiB frame costs a stack probe per page on every call that might build one).
+/// A fixed-size array, so the word's index needs no bounds check.
 #[derive(Debug)]
 struct Page {
-    words: Box<[SlotWord]>,
+    words: Box<[SlotWord; PAGE]>,
 }
 
 impl Page {
     #[cold]
     #[inline(never)]
     fn new(seed: u32) -> Arc<Page> {
-        Arc::new(Page { words: (0..PAGE).map(|_| SlotWord::vacant(seed)).collect() })
+        let words: Box<[SlotWord]> = (0..PAGE).map(|_| SlotWord::vacant(seed)).collect();
+        Arc::new(Page { words: words.try_into().expect("PAGE words") })
     }
 }
 

@@ -192,6 +192,7 @@ impl<T: Timed> Wheel<T> {
 
     /// Files `value` to fire at its deadline. A deadline at or before `elapsed` fires on the
     /// next `poll`.
+    #[inline]
     pub(crate) fn insert(&mut self, value: T) -> Key {
         let key = self.slab.alloc(value);
         self.place(key);
@@ -199,6 +200,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Takes an entry out before it fires.
+    #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> T {
         self.detach(key.0);
         self.slab.release(key.0)
@@ -260,6 +262,7 @@ impl<T: Timed> Wheel<T> {
     /// is off every list but still allocated, for the caller to [`Wheel::take`] (it fires)
     /// or [`Wheel::refile`] (it stays). `None` once nothing is due at `now`; `elapsed` is
     /// then `now`. Entries come out in the order `poll` would fire them.
+    #[inline]
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<Key> {
         loop {
             match self.step(now) {
@@ -271,6 +274,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Frees the entry `pop_due` handed out, and returns its value.
+    #[inline]
     pub(crate) fn take(&mut self, key: Key) -> T {
         self.slab.release(key.0)
     }
@@ -291,6 +295,7 @@ impl<T: Timed> Wheel<T> {
 
     /// One firing or one cascade move, after moving time to the next occupied slot if it is
     /// due (which counts as no step, as re-filing the horizon does not).
+    #[inline]
     fn step(&mut self, now: u64) -> Step {
         loop {
             // Already due: fire in FIFO order (unless its deadline moved on since it was
@@ -347,6 +352,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Takes a node off its list, clearing its slot's bit if that emptied it.
+    #[inline]
     fn detach(&mut self, key: u32) {
         if let Some(list) = self.slab.unlink(key).filter(|&l| l < READY) {
             let (level, slot) = (list as usize / SLOTS_PER_LEVEL, list as usize % SLOTS_PER_LEVEL);
@@ -358,6 +364,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Files a node that is on no list, by its deadline now.
+    #[inline]
     fn place(&mut self, key: u32) {
         match self.processing {
             // Due now, or belongs in the slot being worked through: join its tail, behind
@@ -375,6 +382,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// The deadline the entry at `key` reports now.
+    #[inline]
     fn deadline_of(&self, key: u32) -> u64 {
         self.slab.node(key).value.as_ref().map_or(NEVER, T::deadline).min(NEVER)
     }
@@ -386,6 +394,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Puts a node on the list its deadline calls for, relative to `elapsed`.
+    #[inline]
     fn file(&mut self, key: u32) {
         let deadline = self.deadline_of(key);
         if deadline <= self.elapsed {
@@ -403,6 +412,7 @@ impl<T: Timed> Wheel<T> {
         }
     }
 
+    #[inline]
     fn push_slot(&mut self, level: usize, slot: usize, key: u32) {
         let deadline = self.deadline_of(key);
         self.slab.push_back(slot_list(level, slot), key);
@@ -410,6 +420,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Marks slot `(level, slot)` occupied by an entry filed with `deadline`.
+    #[inline]
     fn note_deadline(&mut self, level: usize, slot: usize, deadline: u64) {
         let lvl = &mut self.levels[level];
         if lvl.occupied & (1 << slot) == 0 {

@@ -62,6 +62,7 @@ impl<T> Slab<T> {
     }
 
     /// Stores a value on no list yet; returns its key.
+    #[inline]
     pub(super) fn alloc(&mut self, value: T) -> u32 {
         self.len += 1;
         if self.free != NIL {
@@ -84,6 +85,7 @@ impl<T> Slab<T> {
     }
 
     /// Frees a node that is on no list; returns its value.
+    #[inline]
     pub(super) fn release(&mut self, key: u32) -> T {
         let node = &mut self.nodes[key as usize];
         let value = node.value.take().expect("released a free node");
@@ -107,6 +109,7 @@ impl<T> Slab<T> {
         self.nodes[list as usize].next == list
     }
 
+    #[inline]
     pub(super) fn push_back(&mut self, list: ListId, key: u32) {
         let tail = self.nodes[list as usize].prev;
         let node = &mut self.nodes[key as usize];
@@ -116,12 +119,19 @@ impl<T> Slab<T> {
         self.nodes[list as usize].prev = key;
     }
 
+    #[inline]
     pub(super) fn pop_front(&mut self, list: ListId) -> Option<u32> {
         let key = self.nodes[list as usize].next;
         if key == list {
             return None;
         }
-        self.unlink(key);
+        // `unlink`, knowing the node's predecessor is the sentinel.
+        let node = &mut self.nodes[key as usize];
+        let next = node.next;
+        node.prev = key;
+        node.next = key;
+        self.nodes[list as usize].next = next;
+        self.nodes[next as usize].prev = list;
         Some(key)
     }
 
@@ -143,6 +153,7 @@ impl<T> Slab<T> {
 
     /// Takes `key` off the list it is on (a node on none is left alone). Returns the list,
     /// if this emptied it.
+    #[inline]
     pub(super) fn unlink(&mut self, key: u32) -> Option<ListId> {
         let (prev, next) = {
             let node = &self.nodes[key as usize];
