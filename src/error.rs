@@ -168,6 +168,10 @@ pub struct Full<T>(pub T);
 
 impl<T> Full<T> {
     /// The payload that was not armed.
+    ///
+    /// ```
+    /// assert_eq!(shardwheel::Full(5).into_inner(), 5);
+    /// ```
     pub fn into_inner(self) -> T {
         self.0
     }
@@ -206,6 +210,10 @@ pub struct Closed<T>(pub T);
 
 impl<T> Closed<T> {
     /// The payload that was not armed.
+    ///
+    /// ```
+    /// assert_eq!(shardwheel::Closed("late").into_inner(), "late");
+    /// ```
     pub fn into_inner(self) -> T {
         self.0
     }

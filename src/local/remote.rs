@@ -63,6 +63,13 @@ pub(super) const ASLEEP_UNTIL_WOKEN: u64 = u64::MAX;
 /// ```
 pub trait Notify: Send + Sync + 'static {
     /// Wakes the owner. Runs on the remote thread; must not block.
+    ///
+    /// ```
+    /// use shardwheel::Notify;
+    /// let me = std::thread::current();
+    /// let wake = move || me.unpark();
+    /// wake.notify(); // what a remote arm earlier than the owner's sleep calls
+    /// ```
     fn notify(&self);
 }
 
