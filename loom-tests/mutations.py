@@ -176,6 +176,26 @@ MUTATIONS = [
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",
      "loom_state", "cancel_races_expire"),
+    # The LocalWheel's remote handle (loom-tests/local.rs).
+    ("M33", "a remote push without its SeqCst fence before reading the owner's sleep", "src/local/remote.rs",
+     """        let Some(deadline) = deadline else { return };
+        // SeqCst fence: the remote's half of the handshake in the module docs.
+        fence(Ordering::SeqCst);""",
+     """        let Some(deadline) = deadline else { return };""",
+     "loom_local", "remote_arm_races_owner_going_idle"),
+    ("M34", "the owner announces its sleep without the SeqCst fence before re-checking its queue", "src/local/remote.rs",
+     """        fence(Ordering::SeqCst);
+        if !self.queue.is_empty() {""",
+     """        if !self.queue.is_empty() {""",
+     "loom_local", "remote_arm_races_owner_going_idle"),
+    ("M35", "the owner's expiry is a load and a store, not a CAS, with a remote handle out", "src/local/mod.rs",
+     """            let (generation, outcome) = if self.remote_made.get() {""",
+     """            let (generation, outcome) = if false {""",
+     "loom_local", "remote_cancel_races_local_expiry"),
+    ("M36", "the owner's expiry ignores a remote reset in flight", "src/state.rs",
+     """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::ResetInFlight,""",
+     """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::Fired,""",
+     "loom_local", "remote_reset_races_local_expiry"),
 ]
 
 

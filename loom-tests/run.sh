@@ -6,6 +6,7 @@
 #   LOOM_MAX_PREEMPTIONS=2 loom-tests/run.sh
 #   LOOM_HEAVY_PREEMPTIONS=3 loom-tests/run.sh   # bound 3 everywhere (well over 30 minutes)
 #   loom-tests/run.sh state      # only the models of loom-tests/state.rs
+#   loom-tests/run.sh local      # only the LocalWheel remote-handle models (loom-tests/local.rs)
 #
 # Why two bounds: in `mailbox.rs` and `stage.rs` a producer thread exits while the shard
 # runs, and its exit retires its stage (a sweep and an announcement, about twenty atomic

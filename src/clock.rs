@@ -258,3 +258,27 @@ mod tests {
         assert!(clock.deadline_at(now) <= clock.now_tick() + 1, "by the next tick boundary");
     }
 }
+
+/// For the embedded wheel (`local/`), which keeps its own notion of now and reads no clock.
+impl Clock {
+    /// The tick that has begun most recently at `at`: the wheel's now.
+    pub(crate) fn tick_at(&self, at: Instant) -> u64 {
+        self.floor(at)
+    }
+
+    /// Nanoseconds from the start to `at` (zero before it), saturating past 584 years.
+    pub(crate) fn nanos_at(&self, at: Instant) -> u64 {
+        self.nanos_since_start(at).unwrap_or(u64::MAX)
+    }
+
+    /// The tick for a deadline `delay` after `now_nanos` (nanoseconds since the start, as
+    /// [`Clock::nanos_at`] gives): the first tick at or after it, as [`Clock::deadline_at`],
+    /// with no `Instant` arithmetic and no clock read.
+    pub(crate) fn deadline_after_nanos(&self, now_nanos: u64, delay: Duration) -> u64 {
+        let deadline = u64::try_from(delay.as_nanos()).ok().and_then(|d| now_nanos.checked_add(d));
+        match deadline {
+            Some(deadline) => self.deadline_nanos(u128::from(now_nanos), u128::from(deadline)),
+            None => self.deadline_nanos(u128::from(now_nanos), u128::from(now_nanos).saturating_add(delay.as_nanos())),
+        }
+    }
+}

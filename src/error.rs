@@ -179,3 +179,88 @@ impl fmt::Display for Elapsed {
 }
 
 impl std::error::Error for Elapsed {}
+
+/// [`LocalWheel::try_arm_at`](crate::LocalWheel::try_arm_at) found the wheel holding its
+/// `max_pending` timers; the payload comes back.
+///
+/// `Debug`, `Display` and `Error` are implemented for every `T`.
+///
+/// ```
+/// use shardwheel::LocalWheel;
+/// use std::time::{Duration, Instant};
+///
+/// let mut wheel = LocalWheel::builder().max_pending(1).build::<u64>()?;
+/// let soon = Instant::now() + Duration::from_secs(1);
+/// wheel.try_arm_at(soon, 1).unwrap();
+/// let full = wheel.try_arm_at(soon, 2).unwrap_err();
+/// assert_eq!(full.into_inner(), 2);
+/// # Ok::<(), shardwheel::BuildError>(())
+/// ```
+pub struct Full<T>(pub T);
+
+impl<T> Full<T> {
+    /// The payload that was not armed.
+    ///
+    /// ```
+    /// assert_eq!(shardwheel::Full(5).into_inner(), 5);
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> fmt::Debug for Full<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Full(..)")
+    }
+}
+
+impl<T> fmt::Display for Full<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("timer not armed: the wheel holds max_pending timers")
+    }
+}
+
+impl<T> std::error::Error for Full<T> {}
+
+/// A [`RemoteWheel`](crate::RemoteWheel) arm found its [`LocalWheel`](crate::LocalWheel)
+/// dropped; the payload comes back.
+///
+/// `Debug`, `Display` and `Error` are implemented for every `T`.
+///
+/// ```
+/// use shardwheel::LocalWheel;
+/// use std::time::Duration;
+///
+/// let wheel = LocalWheel::<u64>::new();
+/// let remote = wheel.remote();
+/// drop(wheel);
+/// let closed = remote.arm(Duration::from_secs(1), 7).unwrap_err();
+/// assert_eq!(closed.into_inner(), 7);
+/// ```
+pub struct Closed<T>(pub T);
+
+impl<T> Closed<T> {
+    /// The payload that was not armed.
+    ///
+    /// ```
+    /// assert_eq!(shardwheel::Closed("late").into_inner(), "late");
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> fmt::Debug for Closed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Closed(..)")
+    }
+}
+
+impl<T> fmt::Display for Closed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("timer not armed: its wheel was dropped")
+    }
+}
+
+impl<T> std::error::Error for Closed<T> {}

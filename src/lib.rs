@@ -75,6 +75,7 @@ mod error;
 mod future;
 #[cfg(feature = "hyper")]
 mod hyper_timer;
+mod local;
 #[cfg(loom)]
 mod loom_live;
 #[cfg(loom)]
@@ -95,8 +96,9 @@ mod timeout;
 mod wheel;
 
 pub use builder::Builder;
-pub use error::{BuildError, Elapsed, ScheduleError, StopError};
+pub use error::{BuildError, Closed, Elapsed, Full, ScheduleError, StopError};
 pub use future::{Interval, Sleep, WithTimeout};
+pub use local::{LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
 pub use missed::Missed;
 pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;

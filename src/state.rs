@@ -192,6 +192,234 @@ impl StateCell {
     }
 }
 
+/// A slot's word in the embedded wheel (`local/`): the generation of the slot's timer, its
+/// state, and how many remote resets of it are on their way to the owner.
+///
+/// ```text
+///  63             32 31                           2 1  0
+/// ┌────────────────┬──────────────────────────────┬─────┐
+/// │ generation     │ remote resets in flight      │ st  │   st: 0 VACANT, 1 PENDING,
+/// └────────────────┴──────────────────────────────┴─────┘       2 CANCELLED (by a remote)
+///
+///   owner arm: VACANT(g) ──store──▶ PENDING(g, 0)
+///   owner cancel / expiry: PENDING(g, 0 or any) ──▶ VACANT(g+1)          (one CAS decides)
+///   remote cancel: PENDING(g, r) ──CAS──▶ CANCELLED(g, r) ──owner, later──▶ VACANT(g+1)
+///   remote reset: PENDING(g, r) ──CAS──▶ PENDING(g, r+1); the owner applies it: r-1
+/// ```
+///
+/// Why not [`StateCell`]: a service timeout's handle owns its entry, so its word can spend
+/// 61 bits on the deadline and a reset is a CAS alone. A [`TimerKey`](crate::TimerKey) names
+/// a *slot*, reused by later timers, so every remote CAS must check the generation in the
+/// same word, which leaves no room for a deadline. The deadline stays in the owner's node;
+/// a remote reset travels as a message, and is counted here, so that the owner's expiry CAS
+/// (which expects no reset in flight) fails, and a timer whose reset returned `true` never
+/// fires at the deadline it was moved from. Expiry and the owner's cancel go straight to
+/// `VACANT(g+1)`: the slot is free again in the same CAS, and every key of generation `g`
+/// is stale from then on.
+///
+/// The owner uses the `*_exclusive` forms (a load and a store, no read-modify-write) while no
+/// [`RemoteWheel`](crate::RemoteWheel) has ever existed, since then no other thread can
+/// reach the word; the CAS forms once one has.
+///
+/// Orderings: the word publishes no data (a payload never crosses threads through it: a
+/// remote cancel leaves it for the owner to drop), so only the modification order of the
+/// one word matters, which every ordering keeps. The CASes are still `AcqRel` and the loads
+/// `Acquire`, as [`StateCell`]'s, so that a thread that saw a remote cancel lose also sees
+/// what the owner did before the expiry; on x86 they cost the same as `Relaxed`.
+#[derive(Debug)]
+pub(crate) struct SlotWord {
+    word: AtomicU64,
+}
+
+/// What the owner's expiry CAS found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotExpiry {
+    /// The timer fired: the slot is vacant, at the next generation.
+    Fired,
+    /// A remote cancel won: the owner drops the payload and calls [`SlotWord::clear`].
+    Cancelled,
+    /// A remote reset is on its way: the timer must wait for it.
+    ResetInFlight,
+    /// The word does not name this generation's pending timer (a stale key).
+    Stale,
+}
+
+impl SlotWord {
+    const VACANT: u64 = 0;
+    const PENDING: u64 = 1;
+    const CANCELLED: u64 = 2;
+    const STATE_MASK: u64 = 0b11;
+    const RESET_ONE: u64 = 1 << 2;
+    const RESETS_MASK: u64 = ((1 << 30) - 1) << 2;
+    const GEN_SHIFT: u32 = 32;
+
+    fn pack(generation: u32, state: u64) -> u64 {
+        (u64::from(generation) << Self::GEN_SHIFT) | state
+    }
+
+    fn generation_of(word: u64) -> u32 {
+        (word >> Self::GEN_SHIFT) as u32
+    }
+
+    /// A vacant slot whose next timer gets `generation`.
+    pub(crate) fn vacant(generation: u32) -> SlotWord {
+        SlotWord { word: AtomicU64::new(Self::pack(generation, Self::VACANT)) }
+    }
+
+    fn load(&self) -> u64 {
+        // Acquire: see the type's docs.
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// The generation the slot's current (or, if vacant, next) timer has.
+    pub(crate) fn generation(&self) -> u32 {
+        Self::generation_of(self.load())
+    }
+
+    /// Whether the slot holds generation `generation`'s timer, pending (not cancelled by a
+    /// remote).
+    pub(crate) fn is_pending(&self, generation: u32) -> bool {
+        self.load() & !Self::RESETS_MASK == Self::pack(generation, Self::PENDING)
+    }
+
+    /// Whether a remote cancel won generation `generation`'s timer, which the owner has not
+    /// cleared yet.
+    pub(crate) fn is_cancelled(&self, generation: u32) -> bool {
+        self.load() & !Self::RESETS_MASK == Self::pack(generation, Self::CANCELLED)
+    }
+
+    /// Owner: VACANT(g) → PENDING(g, 0); returns g. A store: no other thread writes a vacant
+    /// word (every remote CAS expects PENDING).
+    pub(crate) fn arm(&self) -> u32 {
+        let generation = self.generation();
+        // Release: see the type's docs (a remote that got the key got it after this).
+        self.word.store(Self::pack(generation, Self::PENDING), Ordering::Release);
+        generation
+    }
+
+    /// Owner, no remote can exist: PENDING(g) → VACANT(g+1) by a load and a store.
+    pub(crate) fn vacate_exclusive(&self, generation: u32) -> bool {
+        if !self.is_pending(generation) {
+            return false;
+        }
+        // Relaxed: no other thread can reach the word (see the type's docs).
+        self.word.store(Self::pack(generation.wrapping_add(1), Self::VACANT), Ordering::Relaxed);
+        true
+    }
+
+    /// Owner, no remote can exist: the pending timer fires, PENDING(g) → VACANT(g+1) by a
+    /// load and a store; returns g (`None`: not pending, which the owner never asks).
+    pub(crate) fn fire_exclusive(&self) -> Option<u32> {
+        let cur = self.load();
+        if cur & Self::STATE_MASK != Self::PENDING {
+            return None;
+        }
+        let generation = Self::generation_of(cur);
+        // Relaxed: no other thread can reach the word (see the type's docs).
+        self.word.store(Self::pack(generation.wrapping_add(1), Self::VACANT), Ordering::Relaxed);
+        Some(generation)
+    }
+
+    /// Owner: PENDING(g, any resets) → VACANT(g+1), for a cancel: `true` iff this call took
+    /// the timer (a remote cancel did not come first). Resets in flight are left to find
+    /// their generation gone.
+    pub(crate) fn try_cancel_owned(&self, generation: u32) -> bool {
+        let mut cur = self.load();
+        loop {
+            if cur & !Self::RESETS_MASK != Self::pack(generation, Self::PENDING) {
+                return false;
+            }
+            let new = Self::pack(generation.wrapping_add(1), Self::VACANT);
+            // AcqRel/Acquire: see the type's docs.
+            match self.word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Owner: PENDING(g, 0) → VACANT(g+1), for an expiry, with one strong CAS.
+    pub(crate) fn try_expire(&self, generation: u32) -> SlotExpiry {
+        let pending = Self::pack(generation, Self::PENDING);
+        let vacant = Self::pack(generation.wrapping_add(1), Self::VACANT);
+        // AcqRel/Acquire: see the type's docs. Strong: a spurious failure would be read as
+        // a reset in flight and delay the timer by a tick.
+        match self.word.compare_exchange(pending, vacant, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => SlotExpiry::Fired,
+            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::ResetInFlight,
+            Err(w) if w & !Self::RESETS_MASK == Self::pack(generation, Self::CANCELLED) => SlotExpiry::Cancelled,
+            Err(_) => SlotExpiry::Stale,
+        }
+    }
+
+    /// Owner: CANCELLED(g) → VACANT(g+1), once it has dropped the payload. A store: no other
+    /// thread writes a cancelled word.
+    pub(crate) fn clear(&self, generation: u32) {
+        debug_assert!(self.is_cancelled(generation));
+        // Release: see the type's docs.
+        self.word.store(Self::pack(generation.wrapping_add(1), Self::VACANT), Ordering::Release);
+    }
+
+    /// Owner: one remote reset of generation `generation` has been applied (or found its
+    /// timer cancelled). Stale (the slot moved on, which cleared the count): nothing.
+    pub(crate) fn reset_applied(&self, generation: u32) {
+        let mut cur = self.load();
+        loop {
+            if Self::generation_of(cur) != generation || cur & Self::RESETS_MASK == 0 {
+                return;
+            }
+            // AcqRel/Acquire: see the type's docs.
+            match self.word.compare_exchange_weak(cur, cur - Self::RESET_ONE, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Remote: PENDING(g, r) → CANCELLED(g, r). `true` iff this call cancelled the timer:
+    /// it will never fire, and the owner drops its payload.
+    pub(crate) fn try_cancel_remote(&self, generation: u32) -> bool {
+        let mut cur = self.load();
+        loop {
+            if cur & !Self::RESETS_MASK != Self::pack(generation, Self::PENDING) {
+                return false;
+            }
+            let new = (cur & !Self::STATE_MASK) | Self::CANCELLED;
+            // AcqRel/Acquire: see the type's docs.
+            match self.word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Remote: PENDING(g, r) → PENDING(g, r+1). `true` iff the timer was pending: it will
+    /// not fire before the owner applies the reset's message. Saturates (2³⁰ resets in
+    /// flight on one timer would need gigabytes of messages): the owner then fires no
+    /// earlier than the first of them it applies.
+    pub(crate) fn try_reset_remote(&self, generation: u32) -> bool {
+        let mut cur = self.load();
+        loop {
+            if cur & !Self::RESETS_MASK != Self::pack(generation, Self::PENDING) {
+                return false;
+            }
+            if cur & Self::RESETS_MASK == Self::RESETS_MASK {
+                return true;
+            }
+            // AcqRel/Acquire: see the type's docs.
+            match self.word.compare_exchange_weak(cur, cur + Self::RESET_ONE, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_generation_for_test(&self, generation: u32) {
+        self.word.store(Self::pack(generation, Self::VACANT), Ordering::Relaxed);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -261,5 +489,32 @@ mod tests {
         assert_eq!(s.try_reset(u64::MAX), Reset::Later);
         assert_eq!(s.load(), State::Pending { deadline: NEVER });
         assert_eq!(StateCell::new_pending(u64::MAX).load(), State::Pending { deadline: NEVER });
+    }
+
+    #[test]
+    fn slot_word_generations_states_and_resets() {
+        let w = SlotWord::vacant(u32::MAX);
+        let g = w.arm();
+        assert_eq!(g, u32::MAX);
+        assert!(w.is_pending(g));
+        assert!(w.try_reset_remote(g));
+        assert_eq!(w.try_expire(g), SlotExpiry::ResetInFlight, "a reset in flight holds the expiry");
+        w.reset_applied(g);
+        assert_eq!(w.try_expire(g), SlotExpiry::Fired);
+        assert_eq!(w.generation(), 0, "the generation wraps");
+        assert!(!w.is_pending(g));
+        assert!(!w.try_cancel_remote(g), "a stale key cancels nothing");
+        let g = w.arm();
+        assert!(w.try_cancel_remote(g));
+        assert!(!w.try_cancel_owned(g), "exactly one cancel wins");
+        assert_eq!(w.try_expire(g), SlotExpiry::Cancelled);
+        w.clear(g);
+        assert_eq!(w.generation(), 1);
+        let g = w.arm();
+        assert!(w.try_reset_remote(g));
+        assert!(w.try_cancel_owned(g), "the owner's cancel wins over resets in flight");
+        w.reset_applied(g);
+        assert_eq!(w.generation(), 2);
+        assert!(!w.vacate_exclusive(2), "a vacant slot has nothing to vacate");
     }
 }

@@ -24,6 +24,13 @@
 //! expiry is served in slices; while a slot is being worked through, new entries that belong
 //! in it or are already due join its tail, so FIFO order survives the slicing.
 //!
+//! Each slot also remembers the deadline its entries were filed with while they all share
+//! one (a mass expiry: a million connections that time out together). Such a slot cascades
+//! as a whole, its list spliced in O(1) to where that deadline goes, so those entries are
+//! touched once, when they fire, not once per level. An entry handed out from the ready list
+//! is checked against its deadline first, so one whose deadline moved later since it was
+//! filed is filed again, never handed out early.
+//!
 //! Insert and remove are O(1); nodes live in a slab (`slab.rs`) and are reused, so a wheel in
 //! steady state does not allocate. Lists are circular with a sentinel node each, so a node
 //! carries no list id: 16 bytes for a pointer-sized value.
@@ -97,11 +104,20 @@ impl Key {
     }
 }
 
-/// One level: the bitmap of its non-empty slots (the slots' lists live in the slab).
+/// One level: the bitmap of its non-empty slots (the slots' lists live in the slab), and
+/// for each non-empty slot the one deadline all its entries were filed with, or [`MIXED`].
 #[derive(Debug, Clone, Copy)]
 struct Level {
     occupied: u64,
+    common: [u64; SLOTS_PER_LEVEL],
 }
+
+impl Level {
+    const EMPTY: Level = Level { occupied: 0, common: [MIXED; SLOTS_PER_LEVEL] };
+}
+
+/// A slot whose entries were filed with different deadlines (no deadline is this large).
+const MIXED: u64 = u64::MAX;
 
 /// A timing wheel holding values of type `T`, each with a deadline in ticks.
 #[derive(Debug)]
@@ -150,7 +166,7 @@ impl<T: Timed> Wheel<T> {
     pub(crate) fn with_capacity(capacity: usize) -> Wheel<T> {
         Wheel {
             elapsed: 0,
-            levels: [Level { occupied: 0 }; LEVELS],
+            levels: [Level::EMPTY; LEVELS],
             processing: None,
             horizon_min: NEVER,
             slab: Slab::with_capacity(LISTS, capacity),
@@ -176,6 +192,7 @@ impl<T: Timed> Wheel<T> {
 
     /// Files `value` to fire at its deadline. A deadline at or before `elapsed` fires on the
     /// next `poll`.
+    #[inline]
     pub(crate) fn insert(&mut self, value: T) -> Key {
         let key = self.slab.alloc(value);
         self.place(key);
@@ -183,6 +200,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Takes an entry out before it fires.
+    #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> T {
         self.detach(key.0);
         self.slab.release(key.0)
@@ -244,6 +262,7 @@ impl<T: Timed> Wheel<T> {
     /// is off every list but still allocated, for the caller to [`Wheel::take`] (it fires)
     /// or [`Wheel::refile`] (it stays). `None` once nothing is due at `now`; `elapsed` is
     /// then `now`. Entries come out in the order `poll` would fire them.
+    #[inline]
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<Key> {
         loop {
             match self.step(now) {
@@ -255,6 +274,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Frees the entry `pop_due` handed out, and returns its value.
+    #[inline]
     pub(crate) fn take(&mut self, key: Key) -> T {
         self.slab.release(key.0)
     }
@@ -267,7 +287,7 @@ impl<T: Timed> Wheel<T> {
     /// Takes every value out (for shutdown), in no particular order; the wheel is left empty
     /// at the same `elapsed`.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
-        self.levels = [Level { occupied: 0 }; LEVELS];
+        self.levels = [Level::EMPTY; LEVELS];
         self.processing = None;
         self.horizon_min = NEVER;
         self.slab.drain()
@@ -275,14 +295,29 @@ impl<T: Timed> Wheel<T> {
 
     /// One firing or one cascade move, after moving time to the next occupied slot if it is
     /// due (which counts as no step, as re-filing the horizon does not).
+    #[inline]
     fn step(&mut self, now: u64) -> Step {
         loop {
-            // Already due: fire in FIFO order.
+            // Already due: fire in FIFO order (unless its deadline moved on since it was
+            // filed: then file it again).
             if let Some(key) = self.slab.pop_front(READY) {
+                if self.deadline_of(key) > self.elapsed {
+                    self.place(key);
+                    return Step::Moved;
+                }
                 return Step::Fired(key);
             }
             // A slot under way: fire what is due, cascade the rest one level down.
             if let Some((level, slot)) = self.processing {
+                // Every entry filed with one deadline (a mass expiry, a burst armed at once):
+                // the whole list moves at once, in order, to where that deadline goes.
+                let common = self.levels[level].common[slot];
+                if common != MIXED {
+                    self.levels[level].occupied &= !(1 << slot);
+                    self.processing = None;
+                    self.splice_to(slot_list(level, slot), common);
+                    return Step::Moved;
+                }
                 let key = self.slab.pop_front(slot_list(level, slot)).expect("a slot under way is never empty");
                 if self.slab.is_empty(slot_list(level, slot)) {
                     self.levels[level].occupied &= !(1 << slot);
@@ -317,6 +352,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Takes a node off its list, clearing its slot's bit if that emptied it.
+    #[inline]
     fn detach(&mut self, key: u32) {
         if let Some(list) = self.slab.unlink(key).filter(|&l| l < READY) {
             let (level, slot) = (list as usize / SLOTS_PER_LEVEL, list as usize % SLOTS_PER_LEVEL);
@@ -328,6 +364,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Files a node that is on no list, by its deadline now.
+    #[inline]
     fn place(&mut self, key: u32) {
         match self.processing {
             // Due now, or belongs in the slot being worked through: join its tail, behind
@@ -345,6 +382,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// The deadline the entry at `key` reports now.
+    #[inline]
     fn deadline_of(&self, key: u32) -> u64 {
         self.slab.node(key).value.as_ref().map_or(NEVER, T::deadline).min(NEVER)
     }
@@ -356,6 +394,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Puts a node on the list its deadline calls for, relative to `elapsed`.
+    #[inline]
     fn file(&mut self, key: u32) {
         let deadline = self.deadline_of(key);
         if deadline <= self.elapsed {
@@ -373,9 +412,40 @@ impl<T: Timed> Wheel<T> {
         }
     }
 
+    #[inline]
     fn push_slot(&mut self, level: usize, slot: usize, key: u32) {
+        let deadline = self.deadline_of(key);
         self.slab.push_back(slot_list(level, slot), key);
-        self.levels[level].occupied |= 1 << slot;
+        self.note_deadline(level, slot, deadline);
+    }
+
+    /// Marks slot `(level, slot)` occupied by an entry filed with `deadline`.
+    #[inline]
+    fn note_deadline(&mut self, level: usize, slot: usize, deadline: u64) {
+        let lvl = &mut self.levels[level];
+        if lvl.occupied & (1 << slot) == 0 {
+            lvl.occupied |= 1 << slot;
+            lvl.common[slot] = deadline;
+        } else if lvl.common[slot] != deadline {
+            lvl.common[slot] = MIXED;
+        }
+    }
+
+    /// Moves the whole list `from`, whose entries were all filed with `deadline`, to where
+    /// `file` would put an entry with that deadline now.
+    fn splice_to(&mut self, from: ListId, deadline: u64) {
+        let level = level_for(self.elapsed, deadline);
+        if deadline <= self.elapsed {
+            self.slab.splice(from, READY);
+        } else if level < LEVELS {
+            let slot = slot_for(deadline, level);
+            self.slab.splice(from, slot_list(level, slot));
+            self.note_deadline(level, slot, deadline);
+        } else {
+            // Beyond the levels (a slot never holds such a deadline; for completeness).
+            self.horizon_min = self.horizon_min.min(deadline);
+            self.slab.splice(from, HORIZON);
+        }
     }
 
     /// The first occupied slot at or after `elapsed`: `(level, slot, start tick)`. Lower

@@ -269,6 +269,24 @@ fn beyond_the_top_level_waits_on_the_horizon() {
 }
 
 #[test]
+fn a_slot_of_one_deadline_moves_whole_and_keeps_its_order() {
+    let mut wheel = Wheel::new();
+    for i in 0..1000u32 {
+        wheel.insert(At(70_000, i));
+    }
+    wheel.insert(At(80_000, 1000));
+    let mut out = Vec::new();
+    // Two levels down, a splice each: the whole expiry is the firings and one cascade move
+    // per level and per slot.
+    let mut steps = 0;
+    while wheel.poll(80_000, 1, &mut out) {
+        steps += 1;
+    }
+    assert_eq!(values(&out), (0..=1000).collect::<Vec<_>>());
+    assert!(steps < 1001 + 10, "{steps} steps");
+}
+
+#[test]
 fn a_mass_expiry_is_served_in_budgeted_slices() {
     let mut wheel = Wheel::new();
     for i in 0..10_000u32 {
@@ -318,11 +336,13 @@ fn a_deadline_moved_earlier_comes_out_at_the_next_cascade() {
     wheel.insert(Moving(at.clone()));
     at.set(10);
     let mut out = Vec::new();
-    // The wheel only looks again when its slot is processed: it comes out then, late but
-    // not lost (the service's refile notice is what makes an earlier reset prompt).
+    // The wheel only looks again when its slot is processed, and a slot whose entries were
+    // all filed with one deadline moves whole by that deadline: it comes out late, by its
+    // old deadline at the latest, but not lost (the service's refile notice is what makes
+    // an earlier reset prompt).
     wheel.poll(4095, usize::MAX, &mut out);
     assert!(out.is_empty());
-    wheel.poll(4096, usize::MAX, &mut out);
+    wheel.poll(5000, usize::MAX, &mut out);
     assert_eq!(out.len(), 1);
 }
 

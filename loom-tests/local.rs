@@ -1,0 +1,127 @@
+#![cfg(loom)]
+//! The remote handle of `LocalWheel` (`src/local/remote.rs`, the slot word in
+//! `src/state.rs`): remote threads arm, cancel and reset while the owner polls, and wake it
+//! through its notifier when, and only when, it matters.
+
+#[path = "harness.rs"]
+mod harness;
+
+use harness::model;
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use shardwheel::LocalWheel;
+use std::time::Duration;
+
+/// A payload that counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counted() -> (Counted, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    (Counted(drops.clone()), drops)
+}
+
+/// A remote arm ∥ the owner's poll: the poll either sees it or the next one does; it fires
+/// exactly once, and is dropped exactly once.
+#[test]
+fn remote_arm_races_local_poll() {
+    model("local: remote arm ∥ local poll", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let remote = wheel.remote();
+        let (payload, drops) = counted();
+        let arm = loom::thread::spawn(move || remote.arm_at(now, payload).is_ok());
+        let first = wheel.poll_expired(now);
+        assert!(arm.join().unwrap(), "the wheel lives: the arm is accepted");
+        let second = wheel.poll_expired(now);
+        assert!(first.is_some() != second.is_some(), "fired exactly once");
+        assert!(wheel.poll_expired(now).is_none());
+        assert!(wheel.is_empty());
+        drop((first, second));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A remote cancel ∥ the owner's expiry of a due timer: exactly one wins (the CAS decides),
+/// the loser leaves the payload alone, and the payload is dropped exactly once.
+#[test]
+fn remote_cancel_races_local_expiry() {
+    model("local: remote cancel ∥ local expiry", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let (payload, drops) = counted();
+        let key = wheel.arm_at(now, payload);
+        let remote = wheel.remote();
+        let cancel = loom::thread::spawn(move || remote.cancel(key));
+        let fired = wheel.poll_expired(now);
+        let cancelled = cancel.join().unwrap();
+        assert!(fired.is_some() != cancelled, "exactly one of expiry and cancel wins");
+        assert_eq!(fired.as_ref().map(|(k, _)| *k), fired.is_some().then_some(key));
+        // The cancel's notice is applied at the next poll: the slot is free again.
+        assert!(wheel.poll_expired(now).is_none());
+        assert!(wheel.is_empty());
+        assert!(wheel.get(key).is_none());
+        drop(fired);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A remote reset to a later deadline ∥ the owner's expiry at the old one: either the timer
+/// fired and the reset returned false, or the reset returned true and the timer does not
+/// fire at the old deadline (it waits for the new one), even if its message comes late.
+#[test]
+fn remote_reset_races_local_expiry() {
+    model("local: remote reset ∥ local expiry", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let later = now + Duration::from_millis(50);
+        let key = wheel.arm_at(now, 1u32);
+        let remote = wheel.remote();
+        let reset = loom::thread::spawn(move || remote.reset_at(key, later));
+        let fired = wheel.poll_expired(now);
+        let moved = reset.join().unwrap();
+        assert!(fired.is_some() != moved, "fired, or moved: never both");
+        let at_old = wheel.poll_expired(now + Duration::from_millis(1));
+        if moved {
+            assert!(at_old.is_none(), "a reset that returned true holds the old deadline");
+            assert_eq!(wheel.poll_expired(later).map(|(k, p)| (k, p)), Some((key, 1)));
+        } else {
+            assert!(at_old.is_none());
+        }
+        assert!(wheel.is_empty());
+    });
+}
+
+/// A remote arm earlier than the owner's sleep ∥ the owner going idle: either the owner sees
+/// the command before it sleeps (`next_deadline` says now), or the remote sees the sleep and
+/// calls the notifier. Nothing else ends the sleep here: a lost wake-up spins until loom
+/// gives up on the model.
+#[test]
+fn remote_arm_races_owner_going_idle() {
+    model("local: remote arm ∥ owner going idle", || {
+        let notified = Arc::new(AtomicBool::new(false));
+        let flag = notified.clone();
+        let mut wheel = LocalWheel::builder().notifier(move || flag.store(true, Ordering::SeqCst)).build().unwrap();
+        let now = wheel.now();
+        wheel.arm_at(now + Duration::from_secs(3600), 0u32);
+        let remote = wheel.remote();
+        let arm = loom::thread::spawn(move || remote.arm_at(now, 1).is_ok());
+        match wheel.next_deadline() {
+            // Mail came before the sleep was announced: no sleep.
+            Some(at) if at <= wheel.now() => {}
+            // Sleeping until the far timer: only the notifier ends it.
+            _ => {
+                while !notified.load(Ordering::SeqCst) {
+                    loom::thread::yield_now();
+                }
+            }
+        }
+        assert!(arm.join().unwrap());
+        assert_eq!(wheel.poll_expired(now).map(|(_, p)| p), Some(1));
+    });
+}

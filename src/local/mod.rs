@@ -1,0 +1,594 @@
+//! The embedded, thread-per-core mode: [`LocalWheel`], owned by one event loop, and its
+//! [`RemoteWheel`] for other threads (design §7.1).
+//!
+//! # One wheel, one clock arithmetic
+//!
+//! A `LocalWheel` is the service's wheel (`src/wheel/`), holding [`Entry`]s (a deadline tick
+//! and the payload), driven one due timer at a time ([`Wheel::pop_due`]) instead of in
+//! batches, with the service's tick arithmetic (`src/clock.rs`). It reads no clock: its now
+//! is the last instant given to [`LocalWheel::poll_expired`].
+//!
+//! # Keys
+//!
+//! A [`TimerKey`] is the timer's slot (its node in the wheel's slab) and the slot's
+//! generation. The generation sits in the slot's [`SlotWord`] (`src/state.rs`), with the
+//! timer's state: every operation by key first checks it, so a stale key finds a vacant
+//! slot or another generation and changes nothing. A slot whose generation has come all
+//! the way round is retired (`Wheel::retire`), so a stale key is never aliased.
+//!
+//! # Memory: 32 bytes per pending `u64` timer
+//!
+//! A node is 24 bytes for a `u64` payload (the payload, the deadline tick stored as a
+//! `NonZeroU64` so that `Option<Entry>` needs no tag, and two `u32` links: the lists are
+//! circular with sentinels and carry no list id), and the slot word 8 more, in pages that
+//! never move (`slots.rs`), so that remote threads can reach it. Nothing is allocated per
+//! timer: nodes and words are reused.
+//!
+//! # Atomics on the local path
+//!
+//! The slot words are atomics because a [`RemoteWheel`] may CAS them. Until the first
+//! [`LocalWheel::remote`] call none exists and no other thread can reach a word, so the owner
+//! reads and writes them with plain loads and stores (`Relaxed`: the same instructions as
+//! ordinary memory on x86 and ARM) and never a read-modify-write. From then on, the owner's
+//! cancel and expiry are each one uncontended CAS on the word (a `lock cmpxchg` on a line
+//! the owner just read, a few nanoseconds), so that a remote cancel is decided exactly, and
+//! `poll_expired` first drains the remote commands.
+
+mod builder;
+mod key;
+mod remote;
+mod slots;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use builder::LocalBuilder;
+pub use key::TimerKey;
+pub use remote::{Notify, RemoteWheel};
+
+use crate::clock::Clock;
+use crate::error::Full;
+use crate::state::{NEVER, SlotExpiry, SlotWord};
+use crate::sync::plain::AtomicUsize;
+use crate::sync::{Arc, Ordering};
+use crate::wheel::{FIRST_KEY, Key, Timed, Wheel};
+use remote::{ASLEEP_UNTIL_WOKEN, Command, Shared};
+use slots::Slots;
+use std::fmt;
+use std::marker::PhantomData;
+use std::num::NonZeroU64;
+use std::time::{Duration, Instant};
+
+/// Remote commands applied per `poll_expired` call at most, so a flood from other threads
+/// cannot hold up the owner's expiries; the rest wait for the next call (and
+/// `next_deadline` says "now" while any wait).
+const DRAIN_BUDGET: usize = 1024;
+
+/// What the wheel holds: the deadline tick (plus one, so `Option<Entry<T>>` uses the zero
+/// as its `None` and needs no tag) and the payload.
+struct Entry<T> {
+    deadline: NonZeroU64,
+    payload: T,
+}
+
+impl<T> Entry<T> {
+    fn new(deadline: u64, payload: T) -> Entry<T> {
+        Entry { deadline: Self::encode(deadline), payload }
+    }
+
+    fn encode(deadline: u64) -> NonZeroU64 {
+        NonZeroU64::MIN.saturating_add(deadline.min(NEVER))
+    }
+}
+
+impl<T> Timed for Entry<T> {
+    fn deadline(&self) -> u64 {
+        self.deadline.get() - 1
+    }
+}
+
+impl<T> fmt::Debug for Entry<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entry").field("deadline", &self.deadline()).finish_non_exhaustive()
+    }
+}
+
+/// A timer wheel owned by one thread's event loop: typed payloads (a connection id), no
+/// closure, no allocation per timer, no clock read and no atomic read-modify-write on the
+/// local path, and a [`next_deadline`](LocalWheel::next_deadline) to sleep until.
+///
+/// `!Send` and `!Sync`: build it on the thread that owns it. Other threads reach it through
+/// a [`RemoteWheel`].
+///
+/// Timers fire at the first tick boundary at or after their deadline (never early), earliest
+/// first, and in the order they were armed (or last reset) within a tick.
+///
+/// ```
+/// use shardwheel::LocalWheel;
+/// use std::time::{Duration, Instant};
+///
+/// let mut wheel = LocalWheel::new(); // a 1 ms tick; its now is the instant it was made
+/// let request = wheel.arm(Duration::from_millis(50), 1u64);
+/// let idle = wheel.arm(Duration::from_millis(10), 2u64);
+/// assert_eq!(wheel.cancel(request), Some(1)); // the response came
+///
+/// // The event loop: sleep until the next deadline, then take what is due.
+/// let wake = wheel.next_deadline().expect("one timer pending");
+/// let now = wake.max(Instant::now()); // as if epoll_wait slept until then
+/// while let Some((key, conn)) = wheel.poll_expired(now) {
+///     assert_eq!((key, conn), (idle, 2));
+/// }
+/// assert!(wheel.is_empty());
+/// ```
+pub struct LocalWheel<T> {
+    wheel: Wheel<Entry<T>>,
+    slots: Slots,
+    shared: Arc<Shared<T>>,
+    clock: Clock,
+    now: Instant,
+    /// `now` in nanoseconds since the clock's start, for `arm`.
+    now_nanos: u64,
+    /// `now`'s tick: computed once per new `now`, not once per `poll_expired` call.
+    now_tick: u64,
+    /// Whether a `RemoteWheel` was ever made: from then on the slot words are CASed.
+    remote_made: std::cell::Cell<bool>,
+    max_pending: usize,
+    /// `!Send`, `!Sync`: one thread owns the wheel.
+    _owned: PhantomData<*const ()>,
+}
+
+impl<T> LocalWheel<T> {
+    /// A wheel with a 1 ms tick whose time starts now.
+    ///
+    /// ```
+    /// let wheel = shardwheel::LocalWheel::<u64>::new();
+    /// assert!(wheel.is_empty());
+    /// ```
+    pub fn new() -> LocalWheel<T> {
+        LocalWheel::from_parts(Instant::now(), Duration::from_millis(1), 0, slots::MAX_SLOTS, None, None)
+    }
+
+    fn from_parts(
+        start: Instant,
+        tick: Duration,
+        capacity: usize,
+        max_pending: usize,
+        notifier: Option<Box<dyn Notify>>,
+        seed: Option<u32>,
+    ) -> LocalWheel<T> {
+        let clock = Clock::new(start, tick);
+        LocalWheel {
+            wheel: Wheel::with_capacity(capacity),
+            slots: Slots::new(seed.unwrap_or_else(next_seed)),
+            shared: Arc::new(Shared::new(clock, notifier)),
+            clock,
+            now: start,
+            now_nanos: 0,
+            now_tick: 0,
+            remote_made: std::cell::Cell::new(false),
+            max_pending,
+            _owned: PhantomData,
+        }
+    }
+
+    /// Arms `payload` to fire `delay` after the wheel's [`now`](LocalWheel::now) (the last
+    /// instant given to `poll_expired`): no clock is read. `Duration::ZERO` fires at the next
+    /// poll; `Duration::MAX` stays pending until cancelled. Does not check `max_pending`.
+    ///
+    /// # Panics
+    ///
+    /// Only past 2²⁸ timers in one wheel (eight gibibytes of `u64` timers).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm(Duration::from_secs(5), "conn 3");
+    /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_secs(5)));
+    /// ```
+    pub fn arm(&mut self, delay: Duration, payload: T) -> TimerKey {
+        let deadline = self.clock.deadline_after_nanos(self.now_nanos, delay);
+        self.arm_tick(deadline, payload)
+    }
+
+    /// Arms `payload` to fire at `deadline` (at the first tick boundary at or after it). A
+    /// deadline in the past fires at the next poll; one too far to count stays pending.
+    ///
+    /// # Panics
+    ///
+    /// Only past 2²⁸ timers in one wheel.
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let past = wheel.now().checked_sub(Duration::from_secs(1)).unwrap_or(wheel.now());
+    /// let key = wheel.arm_at(past, 'p');
+    /// assert_eq!(wheel.poll_expired(wheel.now()), Some((key, 'p')));
+    /// ```
+    pub fn arm_at(&mut self, deadline: Instant, payload: T) -> TimerKey {
+        let deadline = self.clock.deadline_at(deadline);
+        self.arm_tick(deadline, payload)
+    }
+
+    /// As [`arm_at`](LocalWheel::arm_at), but hands the payload back in [`Full`] if the
+    /// wheel already holds [`max_pending`](LocalBuilder::max_pending) timers.
+    ///
+    /// ```
+    /// # use std::time::Instant;
+    /// let mut wheel = shardwheel::LocalWheel::builder().max_pending(1).build()?;
+    /// let first = wheel.try_arm_at(Instant::now(), 1).unwrap();
+    /// assert_eq!(wheel.try_arm_at(Instant::now(), 2).unwrap_err().into_inner(), 2);
+    /// wheel.cancel(first);
+    /// assert!(wheel.try_arm_at(Instant::now(), 3).is_ok(), "a cancel makes room at once");
+    /// # Ok::<(), shardwheel::BuildError>(())
+    /// ```
+    pub fn try_arm_at(&mut self, deadline: Instant, payload: T) -> Result<TimerKey, Full<T>> {
+        if self.wheel.len() >= self.max_pending.min(slots::MAX_SLOTS) {
+            return Err(Full(payload));
+        }
+        Ok(self.arm_at(deadline, payload))
+    }
+
+    fn arm_tick(&mut self, deadline: u64, payload: T) -> TimerKey {
+        let key = self.wheel.insert(Entry::new(deadline, payload));
+        let index = key.into_raw() - FIRST_KEY;
+        if !self.slots.ensure(index, &self.shared.directory) {
+            drop(self.wheel.remove(key));
+            panic!("a LocalWheel holds at most {} timers", slots::MAX_SLOTS);
+        }
+        let generation = self.slots.word(index).arm();
+        TimerKey { index, generation }
+    }
+
+    /// The wheel's key and slot word for `key`, if it names a pending timer.
+    fn find(&self, key: TimerKey) -> Option<(Key, &SlotWord)> {
+        let word = self.slots.get(key.index)?;
+        if !word.is_pending(key.generation) {
+            return None;
+        }
+        Some((Key::from_raw(key.index.checked_add(FIRST_KEY)?)?, word))
+    }
+
+    /// Cancels the timer `key` names and hands its payload back. `None` if it fired, was
+    /// cancelled (here or by a [`RemoteWheel`]), or `key` is stale.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm(Duration::from_secs(5), String::from("payload"));
+    /// assert_eq!(wheel.cancel(key).as_deref(), Some("payload"));
+    /// assert_eq!(wheel.cancel(key), None);
+    /// ```
+    pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
+        let (wheel_key, word) = self.find(key)?;
+        let won = if self.remote_made.get() {
+            word.try_cancel_owned(key.generation)
+        } else {
+            word.vacate_exclusive(key.generation)
+        };
+        if !won {
+            return None;
+        }
+        let entry = self.wheel.remove(wheel_key);
+        self.retire_if_round(wheel_key, key.generation);
+        Some(entry.payload)
+    }
+
+    /// A slot just vacated from generation `generation`: retired if its next generation
+    /// would be the one it started at (then every key it ever had could come back).
+    fn retire_if_round(&mut self, wheel_key: Key, generation: u32) {
+        if generation.wrapping_add(1) == self.slots.seed() {
+            self.wheel.retire(wheel_key);
+        }
+    }
+
+    /// Moves the timer `key` names to fire at `deadline`, behind the timers already armed
+    /// for the same tick. `false` (and nothing changes) if `key` is stale.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm(Duration::from_secs(1), ());
+    /// let later = wheel.now() + Duration::from_secs(30);
+    /// assert!(wheel.reset_at(key, later));
+    /// assert_eq!(wheel.deadline(key), Some(later));
+    /// ```
+    pub fn reset_at(&mut self, key: TimerKey, deadline: Instant) -> bool {
+        let tick = self.clock.deadline_at(deadline);
+        let Some((wheel_key, _)) = self.find(key) else { return false };
+        self.reset_tick(wheel_key, tick);
+        true
+    }
+
+    fn reset_tick(&mut self, wheel_key: Key, tick: u64) {
+        if let Some(entry) = self.wheel.get_mut(wheel_key) {
+            entry.deadline = Entry::<T>::encode(tick);
+            self.wheel.refile(wheel_key);
+        }
+    }
+
+    /// When the timer `key` names is due: its deadline rounded up to a tick boundary.
+    /// `None` if `key` is stale.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm(Duration::from_micros(1500), ());
+    /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_millis(2)));
+    /// ```
+    pub fn deadline(&self, key: TimerKey) -> Option<Instant> {
+        let (wheel_key, _) = self.find(key)?;
+        self.wheel.get(wheel_key).map(|e| self.clock.instant_of(e.deadline()))
+    }
+
+    /// The payload of the timer `key` names; `None` if `key` is stale.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm(Duration::from_secs(1), 42);
+    /// assert_eq!(wheel.get(key), Some(&42));
+    /// ```
+    pub fn get(&self, key: TimerKey) -> Option<&T> {
+        let (wheel_key, _) = self.find(key)?;
+        self.wheel.get(wheel_key).map(|e| &e.payload)
+    }
+
+    /// The payload of the timer `key` names, to change in place; `None` if `key` is stale.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm(Duration::from_secs(1), 1);
+    /// *wheel.get_mut(key).unwrap() += 1;
+    /// assert_eq!(wheel.cancel(key), Some(2));
+    /// ```
+    pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
+        let (wheel_key, _) = self.find(key)?;
+        self.wheel.get_mut(wheel_key).map(|e| &mut e.payload)
+    }
+
+    /// Timers pending: armed here or applied from remote arms, and neither fired nor
+    /// cancelled. A remote cancel is counted out when the owner next polls or drains.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// wheel.arm(Duration::from_secs(1), ());
+    /// assert_eq!(wheel.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.wheel.len()
+    }
+
+    /// Whether no timer is pending (see [`len`](LocalWheel::len)).
+    ///
+    /// ```
+    /// assert!(shardwheel::LocalWheel::<()>::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.wheel.len() == 0
+    }
+
+    /// Advances the wheel's now to `now` (never backwards: an earlier instant is ignored)
+    /// and hands out one due timer, earliest deadline first and in arming order within a
+    /// tick; `None` once nothing is due. First applies the commands remote threads sent.
+    /// The caller's loop is the budget, and may arm inside it: a timer armed due by `now`
+    /// comes out in the same loop.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let start = wheel.now();
+    /// wheel.arm(Duration::from_millis(2), "b");
+    /// wheel.arm(Duration::from_millis(1), "a");
+    /// let mut fired = Vec::new();
+    /// while let Some((_, p)) = wheel.poll_expired(start + Duration::from_millis(5)) {
+    ///     fired.push(p);
+    /// }
+    /// assert_eq!(fired, ["a", "b"]);
+    /// ```
+    pub fn poll_expired(&mut self, now: Instant) -> Option<(TimerKey, T)> {
+        if self.remote_made.get() {
+            self.drain_budget(DRAIN_BUDGET);
+        }
+        if now > self.now {
+            self.now = now;
+            self.now_nanos = self.clock.nanos_at(now);
+            self.now_tick = self.clock.tick_at(now);
+        }
+        let tick = self.now_tick;
+        loop {
+            let wheel_key = self.wheel.pop_due(tick)?;
+            let index = wheel_key.into_raw() - FIRST_KEY;
+            let word = self.slots.word(index);
+            let (generation, outcome) = if self.remote_made.get() {
+                let generation = word.generation();
+                (generation, word.try_expire(generation))
+            } else {
+                match word.fire_exclusive() {
+                    Some(generation) => (generation, SlotExpiry::Fired),
+                    None => (word.generation(), SlotExpiry::Stale),
+                }
+            };
+            match outcome {
+                // The usual case: it fires.
+                SlotExpiry::Fired => {
+                    let entry = self.wheel.take(wheel_key);
+                    self.retire_if_round(wheel_key, generation);
+                    return Some((TimerKey { index, generation }, entry.payload));
+                }
+                // A remote cancel won before its notice came: drop it now (the notice will
+                // find the slot moved on).
+                SlotExpiry::Cancelled => {
+                    drop(self.wheel.take(wheel_key));
+                    word.clear(generation);
+                    self.retire_if_round(wheel_key, generation);
+                }
+                // A remote reset returned true and its message is not here yet: the timer
+                // must not fire at the old deadline. Look again next tick.
+                SlotExpiry::ResetInFlight => self.reset_tick(wheel_key, tick.saturating_add(1)),
+                SlotExpiry::Stale => unreachable!("a filed timer's slot word is pending or cancelled"),
+            }
+        }
+    }
+
+    /// Applies every command remote threads have sent (arms, cancels, resets) without
+    /// waiting for `poll_expired`; returns how many. A loop that polls only at its
+    /// deadlines can call it to return the memory of remote cancels sooner.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let remote = wheel.remote();
+    /// remote.arm(Duration::from_secs(9), 'r').unwrap();
+    /// assert_eq!(wheel.drain_remote(), 1);
+    /// assert_eq!(wheel.len(), 1);
+    /// ```
+    pub fn drain_remote(&mut self) -> usize {
+        self.drain_budget(usize::MAX)
+    }
+
+    fn drain_budget(&mut self, budget: usize) -> usize {
+        self.shared.woke();
+        let mut applied = 0;
+        while applied < budget {
+            let Some(cmd) = self.shared.pop() else { break };
+            applied += 1;
+            match cmd {
+                Command::Arm { deadline, payload } => {
+                    self.arm_tick(deadline, payload);
+                }
+                Command::Unlink(key) => self.unlink_cancelled(key),
+                Command::Reset { key, deadline } => {
+                    if let Some((wheel_key, word)) = self.find(key) {
+                        word.reset_applied(key.generation);
+                        self.reset_tick(wheel_key, deadline);
+                    } else if let Some(word) = self.slots.get(key.index) {
+                        // Cancelled by a remote, or moved on: only the count to settle.
+                        word.reset_applied(key.generation);
+                    }
+                }
+            }
+        }
+        applied
+    }
+
+    /// A remote cancel won the timer `key`: take it out, drop its payload, free the slot,
+    /// unless that was done already (the expiry path found it first).
+    fn unlink_cancelled(&mut self, key: TimerKey) {
+        let Some(word) = self.slots.get(key.index) else { return };
+        if !word.is_cancelled(key.generation) {
+            return;
+        }
+        let Some(wheel_key) = Key::from_raw(key.index + FIRST_KEY) else { return };
+        drop(self.wheel.remove(wheel_key));
+        self.slots.word(key.index).clear(key.generation);
+        self.retire_if_round(wheel_key, key.generation);
+    }
+
+    /// The earliest instant at which `poll_expired` may have a timer to hand out: feed it
+    /// to `epoll_wait` or io_uring. Never later than the earliest pending deadline (it may
+    /// be earlier: the start of a coarse slot whose timers are then moved to finer ones);
+    /// at or before [`now`](LocalWheel::now) if something is due or remote commands wait.
+    /// `None` if nothing is pending but timers that never fire.
+    ///
+    /// Once a [`RemoteWheel`] exists, this call also tells remote threads what the owner
+    /// will sleep until: a remote arm earlier than it calls the notifier. Call it right
+    /// before sleeping.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// assert_eq!(wheel.next_deadline(), None);
+    /// wheel.arm(Duration::from_millis(3), ());
+    /// assert_eq!(wheel.next_deadline(), Some(wheel.now() + Duration::from_millis(3)));
+    /// ```
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let next = self.wheel.next_deadline();
+        if self.remote_made.get() && !self.shared.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
+            return Some(self.now);
+        }
+        next.map(|tick| self.clock.instant_of(tick))
+    }
+
+    /// The wheel's now: the latest instant given to `poll_expired` (or its start).
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// let mut wheel = shardwheel::LocalWheel::<()>::new();
+    /// let later = wheel.now() + Duration::from_secs(1);
+    /// wheel.poll_expired(later);
+    /// wheel.poll_expired(later - Duration::from_millis(500)); // earlier: ignored
+    /// assert_eq!(wheel.now(), later);
+    /// ```
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// A handle for other threads: see [`RemoteWheel`]. From the first call on, the owner's
+    /// cancels and expiries are one CAS each (see the module docs).
+    ///
+    /// ```
+    /// let wheel = shardwheel::LocalWheel::<u64>::new();
+    /// let remote = wheel.remote();
+    /// std::thread::spawn(move || drop(remote)).join().unwrap();
+    /// ```
+    pub fn remote(&self) -> RemoteWheel<T>
+    where
+        T: Send,
+    {
+        self.remote_made.set(true);
+        RemoteWheel::new(self.shared.clone())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn slot_word_for_test(&self, key: TimerKey) -> &SlotWord {
+        self.slots.word(key.index)
+    }
+}
+
+impl LocalWheel<()> {
+    /// Settings other than the defaults: see [`LocalBuilder`]. (Defined on
+    /// `LocalWheel<()>` only so that `LocalWheel::builder()` needs no type: the payload
+    /// type is chosen by [`LocalBuilder::build`].)
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let wheel = shardwheel::LocalWheel::builder().tick(Duration::from_millis(10)).build::<u64>()?;
+    /// # Ok::<(), shardwheel::BuildError>(())
+    /// ```
+    pub fn builder() -> LocalBuilder {
+        LocalBuilder::new()
+    }
+}
+
+impl<T> Default for LocalWheel<T> {
+    fn default() -> Self {
+        LocalWheel::new()
+    }
+}
+
+impl<T> Drop for LocalWheel<T> {
+    fn drop(&mut self) {
+        self.shared.close();
+    }
+}
+
+impl<T> fmt::Debug for LocalWheel<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalWheel")
+            .field("len", &self.len())
+            .field("now", &self.now)
+            .field("tick", &self.clock.tick())
+            .field("next_deadline", &self.wheel.next_deadline().map(|t| self.clock.instant_of(t)))
+            .field("remote", &self.remote_made.get())
+            .finish()
+    }
+}
+
+/// Each wheel's first generation: spread, so that a key used on the wrong wheel is almost
+/// always stale there.
+fn next_seed() -> u32 {
+    static WHEELS: AtomicUsize = AtomicUsize::new(1);
+    // Relaxed: an id, ordered with nothing.
+    (WHEELS.fetch_add(1, Ordering::Relaxed) as u32).wrapping_mul(0x9E37_79B9)
+}

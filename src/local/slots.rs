@@ -1,0 +1,132 @@
+//! The slot words of a [`LocalWheel`](super::LocalWheel), at addresses that never move.
+//!
+//! The wheel's nodes live in a `Vec` that moves when it grows, which only its owner touches.
+//! A [`RemoteWheel`](super::RemoteWheel) must reach a timer's [`SlotWord`] from another
+//! thread, so the words live apart, in fixed-size pages that are never moved or freed while
+//! the wheel or a remote handle lives: the owner keeps the pages in a `Vec` of its own (two
+//! dependent loads per look-up, no atomic), and publishes each in a two-level directory of
+//! `OnceLock`s that remote threads read without a lock. Pages are allocated one at a time
+//! as the slab grows, so the words cost 8 bytes per slot plus at most one partly used page
+//! (32 KiB), not a doubling.
+//!
+//! Safe code throughout: `OnceLock` does the publishing (its `set` releases, its `get`
+//! acquires), and only the owner ever sets.
+
+use crate::state::SlotWord;
+use crate::sync::Arc;
+use std::sync::OnceLock;
+
+/// Words per page, and pages per directory entry. Under loom, tiny: a model arms a handful
+/// of timers, and each loom atomic is costly to create.
+#[cfg(not(loom))]
+const PAGE_BITS: u32 = 12;
+#[cfg(not(loom))]
+const MID_BITS: u32 = 8;
+#[cfg(not(loom))]
+const TOP: usize = 256;
+#[cfg(loom)]
+const PAGE_BITS: u32 = 2;
+#[cfg(loom)]
+const MID_BITS: u32 = 1;
+#[cfg(loom)]
+const TOP: usize = 4;
+
+const PAGE: usize = 1 << PAGE_BITS;
+const MID: usize = 1 << MID_BITS;
+/// The most slots a wheel can have: 2²⁸ (eight gibibytes of `u64` timers), or 32 under
+/// loom.
+pub(crate) const MAX_SLOTS: usize = TOP * MID * PAGE;
+
+/// `PAGE` words on the heap (built there: an inline array would be built on the stack, and
+/// a 32 KiB frame costs a stack probe per page on every call that might build one).
+/// A fixed-size array, so the word's index needs no bounds check.
+#[derive(Debug)]
+struct Page {
+    words: Box<[SlotWord; PAGE]>,
+}
+
+impl Page {
+    #[cold]
+    #[inline(never)]
+    fn new(seed: u32) -> Arc<Page> {
+        let words: Box<[SlotWord]> = (0..PAGE).map(|_| SlotWord::vacant(seed)).collect();
+        Arc::new(Page { words: words.try_into().expect("PAGE words") })
+    }
+}
+
+/// One directory entry: `MID` pages, each published once.
+type Mid = Box<[OnceLock<Arc<Page>>]>;
+
+/// The remote threads' way to the pages.
+#[derive(Debug)]
+pub(crate) struct Directory {
+    top: Box<[OnceLock<Mid>]>,
+}
+
+impl Directory {
+    pub(crate) fn new() -> Directory {
+        Directory { top: (0..TOP).map(|_| OnceLock::new()).collect() }
+    }
+
+    /// The word of slot `index`, if its page was published (else no key names it).
+    pub(crate) fn get(&self, index: u32) -> Option<&SlotWord> {
+        let index = index as usize;
+        let mid = self.top.get(index >> (PAGE_BITS + MID_BITS))?.get()?;
+        let page = mid[(index >> PAGE_BITS) & (MID - 1)].get()?;
+        Some(&page.words[index & (PAGE - 1)])
+    }
+
+    fn publish(&self, page_no: usize, page: Arc<Page>) {
+        let mid = self.top[page_no >> MID_BITS].get_or_init(|| (0..MID).map(|_| OnceLock::new()).collect());
+        let _ = mid[page_no & (MID - 1)].set(page);
+    }
+}
+
+/// The owner's view of the pages.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    pages: Vec<Arc<Page>>,
+    /// The generation a slot's first timer gets (see `LocalWheel`'s docs on keys).
+    seed: u32,
+}
+
+impl Slots {
+    pub(crate) fn new(seed: u32) -> Slots {
+        Slots { pages: Vec::new(), seed }
+    }
+
+    pub(crate) fn seed(&self) -> u32 {
+        self.seed
+    }
+
+    /// The word of slot `index`, which the owner has made.
+    pub(crate) fn word(&self, index: u32) -> &SlotWord {
+        &self.pages[(index >> PAGE_BITS) as usize].words[index as usize & (PAGE - 1)]
+    }
+
+    /// The word of slot `index`, if it was ever made.
+    pub(crate) fn get(&self, index: u32) -> Option<&SlotWord> {
+        self.pages.get((index >> PAGE_BITS) as usize).map(|p| &p.words[index as usize & (PAGE - 1)])
+    }
+
+    /// Makes sure slot `index` has a word, publishing a new page in `directory` if needed.
+    /// `false` past [`MAX_SLOTS`].
+    #[inline]
+    pub(crate) fn ensure(&mut self, index: u32, directory: &Directory) -> bool {
+        ((index >> PAGE_BITS) as usize) < self.pages.len() || self.grow(index, directory)
+    }
+
+    #[cold]
+    fn grow(&mut self, index: u32, directory: &Directory) -> bool {
+        let page_no = (index >> PAGE_BITS) as usize;
+        while self.pages.len() <= page_no {
+            if (self.pages.len() + 1) * PAGE > MAX_SLOTS {
+                return false;
+            }
+            let page = Page::new(self.seed);
+            directory.publish(self.pages.len(), page.clone());
+            self.pages.push(page);
+        }
+        true
+    }
+}
