@@ -106,6 +106,11 @@ impl TimerTask for ControlTask {
     fn cancelled_unboxed(self) {
         self.0.end();
     }
+
+    /// Ending a series is the crate's own short work: it stays on the shard with offload.
+    fn runs_on_shard() -> bool {
+        true
+    }
 }
 
 /// One run of a series: a one-shot timeout that calls the closure and schedules the next.

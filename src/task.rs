@@ -51,6 +51,19 @@ pub trait TimerTask: Send + 'static {
     {
         Box::new(self).cancelled()
     }
+
+    /// Whether the task runs on its shard thread even with
+    /// [`Builder::offload`](crate::Builder::offload): `true` for the crate's own short tasks
+    /// (a `Sleep`'s wake-up, a series' control), so that a busy pool delays no sleep and a
+    /// task on the pool can wait for one. User tasks go to the pool. Not meant to be
+    /// overridden or called outside the crate.
+    #[doc(hidden)]
+    fn runs_on_shard() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
 }
 
 impl<F: FnOnce() + Send + 'static> TimerTask for F {

@@ -82,6 +82,8 @@ struct VTable {
     /// Frees the cell (the task must be gone).
     dealloc: unsafe fn(NonNull<Header>),
     type_id: fn() -> TypeId,
+    /// [`TimerTask::runs_on_shard`] of the task's type.
+    runs_on_shard: fn() -> bool,
 }
 
 #[repr(C)]
@@ -98,6 +100,7 @@ impl<T: TimerTask> Cell<T> {
         drop_task: Self::drop_task,
         dealloc: Self::dealloc,
         type_id: TypeId::of::<T>,
+        runs_on_shard: T::runs_on_shard,
     };
 
     /// # Safety

@@ -44,8 +44,9 @@
 //! # Who calls `wake`, and what it costs
 //!
 //! The shard thread that owns the cell calls [`Waker::wake`] from its batch of due tasks,
-//! after its wheel is released, like any task's `run` (or a thread of the offload pool, with
-//! [`Builder::offload`](crate::Builder::offload)). The cost is the executor's: for tokio, a
+//! after its wheel is released, like any task's `run`; with
+//! [`Builder::offload`](crate::Builder::offload) too (only user tasks go to the pool, so a
+//! busy pool delays no sleep). The cost is the executor's: for tokio, a
 //! push onto the runtime's injection queue and, if every worker sleeps, one unpark (a futex
 //! wake-up); for `futures::executor::block_on`, an unpark of the blocked thread. A cancelled
 //! `Sleep` never wakes anything.
@@ -165,6 +166,12 @@ impl TimerTask for WakeTask {
     /// A cancel (a `Sleep` dropped, or moved to another waker): nothing to wake.
     fn cancelled_unboxed(self) {
         self.silence();
+    }
+
+    /// A wake-up is the crate's own short work: it runs on the shard even with offload, so
+    /// a busy pool delays no sleep (and a task on the pool may block on one).
+    fn runs_on_shard() -> bool {
+        true
     }
 }
 
