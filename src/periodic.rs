@@ -140,7 +140,7 @@ impl<F: FnMut() + Send + 'static> Run<F> {
             // On to the shard's own catch, which counts it.
             resume_unwind(panic);
         }
-        let next_due = self.missed.next(self.due, self.period, Instant::now());
+        let next_due = self.missed.next_run(self.due, self.period, Instant::now());
         let Some(service) = self.service.upgrade() else {
             // Every strong handle of the service is gone: so is the series.
             self.handle.cancel();
