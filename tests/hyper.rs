@@ -29,7 +29,10 @@ async fn hello(_: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>
 type Served = (Instant, Instant, hyper::Result<()>);
 
 /// Serves one connection with shardwheel's timer.
-async fn serve_one(timers: TimerService, header_read_timeout: Duration) -> (std::net::SocketAddr, tokio::task::JoinHandle<Served>) {
+async fn serve_one(
+    timers: TimerService,
+    header_read_timeout: Duration,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<Served>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {

@@ -123,6 +123,30 @@ fn timeouts_both_ways() {
     assert_eq!(timers.pending(), 0, "both sleeps of the lost race were cancelled");
 }
 
+/// The inner future wins after the deadline registered: the deadline is cancelled at once,
+/// not when the `WithTimeout` is dropped, and it wakes nothing later.
+#[test]
+fn a_timeout_whose_future_wins_lets_go_of_its_deadline() {
+    let timers = service();
+    let flag = Arc::new(Flag::default());
+    let mut polls = 0;
+    let inner = std::future::poll_fn(move |_| {
+        polls += 1;
+        if polls == 1 { Poll::Pending } else { Poll::Ready(7) }
+    });
+    let mut limited = Box::pin(timers.timeout(Duration::from_millis(20), inner));
+    let waker = Waker::from(flag.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert!(limited.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(timers.pending(), 1, "the deadline registered");
+    assert_eq!(limited.as_mut().poll(&mut cx), Poll::Ready(Ok(7)));
+    assert_eq!(timers.pending(), 0, "the deadline outlived the race it lost");
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(flag.woken(), 0, "a finished timeout woke its task for nothing");
+    assert_eq!(timers.stats().expired, 0);
+    drop(limited);
+}
+
 #[test]
 fn a_panic_inside_a_timeout_reaches_the_awaiting_task() {
     let timers = service();
@@ -243,6 +267,19 @@ fn after_stop_a_sleep_completes_at_once() {
     assert_eq!(flag.woken(), 1, "dropping the handed-back task wakes the sleep");
     assert!(poll_with(&mut pending, &flag).is_ready());
     assert!(pending.is_elapsed());
+    // Handed back and run, or told it was cancelled: each wakes the sleep too.
+    let ways: [fn(Box<dyn shardwheel::TimerTask>); 2] = [|t| t.run(), |t| t.cancelled()];
+    for tell in ways {
+        let timers = service();
+        let flag = Arc::new(Flag::default());
+        let mut pending = timers.sleep(Duration::from_secs(60));
+        assert!(poll_with(&mut pending, &flag).is_pending());
+        let mut unfired = timers.stop().unwrap();
+        assert_eq!(unfired.len(), 1);
+        tell(unfired.pop().unwrap().into_task());
+        assert_eq!(flag.woken(), 1, "the handed-back task was ended without waking its sleep");
+        assert!(poll_with(&mut pending, &flag).is_ready());
+    }
     // Made or first polled after the stop: completes at once.
     let mut late = timers.sleep(Duration::from_secs(60));
     assert!(poll_with(&mut late, &flag).is_ready());

@@ -56,8 +56,9 @@
 //! A `Sleep` polled (for the first time, or after a [`reset`](Sleep::reset) of a fired one)
 //! on a stopped service completes at once: there is no timer left to wait for, and a future
 //! that never completes would hang its task. A `Sleep` pending when `stop()` is called is
-//! handed back in `stop()`'s list like any timeout; dropping or running that
-//! [`Unfired`](crate::Unfired) task wakes it, and its next poll completes.
+//! handed back in `stop()`'s list like any timeout; dropping, running, or calling
+//! `cancelled()` on that [`Unfired`](crate::Unfired) task wakes it, and its next poll
+//! completes.
 
 use crate::error::ScheduleError;
 use crate::service::TimerService;
@@ -131,9 +132,11 @@ impl WakerId {
 
 /// The task in a sleep's cell: the waker to wake.
 ///
-/// Running it wakes the waker (by dropping the task: see `Drop`); a cancel drops it unwoken.
-/// Dropped unrun for any other reason (handed back by `stop()` and dropped, say), it wakes
-/// too, so that the sleeping task polls again and completes.
+/// Running it wakes the waker (by dropping the task: see `Drop`). The sleep's own cancels (a
+/// drop, a poll with a new waker) drop it unwoken, through `cancelled_unboxed`, which only
+/// the crate reaches (the cell's vtable; the type is private, so no user holds it unboxed).
+/// Ended any other way, it wakes, so that the sleeping task polls again and completes:
+/// handed back by `stop()` and dropped, run, or told `cancelled()` by the user.
 pub(crate) struct WakeTask {
     waker: Option<Waker>,
 }
@@ -154,8 +157,11 @@ impl TimerTask for WakeTask {
         drop(self);
     }
 
+    /// Only a user calls this (on a task `stop()` handed back, through
+    /// `Unfired::into_task`): the sleep is still waiting, so wake it (the drop does), and its
+    /// next poll completes.
     fn cancelled(self: Box<Self>) {
-        (*self).silence();
+        drop(self);
     }
 
     /// Runs in place, unboxed: the drop wakes.
@@ -163,7 +169,8 @@ impl TimerTask for WakeTask {
         drop(self);
     }
 
-    /// A cancel (a `Sleep` dropped, or moved to another waker): nothing to wake.
+    /// The sleep's own cancel (a `Sleep` dropped, moved to another waker, or disarmed):
+    /// nothing to wake.
     fn cancelled_unboxed(self) {
         self.silence();
     }
@@ -294,6 +301,17 @@ impl Sleep {
         }
         // Not registered, or its cell is spent (fired, or taken by `stop`): a fresh start.
         self.phase = Phase::Idle(self.service.clock().deadline_at(deadline));
+    }
+
+    /// Lets go of the registration, if any: the cell is cancelled (one CAS; its waker dropped
+    /// unwoken) and the sleep goes back to waiting for its deadline unregistered. For a
+    /// `WithTimeout` whose future won: nothing stays pending, nothing wakes later.
+    pub(crate) fn disarm(&mut self) {
+        if let Phase::Armed(timeout) = &self.phase {
+            let tick = timeout.entry.state().load().deadline();
+            timeout.cancel();
+            self.phase = Phase::Idle(tick);
+        }
     }
 
     /// Arms a cell for `tick` holding `waker`, on the polling thread's shard.
