@@ -34,8 +34,14 @@
 //!   to the shard, which catches it and counts it in [`Stats::panicked`](crate::Stats).
 //! - **`stop()`** hands back the waiting run, once: its task is the series. Running it runs
 //!   the closure once more (its successor is refused, which ends the series); dropping it
-//!   ends the series. Until then the handle stays pending. (A handle that was
-//!   [`reset`](crate::Timeout::reset) is filed, and `stop()` hands it back too.)
+//!   ends the series. Until then the handle stays pending. A run under way on the shard as
+//!   `stop()` closes it files its successor straight into the wheel (the shard's own thread,
+//!   before its final drain: `driver::drives`), and the drain hands that one back. A handle
+//!   that was [`reset`](crate::Timeout::reset) is filed, but the drain leaves it pending
+//!   rather than handing it back: one per series either way. The exception is offload: a
+//!   run under way on the pool when the shard closes has its successor refused, and
+//!   `stop()` (which does not wait for the pool) hands back nothing for that series; it
+//!   ends.
 //! - A run dropped without running (cancelled, handed back and dropped, or dropped by a
 //!   service that is gone) ends the series: its drop cancels the handle.
 //!
@@ -88,7 +94,7 @@ impl Control {
 
 /// The task of a series' handle: it never runs on its own (its cell is never filed); a
 /// winning `cancel()` (or, for a handle the user reset, its expiry) ends the series.
-struct ControlTask(Arc<Control>);
+pub(crate) struct ControlTask(Arc<Control>);
 
 impl TimerTask for ControlTask {
     fn run(self: Box<Self>) {
@@ -210,8 +216,11 @@ impl TimerService {
     ///   says when).
     /// - A run that panics ends the series (the handle is then cancelled); the panic is
     ///   caught and counted in [`Stats::panicked`](crate::Stats::panicked).
-    /// - [`stop`](TimerService::stop) hands the series back once, as the waiting run: its
-    ///   task runs the closure once, and dropping it ends the series.
+    /// - [`stop`](TimerService::stop) hands the series back once, as the waiting run (also
+    ///   when a run is under way on the shard, and when the handle was reset): its task runs
+    ///   the closure once, and dropping it ends the series. With
+    ///   [`offload`](crate::Builder::offload), a run under way on the pool during `stop()`
+    ///   ends its series instead, and nothing is handed back for it.
     /// - While the series lives, [`pending`](TimerService::pending) counts it twice: the
     ///   handle and the waiting run. See `src/periodic.rs` for the design.
     ///

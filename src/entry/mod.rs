@@ -223,6 +223,11 @@ impl EntryRef {
         self.state().try_expire(deadline).then(|| OwnedTask::new(self.clone()))
     }
 
+    /// Whether the entry was made with a task of type `T` (moved out or not).
+    pub(crate) fn holds<T: TimerTask>(&self) -> bool {
+        (self.header().vtable.type_id)() == TypeId::of::<T>()
+    }
+
     /// Where the entry sits in its shard's wheel. Owning shard's thread only.
     pub(crate) fn key(&self) -> Option<Key> {
         // Relaxed: only the owning shard's thread reads or writes `key`.

@@ -16,6 +16,7 @@
 
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
+use crate::periodic::ControlTask;
 use crate::routing;
 use crate::shard::stages::StageWheel;
 use crate::shard::{Shard, ShardHandle};
@@ -132,6 +133,15 @@ pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<Arc<Shard
             _ => Err(entry),
         },
         Err(_) => Err(entry),
+    })
+}
+
+/// Whether the calling thread is `shard`'s driver and free to file into its wheel (in a
+/// task's run, not inside a turn, not after the final drain began).
+pub(crate) fn drives(shard: &Shard) -> bool {
+    LOCAL.with(|l| match l.try_borrow() {
+        Ok(guard) => guard.as_ref().is_some_and(|local| std::ptr::eq(Arc::as_ptr(&local.shard), shard)),
+        Err(_) => false,
     })
 }
 
@@ -372,6 +382,12 @@ impl Local {
     }
 
     fn take_back(&self, entry: EntryRef, unfired: &mut Vec<TakenBack>) {
+        // A series' handle is filed only if the user reset it (to end the series then); the
+        // series is handed back as its waiting run, once, and the handle stays pending until
+        // that run is dealt with, as an unreset handle does (`periodic.rs`).
+        if entry.holds::<ControlTask>() {
+            return;
+        }
         if let Some((task, _)) = entry.cancel() {
             self.shard.release();
             unfired.push(TakenBack { entry, task });
