@@ -38,25 +38,34 @@ fn poll_with(sleep: &mut Sleep, flag: &Arc<Flag>) -> Poll<()> {
 }
 
 /// Sleeps of many lengths, all at once on one task each; none completes before its
-/// deadline, and each completes within a generous bound after it.
+/// deadline, and each completes within a generous bound after it. The tasks only record
+/// what they saw; the checks run here, so an early wake-up fails with its numbers at once
+/// (an assert inside a spawned task would only show as the tasks never finishing).
 async fn never_early(timers: TimerService, spawn: impl Fn(Pin<Box<dyn Future<Output = ()> + Send>>)) {
-    let done = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let n: usize = 40;
     for i in 0..n {
         let timers = timers.clone();
-        let done = done.clone();
+        let seen = seen.clone();
         spawn(Box::pin(async move {
             let delay = Duration::from_millis(1 + (i as u64 * 7) % 60);
             let start = Instant::now();
             timers.sleep(delay).await;
             let took = start.elapsed();
-            assert!(took >= delay, "woke after {took:?}, asked {delay:?}");
-            done.fetch_add(1, Ordering::SeqCst);
+            seen.lock().unwrap().push((delay, took));
         }));
     }
     let start = Instant::now();
-    while done.load(Ordering::SeqCst) < n {
-        assert!(start.elapsed() < PATIENCE, "sleeps did not complete");
+    loop {
+        // A copy, so that a failed check poisons nothing the tasks still use.
+        let now_seen = seen.lock().unwrap().clone();
+        for &(delay, took) in &now_seen {
+            assert!(took >= delay, "woke after {took:?}, asked {delay:?}");
+        }
+        if now_seen.len() == n {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "sleeps did not complete: {} of {n}", now_seen.len());
         // Yield to the executor with a sleep of our own.
         timers.sleep(Duration::from_millis(5)).await;
     }
@@ -195,8 +204,13 @@ fn resets_later_earlier_and_after_firing() {
     assert!(took >= Duration::from_millis(10) && took < Duration::from_secs(5), "took {took:?}");
     // Reset before the first poll: only the deadline moves.
     let mut idle = timers.sleep(Duration::from_secs(60));
-    idle.reset(Instant::now() + Duration::from_millis(3));
+    let target = Instant::now() + Duration::from_millis(3);
+    idle.reset(target);
+    assert!(idle.deadline() >= target && idle.deadline() < target + timers.tick() * 2);
+    let start = Instant::now();
     futures_executor::block_on(&mut idle);
+    assert!(Instant::now() >= target, "early");
+    assert!(start.elapsed() < Duration::from_secs(5), "waited for the old deadline");
     assert_eq!(timers.pending(), 0);
 }
 
