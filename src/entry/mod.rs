@@ -83,6 +83,7 @@ struct VTable {
     dealloc: unsafe fn(NonNull<Header>),
     type_id: fn() -> TypeId,
     /// [`TimerTask::runs_on_shard`] of the task's type.
+    #[cfg_attr(not(feature = "offload"), allow(dead_code))]
     runs_on_shard: fn() -> bool,
 }
 

@@ -34,6 +34,7 @@ impl OwnedTask {
 
     /// Whether the task must run on its shard thread even with offload
     /// ([`TimerTask::runs_on_shard`]).
+    #[cfg_attr(not(feature = "offload"), allow(dead_code))]
     pub(crate) fn runs_on_shard(&self) -> bool {
         (self.entry.header().vtable.runs_on_shard)()
     }
