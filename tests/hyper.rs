@@ -11,7 +11,6 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use shardwheel::TimerService;
 use std::convert::Infallible;
-use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
