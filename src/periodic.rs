@@ -94,7 +94,7 @@ impl Control {
 
 /// The task of a series' handle: it never runs on its own (its cell is never filed); a
 /// winning `cancel()` (or, for a handle the user reset, its expiry) ends the series.
-pub(crate) struct ControlTask(Arc<Control>);
+struct ControlTask(Arc<Control>);
 
 impl TimerTask for ControlTask {
     fn run(self: Box<Self>) {
@@ -115,6 +115,12 @@ impl TimerTask for ControlTask {
 
     /// Ending a series is the crate's own short work: it stays on the shard with offload.
     fn runs_on_shard() -> bool {
+        true
+    }
+
+    /// A handle the user reset is filed; `stop()` leaves it pending and hands the series
+    /// back as its waiting run alone (once).
+    fn left_pending_by_stop() -> bool {
         true
     }
 }

@@ -64,6 +64,18 @@ pub trait TimerTask: Send + 'static {
     {
         false
     }
+
+    /// Whether [`TimerService::stop`](crate::TimerService::stop) leaves a timeout with this
+    /// task pending instead of handing it back: `true` only for a repeating timer's handle
+    /// (filed if the user reset it), whose series `stop()` hands back as its waiting run.
+    /// Not meant to be overridden or called outside the crate.
+    #[doc(hidden)]
+    fn left_pending_by_stop() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
 }
 
 impl<F: FnOnce() + Send + 'static> TimerTask for F {

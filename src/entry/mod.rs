@@ -85,6 +85,8 @@ struct VTable {
     /// [`TimerTask::runs_on_shard`] of the task's type.
     #[cfg_attr(not(feature = "offload"), allow(dead_code))]
     runs_on_shard: fn() -> bool,
+    /// [`TimerTask::left_pending_by_stop`] of the task's type.
+    left_pending_by_stop: fn() -> bool,
 }
 
 #[repr(C)]
@@ -102,6 +104,7 @@ impl<T: TimerTask> Cell<T> {
         dealloc: Self::dealloc,
         type_id: TypeId::of::<T>,
         runs_on_shard: T::runs_on_shard,
+        left_pending_by_stop: T::left_pending_by_stop,
     };
 
     /// # Safety
@@ -224,9 +227,9 @@ impl EntryRef {
         self.state().try_expire(deadline).then(|| OwnedTask::new(self.clone()))
     }
 
-    /// Whether the entry was made with a task of type `T` (moved out or not).
-    pub(crate) fn holds<T: TimerTask>(&self) -> bool {
-        (self.header().vtable.type_id)() == TypeId::of::<T>()
+    /// [`TimerTask::left_pending_by_stop`] of the entry's task type.
+    pub(crate) fn left_pending_by_stop(&self) -> bool {
+        (self.header().vtable.left_pending_by_stop)()
     }
 
     /// Where the entry sits in its shard's wheel. Owning shard's thread only.

@@ -16,7 +16,6 @@
 
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
-use crate::periodic::ControlTask;
 use crate::routing;
 use crate::shard::stages::StageWheel;
 use crate::shard::{Shard, ShardHandle};
@@ -385,7 +384,7 @@ impl Local {
         // A series' handle is filed only if the user reset it (to end the series then); the
         // series is handed back as its waiting run, once, and the handle stays pending until
         // that run is dealt with, as an unreset handle does (`periodic.rs`).
-        if entry.holds::<ControlTask>() {
+        if entry.left_pending_by_stop() {
             return;
         }
         if let Some((task, _)) = entry.cancel() {
