@@ -225,7 +225,7 @@ impl TimerService {
     /// - [`stop`](TimerService::stop) hands the series back once, as the waiting run (also
     ///   when a run is under way on the shard, and when the handle was reset): its task runs
     ///   the closure once, and dropping it ends the series. With
-    ///   [`offload`](crate::Builder::offload), a run under way on the pool during `stop()`
+    ///   `Builder::offload` (the `offload` feature), a run under way on the pool during `stop()`
     ///   ends its series instead, and nothing is handed back for it.
     /// - While the series lives, [`pending`](TimerService::pending) counts it twice: the
     ///   handle and the waiting run. See `src/periodic.rs` for the design.

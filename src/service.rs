@@ -206,7 +206,7 @@ impl TimerService {
     /// Stops every shard and hands back every timeout that had not fired (pending, or still
     /// on its way to its shard), each now [`Cancelled`](crate::TimeoutState::Cancelled),
     /// without calling their tasks' `cancelled()`. Waits for the tasks running on the shard
-    /// threads to finish; with [`Builder::offload`](crate::Builder::offload), not for those
+    /// threads to finish; with `Builder::offload` (the `offload` feature), not for those
     /// already handed to the pool, which may still be running (or not yet started) when
     /// `stop` returns.
     ///

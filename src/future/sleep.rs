@@ -74,9 +74,9 @@ use std::time::{Duration, Instant};
 /// [`TimerService::sleep_until`].
 ///
 /// Registers on its first poll, not when it is made; cancelled (one compare-and-swap) when
-/// dropped. It works under any executor: the service's shard thread wakes it. See the
-/// [module docs](self) for the waker protocol. A `Sleep` holds a clone of its service, so
-/// the shards run for as long as a sleep lives.
+/// dropped. It works under any executor: the service's shard thread wakes it (with offload
+/// too). The waker protocol is in `src/future/sleep.rs` and `docs/protocols.md` §8. A `Sleep`
+/// holds a clone of its service, so the shards run for as long as a sleep lives.
 ///
 /// ```
 /// use shardwheel::TimerService;
