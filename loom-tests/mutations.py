@@ -172,6 +172,19 @@ MUTATIONS = [
             return Poll::Pending;
         }""",
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
+    ("M37", "a run stores its successor without checking that the series still lives", "src/periodic.rs",
+     """        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if handle.is_pending() {""",
+     """        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if true {""",
+     "loom_periodic", "cancel_races_a_run_firing"),
+    ("M38", "a run checks the handle before taking the lock (check, then act)", "src/periodic.rs",
+     """        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if handle.is_pending() {""",
+     """        let pending = handle.is_pending();
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if pending {""",
+     "loom_periodic", "cancel_races_a_run_firing"),
     ("M14", "expiry's CAS weakened from AcqRel to Relaxed", "src/state.rs",
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",

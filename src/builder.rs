@@ -113,6 +113,12 @@ impl Builder {
     /// threads, not for tasks still running on the pool. Tasks of one shard may run in
     /// parallel on the pool, and in any order once handed over.
     ///
+    /// Only user tasks (closures and [`TimerTask`](crate::TimerTask)s, a repeating timer's
+    /// runs included) go to the pool. A [`Sleep`](crate::Sleep)'s wake-up stays on the shard
+    /// thread, as without offload: a pool busy with user tasks delays no sleep, and a task
+    /// on the pool may block on a sleep (`block_on(timers.sleep(..))`) even on a one-thread
+    /// pool.
+    ///
     /// ```
     /// use shardwheel::TimerService;
     /// use std::sync::mpsc;

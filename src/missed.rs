@@ -15,8 +15,14 @@ use std::time::{Duration, Instant};
 ///  taken:  0         ────stall────▶ now = 3.4p
 ///  Burst:  then 3 at once (p, 2p, 3p), then 4p, 5p, ...            fixed rate, catching up
 ///  Skip:   then 4p, 5p, ... (p, 2p and 3p are skipped)             fixed rate, on the grid
-///  Delay:  then now + p = 4.4p, 5.4p, ...                          fixed delay
+///  Delay:  then now + p = 4.4p, 5.4p, ...                          the grid moves
 /// ```
+///
+/// For an [`Interval`](crate::Interval) the policy applies only when it has fallen behind
+/// (the tick after the one taken is already due): a tick taken late but before the next one
+/// is due is followed by the next one on the grid, whatever the policy, as in tokio. A
+/// repeating timer with [`Missed::Delay`] is the exception: it is fixed-delay throughout,
+/// each run one period after the previous run returned.
 ///
 /// ```
 /// use shardwheel::Missed;
@@ -28,8 +34,10 @@ pub enum Missed {
     /// Fixed rate, catching up: every missed tick is taken, back to back, until the timer is
     /// on schedule again.
     Burst,
-    /// Fixed delay: the next tick is one period after the late one was taken (for a
-    /// repeating timer, after its run returned). The schedule drifts by each delay.
+    /// Fixed delay after a fall behind: the next tick is one period after the late one was
+    /// taken, and the grid moves there (for an interval; a tick taken late but before the
+    /// next is due is followed by the next on the grid, no drift). A repeating timer is
+    /// fixed-delay throughout: each run starts one period after the previous one returned.
     Delay,
     /// Fixed rate, skipping: the missed ticks are dropped, and the next is the first one of
     /// the original schedule that is still ahead.
@@ -48,16 +56,17 @@ pub(crate) fn saturating_add(at: Instant, by: Duration) -> Instant {
 }
 
 impl Missed {
-    /// The tick after the one due at `due`, for a timer taken (or run) at `now`.
+    /// For an interval: the tick after the one due at `due`, taken at `now`. On the grid
+    /// (`due + period`) unless that is already due; then as the policy says.
     pub(crate) fn next(self, due: Instant, period: Duration, now: Instant) -> Instant {
+        let next = saturating_add(due, period);
+        if next > now {
+            return next;
+        }
         match self {
-            Missed::Burst => saturating_add(due, period),
+            Missed::Burst => next,
             Missed::Delay => saturating_add(now, period),
             Missed::Skip => {
-                let next = saturating_add(due, period);
-                if next > now {
-                    return next;
-                }
                 // Whole periods missed since `due`, plus one: the first tick after `now`.
                 let behind = now.duration_since(due).as_nanos();
                 let periods = behind / period.as_nanos().max(1) + 1;
@@ -68,6 +77,16 @@ impl Missed {
                     None => saturating_add(now, period),
                 }
             }
+        }
+    }
+
+    /// For a repeating timer: when the run after the one due at `due` is due, the run having
+    /// returned at `now`. As [`next`](Missed::next), except that [`Missed::Delay`] is
+    /// fixed-delay throughout (`now + period`), as `schedule_repeating` promises.
+    pub(crate) fn next_run(self, due: Instant, period: Duration, now: Instant) -> Instant {
+        match self {
+            Missed::Delay => saturating_add(now, period),
+            _ => self.next(due, period, now),
         }
     }
 }
@@ -85,10 +104,17 @@ mod tests {
         assert_eq!(Missed::Burst.next(t0, p, now), t0 + p);
         assert_eq!(Missed::Delay.next(t0, p, now), now + p);
         assert_eq!(Missed::Skip.next(t0, p, now), t0 + Duration::from_millis(40));
-        // On time, all three agree on the grid (Delay from `now`).
-        let on_time = t0 + Duration::from_millis(1);
-        assert_eq!(Missed::Skip.next(t0, p, on_time), t0 + p);
-        assert_eq!(Missed::Burst.next(t0, p, on_time), t0 + p);
+        // Taken late but before the next tick is due, all three stay on the grid.
+        let on_time = t0 + Duration::from_millis(7);
+        for missed in [Missed::Burst, Missed::Delay, Missed::Skip] {
+            assert_eq!(missed.next(t0, p, on_time), t0 + p, "{missed:?}");
+        }
+        // A repeating timer's Delay is fixed-delay from the run's end, always; the others
+        // are as for an interval.
+        assert_eq!(Missed::Delay.next_run(t0, p, on_time), on_time + p);
+        assert_eq!(Missed::Delay.next_run(t0, p, now), now + p);
+        assert_eq!(Missed::Skip.next_run(t0, p, now), t0 + Duration::from_millis(40));
+        assert_eq!(Missed::Burst.next_run(t0, p, now), t0 + p);
         // Exactly on a grid point: the next one, strictly after `now`.
         assert_eq!(Missed::Skip.next(t0, p, t0 + Duration::from_millis(30)), t0 + Duration::from_millis(40));
     }
@@ -98,6 +124,7 @@ mod tests {
         let t0 = Instant::now();
         for missed in [Missed::Burst, Missed::Delay, Missed::Skip] {
             assert!(missed.next(t0, Duration::MAX, t0) > t0 + Duration::from_secs(3600 * 24 * 365 * 50));
+            assert!(missed.next_run(t0, Duration::MAX, t0) > t0 + Duration::from_secs(3600 * 24 * 365 * 50));
         }
     }
 }

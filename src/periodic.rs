@@ -34,8 +34,14 @@
 //!   to the shard, which catches it and counts it in [`Stats::panicked`](crate::Stats).
 //! - **`stop()`** hands back the waiting run, once: its task is the series. Running it runs
 //!   the closure once more (its successor is refused, which ends the series); dropping it
-//!   ends the series. Until then the handle stays pending. (A handle that was
-//!   [`reset`](crate::Timeout::reset) is filed, and `stop()` hands it back too.)
+//!   ends the series. Until then the handle stays pending. A run under way on the shard as
+//!   `stop()` closes it files its successor straight into the wheel (the shard's own thread,
+//!   before its final drain: `driver::drives`), and the drain hands that one back. A handle
+//!   that was [`reset`](crate::Timeout::reset) is filed, but the drain leaves it pending
+//!   rather than handing it back: one per series either way. The exception is offload: a
+//!   run under way on the pool when the shard closes has its successor refused, and
+//!   `stop()` (which does not wait for the pool) hands back nothing for that series; it
+//!   ends.
 //! - A run dropped without running (cancelled, handed back and dropped, or dropped by a
 //!   service that is gone) ends the series: its drop cancels the handle.
 //!
@@ -106,6 +112,17 @@ impl TimerTask for ControlTask {
     fn cancelled_unboxed(self) {
         self.0.end();
     }
+
+    /// Ending a series is the crate's own short work: it stays on the shard with offload.
+    fn runs_on_shard() -> bool {
+        true
+    }
+
+    /// A handle the user reset is filed; `stop()` leaves it pending and hands the series
+    /// back as its waiting run alone (once).
+    fn left_pending_by_stop() -> bool {
+        true
+    }
 }
 
 /// One run of a series: a one-shot timeout that calls the closure and schedules the next.
@@ -135,7 +152,7 @@ impl<F: FnMut() + Send + 'static> Run<F> {
             // On to the shard's own catch, which counts it.
             resume_unwind(panic);
         }
-        let next_due = self.missed.next(self.due, self.period, Instant::now());
+        let next_due = self.missed.next_run(self.due, self.period, Instant::now());
         let Some(service) = self.service.upgrade() else {
             // Every strong handle of the service is gone: so is the series.
             self.handle.cancel();
@@ -205,8 +222,11 @@ impl TimerService {
     ///   says when).
     /// - A run that panics ends the series (the handle is then cancelled); the panic is
     ///   caught and counted in [`Stats::panicked`](crate::Stats::panicked).
-    /// - [`stop`](TimerService::stop) hands the series back once, as the waiting run: its
-    ///   task runs the closure once, and dropping it ends the series.
+    /// - [`stop`](TimerService::stop) hands the series back once, as the waiting run (also
+    ///   when a run is under way on the shard, and when the handle was reset): its task runs
+    ///   the closure once, and dropping it ends the series. With
+    ///   `Builder::offload` (the `offload` feature), a run under way on the pool during `stop()`
+    ///   ends its series instead, and nothing is handed back for it.
     /// - While the series lives, [`pending`](TimerService::pending) counts it twice: the
     ///   handle and the waiting run. See `src/periodic.rs` for the design.
     ///

@@ -205,10 +205,15 @@ impl TimerService {
 
     /// Stops every shard and hands back every timeout that had not fired (pending, or still
     /// on its way to its shard), each now [`Cancelled`](crate::TimeoutState::Cancelled),
-    /// without calling their tasks' `cancelled()`. Waits for running tasks to finish.
+    /// without calling their tasks' `cancelled()`. Waits for the tasks running on the shard
+    /// threads to finish; with `Builder::offload` (the `offload` feature), not for those
+    /// already handed to the pool, which may still be running (or not yet started) when
+    /// `stop` returns.
     ///
     /// A schedule racing with `stop` either lands in the returned list, fires (if it was due
     /// by the shard's last turn), or fails with [`ScheduleError::Shutdown`]: nothing is lost.
+    /// A task running on a shard thread in its last turn that schedules on its own shard
+    /// lands in the returned list.
     /// Later schedules fail with `Shutdown`; a second `stop` returns an empty list. From a task on one of this service's shard
     /// threads, `stop` would wait for itself, and returns [`StopError::OnTimerThread`].
     pub fn stop(&self) -> Result<Vec<Unfired>, StopError> {
@@ -235,7 +240,11 @@ impl TimerService {
         task: T,
     ) -> Result<Timeout, ScheduleError<T>> {
         let shard = &self.inner.shards[index];
-        if shard.mailbox.is_closed() {
+        // A task running on this shard's own thread in its last turn (a series' run re-arming
+        // as `stop()` closes the shard) still files straight into the wheel: the final drain
+        // that follows hands it back in `stop()`'s list, so nothing is refused that `stop()`
+        // could return.
+        if shard.mailbox.is_closed() && !driver::drives(shard) {
             return Err(ScheduleError::Shutdown(task));
         }
         if !shard.try_reserve() {

@@ -51,6 +51,31 @@ pub trait TimerTask: Send + 'static {
     {
         Box::new(self).cancelled()
     }
+
+    /// Whether the task runs on its shard thread even with
+    /// [`Builder::offload`](crate::Builder::offload): `true` for the crate's own short tasks
+    /// (a `Sleep`'s wake-up, a series' control), so that a busy pool delays no sleep and a
+    /// task on the pool can wait for one. User tasks go to the pool. Not meant to be
+    /// overridden or called outside the crate.
+    #[doc(hidden)]
+    fn runs_on_shard() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
+
+    /// Whether [`TimerService::stop`](crate::TimerService::stop) leaves a timeout with this
+    /// task pending instead of handing it back: `true` only for a repeating timer's handle
+    /// (filed if the user reset it), whose series `stop()` hands back as its waiting run.
+    /// Not meant to be overridden or called outside the crate.
+    #[doc(hidden)]
+    fn left_pending_by_stop() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
 }
 
 impl<F: FnOnce() + Send + 'static> TimerTask for F {

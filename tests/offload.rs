@@ -57,7 +57,7 @@ fn panics_on_the_pool_are_counted_and_tasks_run_there() {
     assert!(name.starts_with("offload-"), "ran on {name}");
     timers.schedule(Duration::from_millis(1), || panic!("a task that fails on the pool")).unwrap();
     assert!(wait_until(|| timers.stats().panicked == 1, PATIENCE), "the panic was not counted");
-    // Sleeps are woken from the pool too.
+    // Sleeps are woken from the shard (see below), and counted as expiries all the same.
     futures_executor::block_on(timers.sleep(Duration::from_millis(2)));
     let stats = timers.stats();
     assert_eq!(stats.expired, 3);
@@ -84,4 +84,60 @@ fn a_series_runs_on_the_pool_one_run_at_a_time() {
     assert!(handle.cancel());
     assert!(wait_until(|| timers.pending() == 0, PATIENCE));
     assert_eq!(timers.stats().panicked, 0);
+}
+
+/// Sleeps are the crate's own work, not user tasks: their wake-ups run on the shard even
+/// with offload, so a pool whose every thread is blocked delays no sleep.
+#[test]
+fn a_saturated_pool_delays_no_sleep() {
+    use std::sync::{Arc, Barrier};
+    let timers = TimerService::builder().shards(1).pin_threads(false).offload(pool()).build().unwrap();
+    // Both pool threads blocked until the sleep below is done.
+    let (release, blocked) = (Arc::new(Barrier::new(3)), Arc::new(Barrier::new(3)));
+    for _ in 0..2 {
+        let (release, blocked) = (release.clone(), blocked.clone());
+        timers
+            .schedule(Duration::ZERO, move || {
+                blocked.wait();
+                release.wait();
+            })
+            .unwrap();
+    }
+    blocked.wait();
+    let start = Instant::now();
+    let waited = Arc::new(std::sync::Mutex::new(None));
+    let (t, w) = (timers.clone(), waited.clone());
+    // The sleep is awaited on another thread, so that a sleep never woken fails the test
+    // (after PATIENCE) instead of hanging it; the pool is released either way.
+    let sleeper = std::thread::spawn(move || {
+        futures_executor::block_on(t.sleep(Duration::from_millis(20)));
+        *w.lock().unwrap() = Some(start.elapsed());
+    });
+    let woke = wait_until(|| waited.lock().unwrap().is_some(), PATIENCE);
+    release.wait();
+    sleeper.join().unwrap();
+    assert!(woke, "a sleep waited for the blocked pool");
+    let took = waited.lock().unwrap().unwrap();
+    assert!(took >= Duration::from_millis(20), "early: {took:?}");
+    // Generous for a loaded machine; the pool stays blocked for PATIENCE if the wake-up
+    // waits for it.
+    assert!(took < Duration::from_secs(2), "the wake-up waited for the pool: {took:?}");
+}
+
+/// A task on a one-thread pool that blocks on a sleep: the wake-up must not need the pool.
+#[test]
+fn a_sleep_awaited_inside_a_task_on_a_one_thread_pool_completes() {
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let timers = TimerService::builder().shards(1).pin_threads(false).offload(one).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let t = timers.clone();
+    timers
+        .schedule(Duration::ZERO, move || {
+            let start = Instant::now();
+            futures_executor::block_on(t.sleep(Duration::from_millis(5)));
+            tx.send(start.elapsed()).unwrap();
+        })
+        .unwrap();
+    let took = rx.recv_timeout(PATIENCE).expect("the sleep inside the pool's only thread was never woken");
+    assert!(took >= Duration::from_millis(5), "early: {took:?}");
 }

@@ -34,7 +34,12 @@ fn a_series_runs_on_its_grid_until_cancelled() {
     let handle = timers.schedule_repeating(Duration::from_millis(5), period, Missed::Skip, task).unwrap();
     assert!(handle.is_pending());
     assert!(wait_until(|| count(&runs) >= 5, PATIENCE));
-    assert_eq!(timers.pending(), 2, "a live series counts its handle and its waiting run");
+    // Read while a run is under way (fired, successor not yet armed) it is 1: wait for 2.
+    assert!(
+        wait_until(|| timers.pending() == 2, PATIENCE),
+        "a live series counts its handle and its waiting run: {}",
+        timers.pending()
+    );
     assert!(handle.cancel(), "the first cancel ends the series");
     assert!(!handle.cancel());
     assert!(handle.is_cancelled());
@@ -161,6 +166,64 @@ fn stop_hands_the_series_back_once() {
     let handle =
         timers.schedule_repeating(Duration::from_secs(60), Duration::from_secs(1), Missed::Skip, || {}).unwrap();
     drop(timers.stop().unwrap());
+    assert!(handle.is_cancelled());
+    assert_eq!(timers.pending(), 0);
+    let stats = timers.stats();
+    assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
+}
+
+/// A run under way on the shard when `stop()` is called: its successor still reaches
+/// `stop()`'s list (the shard files it before its final drain), so the series is handed
+/// back once, not ended silently.
+#[test]
+fn stop_during_a_run_hands_the_series_back_once() {
+    let timers = one_shard();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handle = timers
+        .schedule_repeating(Duration::ZERO, Duration::from_secs(60), Missed::Skip, move || {
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                started_tx.send(()).unwrap();
+                // Still running when `stop()` closes the shard.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .unwrap();
+    started.recv_timeout(PATIENCE).unwrap();
+    let mut unfired = timers.stop().unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(unfired.len(), 1, "the series, once, even with a run under way");
+    assert!(handle.is_pending(), "the series is the caller's now");
+    unfired.pop().unwrap().into_task().run();
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "the handed-back run runs the closure");
+    assert!(handle.is_cancelled(), "its successor is refused: the series ends");
+    assert_eq!(timers.pending(), 0);
+    let stats = timers.stats();
+    assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
+}
+
+/// A handle that was reset (the series ends at a deadline) is filed on the shard; `stop()`
+/// still hands back the series once: its waiting run, not the handle too.
+#[test]
+fn stop_hands_a_reset_series_back_once() {
+    let timers = one_shard();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handle = timers
+        .schedule_repeating(Duration::from_secs(60), Duration::from_secs(60), Missed::Skip, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert!(handle.reset(Duration::from_secs(3600)), "the series now ends in an hour");
+    // The reset's notice reaches the shard, which files the handle.
+    assert!(wait_until(|| timers.stats().queued == 0, PATIENCE));
+    std::thread::sleep(Duration::from_millis(20));
+    let mut unfired = timers.stop().unwrap();
+    assert_eq!(unfired.len(), 1, "the series, once: {unfired:?}");
+    assert!(handle.is_pending());
+    unfired.pop().unwrap().into_task().run();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handed-back run runs the closure");
     assert!(handle.is_cancelled());
     assert_eq!(timers.pending(), 0);
     let stats = timers.stats();

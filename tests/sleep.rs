@@ -38,25 +38,34 @@ fn poll_with(sleep: &mut Sleep, flag: &Arc<Flag>) -> Poll<()> {
 }
 
 /// Sleeps of many lengths, all at once on one task each; none completes before its
-/// deadline, and each completes within a generous bound after it.
+/// deadline, and each completes within a generous bound after it. The tasks only record
+/// what they saw; the checks run here, so an early wake-up fails with its numbers at once
+/// (an assert inside a spawned task would only show as the tasks never finishing).
 async fn never_early(timers: TimerService, spawn: impl Fn(Pin<Box<dyn Future<Output = ()> + Send>>)) {
-    let done = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let n: usize = 40;
     for i in 0..n {
         let timers = timers.clone();
-        let done = done.clone();
+        let seen = seen.clone();
         spawn(Box::pin(async move {
             let delay = Duration::from_millis(1 + (i as u64 * 7) % 60);
             let start = Instant::now();
             timers.sleep(delay).await;
             let took = start.elapsed();
-            assert!(took >= delay, "woke after {took:?}, asked {delay:?}");
-            done.fetch_add(1, Ordering::SeqCst);
+            seen.lock().unwrap().push((delay, took));
         }));
     }
     let start = Instant::now();
-    while done.load(Ordering::SeqCst) < n {
-        assert!(start.elapsed() < PATIENCE, "sleeps did not complete");
+    loop {
+        // A copy, so that a failed check poisons nothing the tasks still use.
+        let now_seen = seen.lock().unwrap().clone();
+        for &(delay, took) in &now_seen {
+            assert!(took >= delay, "woke after {took:?}, asked {delay:?}");
+        }
+        if now_seen.len() == n {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "sleeps did not complete: {} of {n}", now_seen.len());
         // Yield to the executor with a sleep of our own.
         timers.sleep(Duration::from_millis(5)).await;
     }
@@ -123,6 +132,30 @@ fn timeouts_both_ways() {
     assert_eq!(timers.pending(), 0, "both sleeps of the lost race were cancelled");
 }
 
+/// The inner future wins after the deadline registered: the deadline is cancelled at once,
+/// not when the `WithTimeout` is dropped, and it wakes nothing later.
+#[test]
+fn a_timeout_whose_future_wins_lets_go_of_its_deadline() {
+    let timers = service();
+    let flag = Arc::new(Flag::default());
+    let mut polls = 0;
+    let inner = std::future::poll_fn(move |_| {
+        polls += 1;
+        if polls == 1 { Poll::Pending } else { Poll::Ready(7) }
+    });
+    let mut limited = Box::pin(timers.timeout(Duration::from_millis(20), inner));
+    let waker = Waker::from(flag.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert!(limited.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(timers.pending(), 1, "the deadline registered");
+    assert_eq!(limited.as_mut().poll(&mut cx), Poll::Ready(Ok(7)));
+    assert_eq!(timers.pending(), 0, "the deadline outlived the race it lost");
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(flag.woken(), 0, "a finished timeout woke its task for nothing");
+    assert_eq!(timers.stats().expired, 0);
+    drop(limited);
+}
+
 #[test]
 fn a_panic_inside_a_timeout_reaches_the_awaiting_task() {
     let timers = service();
@@ -171,8 +204,13 @@ fn resets_later_earlier_and_after_firing() {
     assert!(took >= Duration::from_millis(10) && took < Duration::from_secs(5), "took {took:?}");
     // Reset before the first poll: only the deadline moves.
     let mut idle = timers.sleep(Duration::from_secs(60));
-    idle.reset(Instant::now() + Duration::from_millis(3));
+    let target = Instant::now() + Duration::from_millis(3);
+    idle.reset(target);
+    assert!(idle.deadline() >= target && idle.deadline() < target + timers.tick() * 2);
+    let start = Instant::now();
     futures_executor::block_on(&mut idle);
+    assert!(Instant::now() >= target, "early");
+    assert!(start.elapsed() < Duration::from_secs(5), "waited for the old deadline");
     assert_eq!(timers.pending(), 0);
 }
 
@@ -243,6 +281,19 @@ fn after_stop_a_sleep_completes_at_once() {
     assert_eq!(flag.woken(), 1, "dropping the handed-back task wakes the sleep");
     assert!(poll_with(&mut pending, &flag).is_ready());
     assert!(pending.is_elapsed());
+    // Handed back and run, or told it was cancelled: each wakes the sleep too.
+    let ways: [fn(Box<dyn shardwheel::TimerTask>); 2] = [|t| t.run(), |t| t.cancelled()];
+    for tell in ways {
+        let timers = service();
+        let flag = Arc::new(Flag::default());
+        let mut pending = timers.sleep(Duration::from_secs(60));
+        assert!(poll_with(&mut pending, &flag).is_pending());
+        let mut unfired = timers.stop().unwrap();
+        assert_eq!(unfired.len(), 1);
+        tell(unfired.pop().unwrap().into_task());
+        assert_eq!(flag.woken(), 1, "the handed-back task was ended without waking its sleep");
+        assert!(poll_with(&mut pending, &flag).is_ready());
+    }
     // Made or first polled after the stop: completes at once.
     let mut late = timers.sleep(Duration::from_secs(60));
     assert!(poll_with(&mut late, &flag).is_ready());

@@ -82,6 +82,11 @@ struct VTable {
     /// Frees the cell (the task must be gone).
     dealloc: unsafe fn(NonNull<Header>),
     type_id: fn() -> TypeId,
+    /// [`TimerTask::runs_on_shard`] of the task's type.
+    #[cfg_attr(not(feature = "offload"), allow(dead_code))]
+    runs_on_shard: fn() -> bool,
+    /// [`TimerTask::left_pending_by_stop`] of the task's type.
+    left_pending_by_stop: fn() -> bool,
 }
 
 #[repr(C)]
@@ -98,6 +103,8 @@ impl<T: TimerTask> Cell<T> {
         drop_task: Self::drop_task,
         dealloc: Self::dealloc,
         type_id: TypeId::of::<T>,
+        runs_on_shard: T::runs_on_shard,
+        left_pending_by_stop: T::left_pending_by_stop,
     };
 
     /// # Safety
@@ -218,6 +225,11 @@ impl EntryRef {
     /// PENDING(deadline) → EXPIRED, for the owning shard; on success the task.
     pub(crate) fn expire(&self, deadline: u64) -> Option<OwnedTask> {
         self.state().try_expire(deadline).then(|| OwnedTask::new(self.clone()))
+    }
+
+    /// [`TimerTask::left_pending_by_stop`] of the entry's task type.
+    pub(crate) fn left_pending_by_stop(&self) -> bool {
+        (self.header().vtable.left_pending_by_stop)()
     }
 
     /// Where the entry sits in its shard's wheel. Owning shard's thread only.

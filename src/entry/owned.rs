@@ -32,6 +32,13 @@ impl OwnedTask {
         unsafe { (entry.header().vtable.run)(entry.ptr) };
     }
 
+    /// Whether the task must run on its shard thread even with offload
+    /// ([`TimerTask::runs_on_shard`]).
+    #[cfg_attr(not(feature = "offload"), allow(dead_code))]
+    pub(crate) fn runs_on_shard(&self) -> bool {
+        (self.entry.header().vtable.runs_on_shard)()
+    }
+
     /// Runs the task on its shard, then lets go of the entry there (see [`Returned`]). If
     /// the task panics, the reference is dropped as the panic unwinds.
     pub(crate) fn run_on_shard(self, returned: &Returned) {

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 ///
 /// The first tick completes at once; tick `k` is due at `start + k × period`, and never
 /// completes before that (it completes at the first tick boundary of the service at or after
-/// it). A tick taken late is followed as [`set_missed`](Interval::set_missed) says
-/// ([`Missed::Skip`] by default). One [`Sleep`] does the waiting: a tick taken on time moves
+/// it). A tick taken late is followed by the next on the grid, unless the interval fell
+/// behind (the next tick was already due when it was taken): then as
+/// [`set_missed`](Interval::set_missed) says ([`Missed::Skip`] by default). One [`Sleep`] does the waiting: a tick taken on time moves
 /// its deadline one period on (a fresh registration once it has fired; when the interval
 /// is already behind, a tick costs no registration at all).
 ///
@@ -24,13 +25,15 @@ use std::time::{Duration, Instant};
 /// use std::time::{Duration, Instant};
 ///
 /// let timers = TimerService::new()?;
-/// let mut every = timers.interval(Duration::from_millis(10));
+/// // A period long enough that no tick falls a whole period behind on a busy machine (once
+/// // behind, `Missed::Skip` would skip ahead on the grid).
+/// let mut every = timers.interval(Duration::from_millis(100));
 /// let start = futures_executor::block_on(every.tick());
 /// let third = futures_executor::block_on(async {
 ///     every.tick().await;
 ///     every.tick().await
 /// });
-/// assert_eq!(third, start + Duration::from_millis(20));
+/// assert_eq!(third, start + Duration::from_millis(200));
 /// assert!(Instant::now() >= third, "never early");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

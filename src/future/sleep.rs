@@ -44,8 +44,9 @@
 //! # Who calls `wake`, and what it costs
 //!
 //! The shard thread that owns the cell calls [`Waker::wake`] from its batch of due tasks,
-//! after its wheel is released, like any task's `run` (or a thread of the offload pool, with
-//! [`Builder::offload`](crate::Builder::offload)). The cost is the executor's: for tokio, a
+//! after its wheel is released, like any task's `run`; with
+//! [`Builder::offload`](crate::Builder::offload) too (only user tasks go to the pool, so a
+//! busy pool delays no sleep). The cost is the executor's: for tokio, a
 //! push onto the runtime's injection queue and, if every worker sleeps, one unpark (a futex
 //! wake-up); for `futures::executor::block_on`, an unpark of the blocked thread. A cancelled
 //! `Sleep` never wakes anything.
@@ -55,8 +56,9 @@
 //! A `Sleep` polled (for the first time, or after a [`reset`](Sleep::reset) of a fired one)
 //! on a stopped service completes at once: there is no timer left to wait for, and a future
 //! that never completes would hang its task. A `Sleep` pending when `stop()` is called is
-//! handed back in `stop()`'s list like any timeout; dropping or running that
-//! [`Unfired`](crate::Unfired) task wakes it, and its next poll completes.
+//! handed back in `stop()`'s list like any timeout; dropping, running, or calling
+//! `cancelled()` on that [`Unfired`](crate::Unfired) task wakes it, and its next poll
+//! completes.
 
 use crate::error::ScheduleError;
 use crate::service::TimerService;
@@ -72,9 +74,9 @@ use std::time::{Duration, Instant};
 /// [`TimerService::sleep_until`].
 ///
 /// Registers on its first poll, not when it is made; cancelled (one compare-and-swap) when
-/// dropped. It works under any executor: the service's shard thread wakes it. See the
-/// [module docs](self) for the waker protocol. A `Sleep` holds a clone of its service, so
-/// the shards run for as long as a sleep lives.
+/// dropped. It works under any executor: the service's shard thread wakes it (with offload
+/// too). The waker protocol is in `src/future/sleep.rs` and `docs/protocols.md` §8. A `Sleep`
+/// holds a clone of its service, so the shards run for as long as a sleep lives.
 ///
 /// ```
 /// use shardwheel::TimerService;
@@ -130,9 +132,11 @@ impl WakerId {
 
 /// The task in a sleep's cell: the waker to wake.
 ///
-/// Running it wakes the waker (by dropping the task: see `Drop`); a cancel drops it unwoken.
-/// Dropped unrun for any other reason (handed back by `stop()` and dropped, say), it wakes
-/// too, so that the sleeping task polls again and completes.
+/// Running it wakes the waker (by dropping the task: see `Drop`). The sleep's own cancels (a
+/// drop, a poll with a new waker) drop it unwoken, through `cancelled_unboxed`, which only
+/// the crate reaches (the cell's vtable; the type is private, so no user holds it unboxed).
+/// Ended any other way, it wakes, so that the sleeping task polls again and completes:
+/// handed back by `stop()` and dropped, run, or told `cancelled()` by the user.
 pub(crate) struct WakeTask {
     waker: Option<Waker>,
 }
@@ -153,8 +157,11 @@ impl TimerTask for WakeTask {
         drop(self);
     }
 
+    /// Only a user calls this (on a task `stop()` handed back, through
+    /// `Unfired::into_task`): the sleep is still waiting, so wake it (the drop does), and its
+    /// next poll completes.
     fn cancelled(self: Box<Self>) {
-        (*self).silence();
+        drop(self);
     }
 
     /// Runs in place, unboxed: the drop wakes.
@@ -162,9 +169,16 @@ impl TimerTask for WakeTask {
         drop(self);
     }
 
-    /// A cancel (a `Sleep` dropped, or moved to another waker): nothing to wake.
+    /// The sleep's own cancel (a `Sleep` dropped, moved to another waker, or disarmed):
+    /// nothing to wake.
     fn cancelled_unboxed(self) {
         self.silence();
+    }
+
+    /// A wake-up is the crate's own short work: it runs on the shard even with offload, so
+    /// a busy pool delays no sleep (and a task on the pool may block on one).
+    fn runs_on_shard() -> bool {
+        true
     }
 }
 
@@ -287,6 +301,17 @@ impl Sleep {
         }
         // Not registered, or its cell is spent (fired, or taken by `stop`): a fresh start.
         self.phase = Phase::Idle(self.service.clock().deadline_at(deadline));
+    }
+
+    /// Lets go of the registration, if any: the cell is cancelled (one CAS; its waker dropped
+    /// unwoken) and the sleep goes back to waiting for its deadline unregistered. For a
+    /// `WithTimeout` whose future won: nothing stays pending, nothing wakes later.
+    pub(crate) fn disarm(&mut self) {
+        if let Phase::Armed(timeout) = &self.phase {
+            let tick = timeout.entry.state().load().deadline();
+            timeout.cancel();
+            self.phase = Phase::Idle(tick);
+        }
     }
 
     /// Arms a cell for `tick` holding `waker`, on the polling thread's shard.

@@ -98,6 +98,9 @@ impl<F: Future> Future for WithTimeout<F> {
         // SAFETY: see above: `future` stays where it is for as long as `self` is pinned.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
         if let Poll::Ready(output) = future.poll(cx) {
+            // Done: the deadline's registration goes now, not when the `WithTimeout` is
+            // dropped (it would count as pending and wake the task for nothing).
+            this.sleep.disarm();
             return Poll::Ready(Ok(output));
         }
         match Pin::new(&mut this.sleep).poll(cx) {

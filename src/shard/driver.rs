@@ -3,7 +3,8 @@
 //! Each turn it drains (a bounded number of) mailbox commands into the wheel, polls the
 //! wheel for what is due (a bounded number of steps), commits each due timeout with the
 //! EXPIRED CAS, and then, holding nothing, runs the batch of tasks (or, with
-//! `Builder::offload`, hands each to the pool and goes on). With nothing left to do
+//! `Builder::offload`, hands each user task to the pool and goes on; the crate's own tasks,
+//! a `Sleep`'s wake-up and a series' control, still run here). With nothing left to do
 //! it sleeps until the wheel's next deadline, or until a producer wakes it (`mailbox.rs`).
 //! A shard with nothing to do sleeps without a timeout: an idle service makes no wake-ups at
 //! all. A wake-up promised to producers is kept even if its timeouts are cancelled
@@ -131,6 +132,15 @@ pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<Arc<Shard
             _ => Err(entry),
         },
         Err(_) => Err(entry),
+    })
+}
+
+/// Whether the calling thread is `shard`'s driver and free to file into its wheel (in a
+/// task's run, not inside a turn, not after the final drain began).
+pub(crate) fn drives(shard: &Shard) -> bool {
+    LOCAL.with(|l| match l.try_borrow() {
+        Ok(guard) => guard.as_ref().is_some_and(|local| std::ptr::eq(Arc::as_ptr(&local.shard), shard)),
+        Err(_) => false,
     })
 }
 
@@ -371,6 +381,12 @@ impl Local {
     }
 
     fn take_back(&self, entry: EntryRef, unfired: &mut Vec<TakenBack>) {
+        // A series' handle is filed only if the user reset it (to end the series then); the
+        // series is handed back as its waiting run, once, and the handle stays pending until
+        // that run is dealt with, as an unreset handle does (`periodic.rs`).
+        if entry.left_pending_by_stop() {
+            return;
+        }
         if let Some((task, _)) = entry.cancel() {
             self.shard.release();
             unfired.push(TakenBack { entry, task });
@@ -404,11 +420,21 @@ fn offload_tasks(_: &Arc<Shard>, _: &mut Vec<OwnedTask>, pool: &Pool) {
     match *pool {}
 }
 
-/// Hands the committed tasks to `pool`, each with the shard to count its panic on and to
-/// hand its cell back to (`Returned` takes cells from any thread). The shard goes on at once.
+/// Hands the committed user tasks to `pool`, each with the shard to count its panic on and
+/// to hand its cell back to (`Returned` takes cells from any thread), and goes on at once.
+/// The crate's own tasks (a `Sleep`'s wake-up, a series' control: `TimerTask::runs_on_shard`)
+/// run here, on the shard, as without offload: a pool busy with (or blocked by) user tasks
+/// must delay no sleep, and a task on the pool that waits for a sleep must not wait for a
+/// thread of the pool to wake it.
 #[cfg(feature = "offload")]
 fn offload_tasks(shard: &Arc<Shard>, batch: &mut Vec<OwnedTask>, pool: &Pool) {
     for task in batch.drain(..) {
+        if task.runs_on_shard() {
+            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
+                shard.counters.panicked();
+            }
+            continue;
+        }
         let shard = shard.clone();
         pool.spawn(move || {
             if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
