@@ -231,7 +231,9 @@ impl<T> LocalWheel<T> {
         let key = self.wheel.insert(Entry::new(deadline, payload));
         let index = key.into_raw() - FIRST_KEY;
         if !self.slots.ensure(index, &self.shared.directory) {
-            drop(self.wheel.remove(key));
+            // The node is out of the wheel before the payload's `Drop` runs.
+            let entry = self.wheel.remove(key);
+            drop(entry);
             panic!("a LocalWheel holds at most {} timers", slots::MAX_SLOTS);
         }
         let generation = self.slots.word(index).arm();
@@ -418,10 +420,14 @@ impl<T> LocalWheel<T> {
                 }
                 // A remote cancel won before its notice came: drop it now (the notice will
                 // find the slot moved on).
+                // The bookkeeping is finished before the payload's `Drop` runs: if it panics,
+                // the slot is already vacant at the next generation, so no stale key can
+                // name the slot's next timer.
                 SlotExpiry::Cancelled => {
-                    drop(self.wheel.take(wheel_key));
+                    let entry = self.wheel.take(wheel_key);
                     word.clear(generation);
                     self.retire_if_round(wheel_key, generation);
+                    drop(entry);
                 }
                 // A remote reset returned true and its message is not here yet: the timer
                 // must not fire at the old deadline. Look again next tick.
@@ -480,9 +486,12 @@ impl<T> LocalWheel<T> {
             return;
         }
         let Some(wheel_key) = Key::from_raw(key.index + FIRST_KEY) else { return };
-        drop(self.wheel.remove(wheel_key));
+        // Out of the wheel, word cleared, slot retired if due, and only then the payload
+        // dropped: a panicking `Drop` must not leave the word CANCELLED on a free slot.
+        let entry = self.wheel.remove(wheel_key);
         self.slots.word(key.index).clear(key.generation);
         self.retire_if_round(wheel_key, key.generation);
+        drop(entry);
     }
 
     /// The earliest instant at which `poll_expired` may have a timer to hand out: feed it

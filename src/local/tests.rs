@@ -457,3 +457,53 @@ fn a_dropped_wheel_hands_remote_arms_back() {
     assert_eq!(remote.arm(Duration::ZERO, "late".into()).unwrap_err().into_inner(), "late");
     assert!(remote.is_closed());
 }
+
+/// A payload whose `Drop` panics when its flag says so.
+struct Bomb(bool);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0 && !std::thread::panicking() {
+            panic!("payload drop panics");
+        }
+    }
+}
+
+/// After a payload's `Drop` panicked (caught by the caller), the slot's bookkeeping is done:
+/// the old key stays stale and the next timer in the slot gets a new key.
+fn assert_slot_moved_on(wheel: &mut LocalWheel<Bomb>, old: TimerKey) {
+    let new = wheel.arm(Duration::from_secs(60), Bomb(false));
+    assert_eq!(new.index, old.index, "the freed slot is reused");
+    assert_ne!(new, old, "a stale key must never name the new timer");
+    assert!(wheel.get(old).is_none());
+    assert!(wheel.cancel(old).is_none());
+    assert!(wheel.cancel(new).is_some());
+}
+
+#[test]
+fn a_panicking_drop_on_the_unlink_path_leaves_no_alias() {
+    let mut wheel = LocalWheel::<Bomb>::new();
+    let key = wheel.arm(Duration::from_secs(1), Bomb(true));
+    let remote = wheel.remote();
+    assert!(remote.cancel(key));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wheel.drain_remote()));
+    assert!(caught.is_err(), "the payload's drop panicked");
+    assert_slot_moved_on(&mut wheel, key);
+}
+
+#[test]
+fn a_panicking_drop_on_the_expiry_path_leaves_no_alias() {
+    let mut wheel = LocalWheel::<Bomb>::new();
+    let start = wheel.now();
+    let key = wheel.arm(Duration::ZERO, Bomb(true));
+    let remote = wheel.remote();
+    // Fill the drain budget so the cancel's notice waits and the expiry finds the word
+    // CANCELLED first.
+    for _ in 0..DRAIN_BUDGET {
+        remote.arm_at(start + Duration::from_secs(3600), Bomb(false)).unwrap();
+    }
+    assert!(remote.cancel(key));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wheel.poll_expired(start)));
+    assert!(caught.is_err(), "the payload's drop panicked");
+    assert_slot_moved_on(&mut wheel, key);
+}
