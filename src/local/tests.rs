@@ -9,6 +9,7 @@
 //! or reset is decided when it is made.
 
 use super::*;
+use crate::error::BuildError;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 
@@ -506,4 +507,24 @@ fn a_panicking_drop_on_the_expiry_path_leaves_no_alias() {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wheel.poll_expired(start)));
     assert!(caught.is_err(), "the payload's drop panicked");
     assert_slot_moved_on(&mut wheel, key);
+}
+
+/// A `start` in the future would round every instant before it to tick 0 and ignore the
+/// real now as earlier than `start`: a timer armed for between now and `start` would fire
+/// at once, early. `build` refuses it.
+#[test]
+fn a_start_in_the_future_is_refused() {
+    let later = Instant::now() + Duration::from_millis(500);
+    match LocalWheel::builder().start(later).build::<u8>() {
+        Err(BuildError::StartInFuture { by }) => assert!(by > Duration::ZERO && by <= Duration::from_millis(500)),
+        other => panic!("expected StartInFuture, got {:?}", other.map(|w| w.now())),
+    }
+    // A start in the past (or now) is fine, and a timer armed for an instant that has not
+    // come yet does not fire before it.
+    let start = Instant::now();
+    let mut wheel = LocalWheel::builder().start(start).build::<u8>().unwrap();
+    let at = start + Duration::from_millis(200);
+    wheel.arm_at(at, 1);
+    assert_eq!(wheel.poll_expired(start + Duration::from_millis(100)), None);
+    assert!(wheel.poll_expired(at).is_some());
 }
