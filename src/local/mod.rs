@@ -32,7 +32,8 @@
 //! ordinary memory on x86 and ARM) and never a read-modify-write. From then on, the owner's
 //! cancel and expiry are each one uncontended CAS on the word (a `lock cmpxchg` on a line
 //! the owner just read, a few nanoseconds), so that a remote cancel is decided exactly, and
-//! `poll_expired` first drains the remote commands.
+//! `poll_expired` first drains the remote commands when a flag the remotes set says some
+//! wait (one plain load per call otherwise: `Shared::has_mail`).
 
 mod builder;
 mod key;
@@ -131,6 +132,15 @@ pub struct LocalWheel<T> {
     now_tick: u64,
     /// Whether a `RemoteWheel` was ever made: from then on the slot words are CASed.
     remote_made: std::cell::Cell<bool>,
+    /// Whether `next_deadline` announced a sleep to the remotes that `poll_expired` has not
+    /// taken back yet (`Shared::woke`): one store per sleep, not one per fired timer.
+    announced: std::cell::Cell<bool>,
+    /// Whether the next `poll_expired` must drain whatever the mail flag says: the last
+    /// drain ran out of budget, or `next_deadline` found commands waiting.
+    must_drain: std::cell::Cell<bool>,
+    /// How many times the remote queue was drained.
+    #[cfg(test)]
+    drains: usize,
     max_pending: usize,
     /// `!Send`, `!Sync`: one thread owns the wheel.
     _owned: PhantomData<*const ()>,
@@ -165,6 +175,10 @@ impl<T> LocalWheel<T> {
             now_nanos: 0,
             now_tick: 0,
             remote_made: std::cell::Cell::new(false),
+            announced: std::cell::Cell::new(false),
+            must_drain: std::cell::Cell::new(false),
+            #[cfg(test)]
+            drains: 0,
             max_pending,
             _owned: PhantomData,
         }
@@ -390,7 +404,11 @@ impl<T> LocalWheel<T> {
     /// ```
     pub fn poll_expired(&mut self, now: Instant) -> Option<(TimerKey, T)> {
         if self.remote_made.get() {
-            self.drain_budget(DRAIN_BUDGET);
+            self.wake_up();
+            // One plain load per call while no mail waits: see `Shared::has_mail`.
+            if self.must_drain.get() || self.shared.has_mail() {
+                self.drain_budget(DRAIN_BUDGET);
+            }
         }
         if now > self.now {
             self.now = now;
@@ -453,11 +471,31 @@ impl<T> LocalWheel<T> {
         self.drain_budget(usize::MAX)
     }
 
+    /// Back from a sleep `next_deadline` announced: remotes need not notify.
+    fn wake_up(&self) {
+        if self.announced.get() {
+            self.announced.set(false);
+            self.shared.woke();
+        }
+    }
+
     fn drain_budget(&mut self, budget: usize) -> usize {
-        self.shared.woke();
+        #[cfg(test)]
+        {
+            self.drains += 1;
+        }
+        self.wake_up();
+        // Until the queue is seen empty, the next poll drains again: out of budget, or a
+        // payload's `Drop` panicked here with mail left behind it.
+        self.must_drain.set(true);
+        // Before the pops: see `Shared::has_mail`.
+        self.shared.take_mail();
         let mut applied = 0;
         while applied < budget {
-            let Some(cmd) = self.shared.pop() else { break };
+            let Some(cmd) = self.shared.pop() else {
+                self.must_drain.set(false);
+                break;
+            };
             applied += 1;
             match cmd {
                 Command::Arm { deadline, payload } => {
@@ -513,8 +551,14 @@ impl<T> LocalWheel<T> {
     /// ```
     pub fn next_deadline(&self) -> Option<Instant> {
         let next = self.wheel.next_deadline();
-        if self.remote_made.get() && !self.shared.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
-            return Some(self.now);
+        if self.remote_made.get() {
+            if !self.shared.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
+                // Mail waits (`prepare_sleep` marked the owner awake): the next poll drains
+                // it, whatever the mail flag says.
+                self.must_drain.set(true);
+                return Some(self.now);
+            }
+            self.announced.set(true);
         }
         next.map(|tick| self.clock.instant_of(tick))
     }

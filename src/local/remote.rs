@@ -100,6 +100,9 @@ pub(super) struct Shared<T> {
     queue: Queue<Command<T>>,
     /// Written by the owner around its sleeps, CASed by remotes that claim a wake-up.
     sleep_until: CachePadded<AtomicU64>,
+    /// Set by every remote after its push, cleared by the owner before it drains: the owner
+    /// reads this one flag, not the queue, on each `poll_expired` (see `has_mail`).
+    mail: CachePadded<AtomicBool>,
     closed: AtomicBool,
     notifier: Option<Box<dyn Notify>>,
     pub(super) clock: Clock,
@@ -111,6 +114,7 @@ impl<T> Shared<T> {
         Shared {
             queue: Queue::new(),
             sleep_until: CachePadded::new(AtomicU64::new(AWAKE)),
+            mail: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
             notifier,
             clock,
@@ -121,6 +125,30 @@ impl<T> Shared<T> {
     /// Owner only: the next command, if any.
     pub(super) fn pop(&self) -> Option<Command<T>> {
         self.queue.pop()
+    }
+
+    /// Owner only: whether a remote pushed a command since the owner's last `take_mail`.
+    /// One plain load of a line remotes write only when they send (no fence, no RMW), so
+    /// `poll_expired` pays it per fired timer instead of a queue pop (whose miss costs
+    /// crossbeam's `SeqCst` fence).
+    ///
+    /// Ordering. A remote pushes, then `swap(true, Release)`; the owner
+    /// `swap(false, Acquire)`s, then pops until the queue is empty. Both writes to `mail` are
+    /// read-modify-writes, so every remote's `true` heads a release sequence that the others'
+    /// swaps and the owner's continue. If the owner's swap reads a `true` written after a
+    /// push (that remote's or a later one's in the sequence), it synchronizes with that
+    /// push and its pops see the command. If not, the remote's swap comes after the owner's
+    /// in `mail`'s modification order and leaves `true` behind: the next `poll_expired`
+    /// drains it. A `Relaxed` load here that reads a stale `false` only postpones the drain
+    /// by a poll, never past a sleep: `prepare_sleep` looks at the queue itself, and when it
+    /// finds mail the owner drains at its next poll whatever this flag says.
+    pub(super) fn has_mail(&self) -> bool {
+        self.mail.load(Ordering::Relaxed)
+    }
+
+    /// Owner only, before it pops: see `has_mail`.
+    pub(super) fn take_mail(&self) {
+        self.mail.swap(false, Ordering::Acquire);
     }
 
     /// Owner only: back from a sleep (or never went): remotes need not notify.
@@ -159,6 +187,8 @@ impl<T> Shared<T> {
     /// Pushes `cmd`; notifies the owner if it sleeps past `deadline`.
     fn send(&self, cmd: Command<T>, deadline: Option<u64>) {
         self.queue.push(cmd);
+        // Release, and a read-modify-write: see `has_mail`.
+        self.mail.swap(true, Ordering::Release);
         let Some(deadline) = deadline else { return };
         // SeqCst fence: the remote's half of the handshake in the module docs.
         fence(Ordering::SeqCst);

@@ -528,3 +528,28 @@ fn a_start_in_the_future_is_refused() {
     assert_eq!(wheel.poll_expired(start + Duration::from_millis(100)), None);
     assert!(wheel.poll_expired(at).is_some());
 }
+
+/// With a remote handle out, `poll_expired` drains the remote queue only when mail waits,
+/// not once per fired timer; mail sent mid-loop is still applied by the next call.
+#[test]
+fn poll_expired_drains_only_when_mail_waits() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let start = wheel.now();
+    let remote = wheel.remote();
+    for i in 0..100 {
+        wheel.arm_at(start, i);
+    }
+    let mut fired = 0;
+    while wheel.poll_expired(start).is_some() {
+        fired += 1;
+    }
+    assert_eq!(fired, 100);
+    assert_eq!(wheel.drains, 0, "no mail: no drain");
+    wheel.arm_at(start, 100);
+    assert!(wheel.poll_expired(start).is_some());
+    remote.arm_at(start, 101).unwrap();
+    assert_eq!(wheel.poll_expired(start).map(|(_, p)| p), Some(101), "mail sent mid-loop comes out");
+    assert_eq!(wheel.drains, 1);
+    assert!(wheel.poll_expired(start).is_none());
+    assert_eq!(wheel.drains, 1);
+}
