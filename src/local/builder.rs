@@ -97,7 +97,9 @@ impl LocalBuilder {
 
     /// At most this many pending timers: [`LocalWheel::try_arm_at`] hands the payload back
     /// beyond it. (`arm` and `arm_at` cannot fail and do not check it; remote arms are
-    /// filed whatever the count.) Zero is refused by `build`.
+    /// filed whatever the count, up to the wheel's 2²⁸ slots, past which the owner drops
+    /// them and counts them in [`LocalWheel::dropped_remote_arms`].) Zero is refused by
+    /// `build`.
     ///
     /// ```
     /// # use std::time::{Duration, Instant};

@@ -141,6 +141,11 @@ pub struct LocalWheel<T> {
     /// How many times the remote queue was drained.
     #[cfg(test)]
     drains: usize,
+    /// Slots the wheel may use, to reach the 2²⁸ limit in a test.
+    #[cfg(test)]
+    slot_limit: usize,
+    /// Remote arms dropped because the wheel had no slot left for them.
+    remote_arms_dropped: u64,
     max_pending: usize,
     /// `!Send`, `!Sync`: one thread owns the wheel.
     _owned: PhantomData<*const ()>,
@@ -179,6 +184,9 @@ impl<T> LocalWheel<T> {
             must_drain: std::cell::Cell::new(false),
             #[cfg(test)]
             drains: 0,
+            #[cfg(test)]
+            slot_limit: slots::MAX_SLOTS,
+            remote_arms_dropped: 0,
             max_pending,
             _owned: PhantomData,
         }
@@ -242,16 +250,29 @@ impl<T> LocalWheel<T> {
     }
 
     fn arm_tick(&mut self, deadline: u64, payload: T) -> TimerKey {
+        match self.try_arm_tick(deadline, payload) {
+            Ok(key) => key,
+            Err(payload) => {
+                drop(payload);
+                panic!("a LocalWheel holds at most {} timers", slots::MAX_SLOTS);
+            }
+        }
+    }
+
+    /// Files `payload`, or hands it back if the wheel has no slot left (past 2²⁸).
+    fn try_arm_tick(&mut self, deadline: u64, payload: T) -> Result<TimerKey, T> {
         let key = self.wheel.insert(Entry::new(deadline, payload));
         let index = key.into_raw() - FIRST_KEY;
-        if !self.slots.ensure(index, &self.shared.directory) {
-            // The node is out of the wheel before the payload's `Drop` runs.
-            let entry = self.wheel.remove(key);
-            drop(entry);
-            panic!("a LocalWheel holds at most {} timers", slots::MAX_SLOTS);
+        #[cfg(test)]
+        let full = index as usize >= self.slot_limit || !self.slots.ensure(index, &self.shared.directory);
+        #[cfg(not(test))]
+        let full = !self.slots.ensure(index, &self.shared.directory);
+        if full {
+            // The node is out of the wheel before the caller drops the payload.
+            return Err(self.wheel.remove(key).payload);
         }
         let generation = self.slots.word(index).arm();
-        TimerKey { index, generation }
+        Ok(TimerKey { index, generation })
     }
 
     /// The wheel's key and slot word for `key`, if it names a pending timer.
@@ -499,7 +520,12 @@ impl<T> LocalWheel<T> {
             applied += 1;
             match cmd {
                 Command::Arm { deadline, payload } => {
-                    self.arm_tick(deadline, payload);
+                    // Never a panic on the owner's drain path: an arm past the wheel's 2²⁸
+                    // slots is dropped and counted (`dropped_remote_arms`).
+                    if let Err(payload) = self.try_arm_tick(deadline, payload) {
+                        self.remote_arms_dropped += 1;
+                        drop(payload);
+                    }
                 }
                 Command::Unlink(key) => self.unlink_cancelled(key),
                 Command::Reset { key, deadline } => {
@@ -514,6 +540,19 @@ impl<T> LocalWheel<T> {
             }
         }
         applied
+    }
+
+    /// Remote arms dropped unfiled because the wheel already used all its 2²⁸ slots (remote
+    /// arms are not held to [`max_pending`](LocalBuilder::max_pending): the owner cannot
+    /// answer them, so past that limit they are dropped on the owner's thread and counted
+    /// here, never a panic).
+    ///
+    /// ```
+    /// let wheel = shardwheel::LocalWheel::<u64>::new();
+    /// assert_eq!(wheel.dropped_remote_arms(), 0);
+    /// ```
+    pub fn dropped_remote_arms(&self) -> u64 {
+        self.remote_arms_dropped
     }
 
     /// A remote cancel won the timer `key`: take it out, drop its payload, free the slot,

@@ -179,6 +179,12 @@ impl<T> Shared<T> {
         while self.queue.pop().is_some() {}
     }
 
+    /// After `close`: drops whatever commands are still queued (arms that raced with the
+    /// close), on the calling thread.
+    fn discard(&self) {
+        while self.queue.pop().is_some() {}
+    }
+
     fn is_closed(&self) -> bool {
         // Acquire: pairs with the owner's SeqCst store in `close`.
         self.closed.load(Ordering::Acquire)
@@ -263,8 +269,12 @@ impl<T: Send> RemoteWheel<T> {
 
     /// Arms `payload` to fire `delay` from now (this reads the clock: a remote thread has no
     /// wheel time of its own). The owner files it when it next polls; no key comes back.
-    /// `Err` hands the payload back if the wheel was dropped; an arm that races with the
-    /// drop is either handed back or dropped with the wheel's other timers, never fired.
+    /// `Err` hands the payload back if the wheel was dropped. An arm that races with the
+    /// drop is handed back, or returns `Ok` and its payload is dropped before this call
+    /// returns or by the owner's thread as it drops the wheel; it never fires. Remote arms
+    /// are not held to `max_pending`; one that finds the wheel's 2²⁸ slots all used is
+    /// dropped by the owner and counted in
+    /// [`LocalWheel::dropped_remote_arms`](crate::LocalWheel::dropped_remote_arms).
     ///
     /// ```
     /// # use std::time::{Duration, Instant};
@@ -297,6 +307,14 @@ impl<T: Send> RemoteWheel<T> {
             return Err(Closed(payload));
         }
         self.shared.send(Command::Arm { deadline, payload }, Some(deadline));
+        // The owner may have closed between the check above and the push, and emptied the
+        // queue before the push landed: then nobody would pop this arm until the last
+        // handle drops the queue. `send`'s SeqCst fence comes after the push and the owner's
+        // comes after its `closed` store (see `close`): either the owner's pops see the push,
+        // or this load sees `closed`, and then this thread empties the queue itself.
+        if self.shared.is_closed() {
+            self.shared.discard();
+        }
         Ok(())
     }
 

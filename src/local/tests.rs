@@ -553,3 +553,23 @@ fn poll_expired_drains_only_when_mail_waits() {
     assert!(wheel.poll_expired(start).is_none());
     assert_eq!(wheel.drains, 1);
 }
+
+/// Remote arms past the wheel's slot limit are dropped and counted on the owner's drain
+/// path, never a panic; the owner's own `arm` still panics there, as documented.
+#[test]
+fn remote_arms_past_the_slot_limit_are_dropped_not_a_panic() {
+    let mut wheel = LocalWheel::<u32>::new();
+    wheel.slot_limit = 2;
+    let start = wheel.now();
+    let remote = wheel.remote();
+    for i in 0..5 {
+        remote.arm_at(start, i).unwrap();
+    }
+    let mut fired = Vec::new();
+    while let Some((_, p)) = wheel.poll_expired(start) {
+        fired.push(p);
+    }
+    assert_eq!(fired, [0, 1]);
+    assert_eq!(wheel.dropped_remote_arms(), 3);
+    assert!(wheel.is_empty());
+}
