@@ -34,7 +34,7 @@ use super::TimerKey;
 use super::slots::Directory;
 use crate::clock::Clock;
 use crate::error::Closed;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, fence};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, fence};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -104,6 +104,10 @@ pub(super) struct Shared<T> {
     /// reads this one flag, not the queue, on each `poll_expired` (see `has_mail`).
     mail: CachePadded<AtomicBool>,
     closed: AtomicBool,
+    /// Held by whoever empties the queue once `closed` is set (the owner's `close`, or a
+    /// remote whose arm raced it), so that the queue keeps one consumer at a time. Taken
+    /// only after the close: never on a path that runs while the wheel lives.
+    discarding: Mutex<()>,
     notifier: Option<Box<dyn Notify>>,
     pub(super) clock: Clock,
     pub(super) directory: Directory,
@@ -116,6 +120,7 @@ impl<T> Shared<T> {
             sleep_until: CachePadded::new(AtomicU64::new(AWAKE)),
             mail: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
+            discarding: Mutex::new(()),
             notifier,
             clock,
             directory: Directory::new(),
@@ -176,12 +181,17 @@ impl<T> Shared<T> {
         // SeqCst: ordered with the remotes' SeqCst fence after their push (see `send`).
         self.closed.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        while self.queue.pop().is_some() {}
+        self.discard();
     }
 
     /// After `close`: drops whatever commands are still queued (arms that raced with the
-    /// close), on the calling thread.
+    /// close), on the calling thread. The lock makes the pops of the owner's `close` and of
+    /// racing remotes take turns (the owner's pops before the close happen before any of
+    /// these: a remote gets here only after reading `closed`, which the owner stored after
+    /// them). A poisoned lock (a payload's `Drop` panicked while another thread discarded)
+    /// is still taken: the queue itself is consistent.
     fn discard(&self) {
+        let _turn = self.discarding.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while self.queue.pop().is_some() {}
     }
 
