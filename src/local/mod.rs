@@ -22,7 +22,9 @@
 //! `NonZeroU64` so that `Option<Entry>` needs no tag, and two `u32` links: the lists are
 //! circular with sentinels and carry no list id), and the slot word 8 more, in pages that
 //! never move (`slots.rs`), so that remote threads can reach it. Nothing is allocated per
-//! timer: nodes and words are reused.
+//! timer in steady state: nodes and words freed by cancels and expiries are reused (the slab
+//! grows only past the most timers ever pending; remote commands travel in the queue's
+//! blocks of 31).
 //!
 //! # Atomics on the local path
 //!
