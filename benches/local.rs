@@ -17,6 +17,10 @@
 //!   over 1 M (criterion's rate). (`DelayQueue` takes its expiries through
 //!   tokio's clock and a task context; it is left out of this row.)
 //!
+//! - `(remote handle out)`: the same `LocalWheel` rows with a `RemoteWheel` made and
+//!   never used: the owner's cancel and expiry are then one CAS each, and `poll_expired`
+//!   checks the remote mail flag.
+//!
 //! `cargo bench --bench local` (add `-- --quick` for a short run). Bytes per pending timer
 //! are measured by `benches/local_memory.rs`.
 
@@ -110,8 +114,19 @@ fn local(start: Instant) -> Local {
     Local(LocalWheel::builder().start(start).build().expect("valid settings"))
 }
 
+/// nexus-timer sized as a user holding a million timers sizes it: its slab's chunks hold
+/// 2²⁰ entries (`Wheel::unbounded(chunk_capacity, now)`), so the 1 M pending (plus the rows'
+/// extra arms) fit in one or two chunks. The slab finds a freed entry's chunk by scanning
+/// the chunks in turn (`nexus-slab`'s `free_ptr`), so with 4096-entry chunks every cancel of
+/// the 1 M walked some 245 chunks: that measured the sizing, not the wheel.
+const NEXUS_CHUNK: usize = 1 << 20;
+
+fn nexus_wheel(start: Instant) -> nexus_timer::Wheel<u64> {
+    nexus_timer::Wheel::unbounded(NEXUS_CHUNK, start)
+}
+
 fn nexus(start: Instant) -> Nexus {
-    Nexus(nexus_timer::Wheel::unbounded(4096, start))
+    Nexus(nexus_wheel(start))
 }
 
 fn tokio_queue() -> Tokio {
@@ -223,6 +238,25 @@ fn arm_cancel(c: &mut Criterion) {
         });
         g.finish();
     }
+    // LocalWheel with a `RemoteWheel` out (never used): the owner's cancel is then a CAS
+    // on the slot word. Same precomputed instants as the equal-input row.
+    {
+        let start = Instant::now();
+        let (mut s, _keys) = loaded(local(start), start);
+        let _remote = s.0.remote();
+        let ring = deadlines(start, RING, 11);
+        let mut i = 0usize;
+        let mut g = c.benchmark_group("local");
+        g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+        g.bench_function("arm+cancel 1M pending/LocalWheel (remote handle out)", |b| {
+            b.iter(|| {
+                i = (i + 1) & (RING - 1);
+                let key = s.arm(ring[i], i as u64);
+                black_box(s.cancel(key))
+            })
+        });
+        g.finish();
+    }
     // The peers armed by delay as their users arm them: `DelayQueue::insert` with a
     // `Duration` (it reads tokio's clock), nexus-timer with the loop's cached now plus the
     // delay.
@@ -313,12 +347,36 @@ fn mass_expiry(c: &mut Criterion) {
             total
         })
     });
+    g.bench_function("mass expiry 1M, one deadline/LocalWheel (remote handle out)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                let mut s = local(start);
+                let remote = s.0.remote();
+                let at = start + Duration::from_secs(30);
+                for i in 0..PENDING {
+                    s.0.arm_at(at, i as u64);
+                }
+                let t = Instant::now();
+                let mut n = 0usize;
+                while let Some(fired) = s.0.poll_expired(at) {
+                    black_box(fired);
+                    n += 1;
+                }
+                total += t.elapsed();
+                assert_eq!(n, PENDING);
+                drop(remote);
+            }
+            total
+        })
+    });
     g.bench_function("mass expiry 1M, one deadline/nexus-timer", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let start = Instant::now();
-                let mut wheel = nexus_timer::Wheel::<u64>::unbounded(4096, start);
+                let mut wheel = nexus_wheel(start);
                 let at = start + Duration::from_secs(30);
                 for i in 0..PENDING {
                     wheel.schedule_forget(at, i as u64);
@@ -338,7 +396,7 @@ fn mass_expiry(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let start = Instant::now();
-                let mut wheel = nexus_timer::Wheel::<u64>::unbounded(4096, start);
+                let mut wheel = nexus_wheel(start);
                 for (i, at) in deadlines(start, PENDING, 7).into_iter().enumerate() {
                     wheel.schedule_forget(at, i as u64);
                 }

@@ -103,7 +103,8 @@ fn measure(peer: &str) -> (f64, usize, usize) {
             shardwheel::TimerKey
         ),
         "nexus-timer" => run!(
-            nexus_timer::Wheel::<u64>::unbounded(4096, start),
+            // Chunks of 2²⁰ entries, as a user of 1 M timers sizes it (as `benches/local.rs`).
+            nexus_timer::Wheel::<u64>::unbounded(1 << 20, start),
             |w: &mut nexus_timer::Wheel<u64>, t, v| w.schedule(t, v),
             |w: &mut nexus_timer::Wheel<u64>, k| w.cancel(k),
             nexus_timer::TimerHandle<u64>

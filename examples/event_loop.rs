@@ -70,8 +70,12 @@ fn event_loop(core: usize, handoff: mpsc::Sender<Handoff>, done: Arc<AtomicBool>
         while let Some((_key, ConnId(_id))) = wheel.poll_expired(now) {
             fired += 1; // here: close the idle connection
         }
+        // `done` first, then the drain: a remote arm sent before `done` was set is applied
+        // here, so an empty wheel means nothing more will come (draining first and loading
+        // `done` after could miss an arm sent between the two).
+        let finished = done.load(Ordering::Acquire);
         wheel.drain_remote();
-        if done.load(Ordering::Acquire) && wheel.is_empty() {
+        if finished && wheel.is_empty() {
             break;
         }
     }

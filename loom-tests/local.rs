@@ -125,3 +125,31 @@ fn remote_arm_races_owner_going_idle() {
         assert_eq!(wheel.poll_expired(now).map(|(_, p)| p), Some(1));
     });
 }
+
+/// A remote arm ∥ the owner dropping the wheel: the arm is handed back, or it returns `Ok`
+/// and its payload is dropped by the time both are done, never left in the queue until the
+/// last remote handle goes (the handle is still held when this checks).
+#[test]
+fn remote_arm_races_wheel_drop() {
+    model("local: remote arm ∥ wheel drop", || {
+        let wheel = LocalWheel::<Counted>::new();
+        let now = wheel.now();
+        let remote = wheel.remote();
+        let (payload, drops) = counted();
+        let arm = loom::thread::spawn(move || {
+            let result = remote.arm_at(now, payload).map_err(|closed| closed.into_inner());
+            (remote, result)
+        });
+        drop(wheel);
+        let (remote, result) = arm.join().unwrap();
+        match result {
+            Err(payload) => {
+                assert_eq!(drops.load(Ordering::SeqCst), 0);
+                drop(payload);
+            }
+            Ok(()) => assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped, not left queued"),
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        drop(remote);
+    });
+}

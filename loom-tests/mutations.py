@@ -209,6 +209,13 @@ MUTATIONS = [
      """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::ResetInFlight,""",
      """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::Fired,""",
      "loom_local", "remote_reset_races_local_expiry"),
+    ("M39", "a remote arm does not look at `closed` again after its push", "src/local/remote.rs",
+     """        if self.shared.is_closed() {
+            self.shared.discard();
+        }
+        Ok(())""",
+     """        Ok(())""",
+     "loom_local", "remote_arm_races_wheel_drop"),
 ]
 
 

@@ -94,6 +94,14 @@ pub enum BuildError {
     ThreadNameHasNul,
     /// The operating system refused to start a shard thread.
     Spawn(std::io::Error),
+    /// [`LocalBuilder::start`](crate::LocalBuilder::start) later than the instant `build`
+    /// ran: instants before the start would all round to tick 0 and the wheel's now could
+    /// not move until the start came, so a timer armed for an instant before it would fire
+    /// early.
+    StartInFuture {
+        /// How far ahead of the build the start was.
+        by: Duration,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -115,6 +123,9 @@ impl fmt::Display for BuildError {
             }
             BuildError::ThreadNameHasNul => f.write_str("invalid `thread_name`: it contains a NUL byte"),
             BuildError::Spawn(e) => write!(f, "could not start a shard thread: {e}"),
+            BuildError::StartInFuture { by } => {
+                write!(f, "invalid `start`: {by:?} in the future; a wheel's time starts at or before now")
+            }
         }
     }
 }

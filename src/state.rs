@@ -291,6 +291,7 @@ impl SlotWord {
     /// Owner: VACANT(g) → PENDING(g, 0); returns g. A store: no other thread writes a vacant
     /// word (every remote CAS expects PENDING).
     pub(crate) fn arm(&self) -> u32 {
+        debug_assert_eq!(self.load() & Self::STATE_MASK, Self::VACANT, "armed a slot that is not vacant");
         let generation = self.generation();
         // Release: see the type's docs (a remote that got the key got it after this).
         self.word.store(Self::pack(generation, Self::PENDING), Ordering::Release);

@@ -1,10 +1,12 @@
 //! `LocalWheel` with remote threads cancelling, resetting and arming at random while its
 //! owner polls: every timer ends exactly once (handed out by `poll_expired`, or a
 //! `RemoteWheel::cancel`/`LocalWheel::cancel` returned it), and every payload is dropped
-//! exactly once.
+//! exactly once. No timer fires before its deadline (checked for every timer no reset
+//! moved). The owner sleeps until `next_deadline` with no cap: only the notifier (or a
+//! worker's "done") wakes it earlier, so a lost wake-up shows as a remote arm fired late.
 
 use shardwheel::{LocalWheel, TimerKey};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,6 +15,9 @@ use std::time::{Duration, Instant};
 struct Payload {
     id: usize,
     drops: Arc<Vec<AtomicUsize>>,
+    /// No earlier than its deadline (read before arming): it must not fire before this,
+    /// unless a reset moved it.
+    not_before: Instant,
 }
 
 impl Drop for Payload {
@@ -23,7 +28,9 @@ impl Drop for Payload {
 
 const LOCAL: usize = 4_000;
 const REMOTE_ARMS: usize = 1_000;
-const IDS: usize = LOCAL + 2 * REMOTE_ARMS;
+/// Each worker's last remote arm, made while the owner sleeps with nothing pending.
+const PROBES: usize = LOCAL + 2 * REMOTE_ARMS;
+const IDS: usize = PROBES + 2;
 
 #[test]
 fn remote_threads_race_the_owner_and_every_timer_ends_once() {
@@ -35,14 +42,16 @@ fn remote_threads_race_the_owner_and_every_timer_ends_once() {
     let mut keys: Vec<TimerKey> = Vec::with_capacity(LOCAL);
     for id in 0..LOCAL {
         let at = start + Duration::from_micros((id as u64 * 7919) % 40_000);
-        keys.push(wheel.arm_at(at, Payload { id, drops: drops.clone() }));
+        keys.push(wheel.arm_at(at, Payload { id, drops: drops.clone(), not_before: at }));
     }
     let keys = Arc::new(keys);
+    let reset_tried: Arc<Vec<AtomicBool>> = Arc::new((0..IDS).map(|_| AtomicBool::new(false)).collect());
     let (done_tx, done_rx) = mpsc::channel();
     let workers: Vec<_> = (0..2)
         .map(|w| {
             let (remote, keys, drops, cancelled, done) =
                 (wheel.remote(), keys.clone(), drops.clone(), remote_cancelled.clone(), done_tx.clone());
+            let (reset_tried, owner) = (reset_tried.clone(), thread::current());
             thread::spawn(move || {
                 let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ w as u64;
                 let mut armed = vec![false; REMOTE_ARMS];
@@ -57,16 +66,18 @@ fn remote_threads_race_the_owner_and_every_timer_ends_once() {
                             cancelled[id].fetch_add(usize::from(won), Ordering::SeqCst);
                         }
                         1 => {
+                            // Marked before the reset: the owner may fire the timer at its new
+                            // deadline before this thread could mark it after.
+                            reset_tried[id].store(true, Ordering::SeqCst);
                             remote.reset(keys[id], Duration::from_micros(x % 20_000));
                         }
                         _ if n % 4 == 0 && n / 4 < REMOTE_ARMS => {
                             armed[n / 4] = true;
                             let id = LOCAL + w * REMOTE_ARMS + n / 4;
-                            assert!(
-                                remote
-                                    .arm(Duration::from_micros(x % 10_000), Payload { id, drops: drops.clone() })
-                                    .is_ok()
-                            );
+                            let delay = Duration::from_micros(x % 10_000);
+                            let not_before = Instant::now() + delay;
+                            let payload = Payload { id, drops: drops.clone(), not_before };
+                            assert!(remote.arm(delay, payload).is_ok());
                         }
                         _ => {}
                     }
@@ -74,9 +85,22 @@ fn remote_threads_race_the_owner_and_every_timer_ends_once() {
                 // Any remote arms not yet made, so the count is known.
                 for k in (0..REMOTE_ARMS).filter(|&k| !armed[k]) {
                     let id = LOCAL + w * REMOTE_ARMS + k;
-                    assert!(remote.arm(Duration::ZERO, Payload { id, drops: drops.clone() }).is_ok());
+                    // `Duration::ZERO` fires at the owner's next poll, whose now may be older
+                    // than this arm: no deadline to hold it to.
+                    let payload = Payload { id, drops: drops.clone(), not_before: start };
+                    assert!(remote.arm(Duration::ZERO, payload).is_ok());
                 }
+                // The probe: once the owner has had time to run out of timers and sleep with
+                // nothing pending, a 1 ms arm. Only the notifier can wake the owner for it
+                // before "done" comes, 1.5 s later.
+                thread::sleep(Duration::from_millis(200));
+                let delay = Duration::from_millis(1);
+                let payload = Payload { id: PROBES + w, drops: drops.clone(), not_before: Instant::now() + delay };
+                assert!(remote.arm(delay, payload).is_ok());
+                thread::sleep(Duration::from_millis(1500));
                 done.send(()).unwrap();
+                // "Done" is no timer: wake the owner for it.
+                owner.unpark();
             })
         })
         .collect();
@@ -85,6 +109,7 @@ fn remote_threads_race_the_owner_and_every_timer_ends_once() {
     let mut fired = vec![0usize; IDS];
     let mut local_cancelled = vec![0usize; IDS];
     let mut finished = 0;
+    let mut max_late = Duration::ZERO;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         while done_rx.try_recv().is_ok() {
@@ -99,16 +124,29 @@ fn remote_threads_race_the_owner_and_every_timer_ends_once() {
         }
         while let Some((_, p)) = wheel.poll_expired(now) {
             fired[p.id] += 1;
+            if !reset_tried[p.id].load(Ordering::SeqCst) {
+                assert!(now >= p.not_before, "timer {} fired {:?} early", p.id, p.not_before - now);
+            }
+            if p.id >= PROBES {
+                // The notifier must have woken the owner for it.
+                max_late = max_late.max(now.saturating_duration_since(p.not_before));
+            }
         }
         wheel.drain_remote();
         if finished == 2 && wheel.is_empty() {
             break;
         }
         assert!(Instant::now() < deadline, "timers left: {}", wheel.len());
-        if let Some(at) = wheel.next_deadline() {
-            thread::park_timeout(at.saturating_duration_since(Instant::now()).min(Duration::from_millis(5)));
+        match wheel.next_deadline() {
+            Some(at) => thread::park_timeout(at.saturating_duration_since(Instant::now())),
+            // Nothing pending: only a remote arm (through the notifier) or a worker's
+            // "done" wakes the owner. The timeout only keeps a lost wake-up from hanging
+            // the test; the lateness check below catches it.
+            None => thread::park_timeout(Duration::from_secs(10)),
         }
     }
+    // Generous for a loaded 2-core machine; a lost wake-up costs 1.5 s (until "done").
+    assert!(max_late < Duration::from_millis(700), "a probe fired {max_late:?} late: a lost wake-up?");
     for w in workers {
         w.join().unwrap();
     }

@@ -97,7 +97,9 @@ impl LocalBuilder {
 
     /// At most this many pending timers: [`LocalWheel::try_arm_at`] hands the payload back
     /// beyond it. (`arm` and `arm_at` cannot fail and do not check it; remote arms are
-    /// filed whatever the count.) Zero is refused by `build`.
+    /// filed whatever the count, up to the wheel's 2²⁸ slots, past which the owner drops
+    /// them and counts them in [`LocalWheel::dropped_remote_arms`].) Zero is refused by
+    /// `build`.
     ///
     /// ```
     /// # use std::time::{Duration, Instant};
@@ -112,7 +114,9 @@ impl LocalBuilder {
     }
 
     /// The instant tick 0 begins, and the wheel's first [`now`](LocalWheel::now). Default:
-    /// when `build` runs. An event loop passes the timestamp it already has.
+    /// when `build` runs. An event loop passes the timestamp it already has. It must not be
+    /// later than the moment `build` runs: `build` refuses a start in the future
+    /// ([`BuildError::StartInFuture`]).
     ///
     /// ```
     /// # use std::time::Instant;
@@ -158,7 +162,14 @@ impl LocalBuilder {
         if self.max_pending == 0 {
             return Err(BuildError::ZeroMaxPending);
         }
-        let start = self.start.unwrap_or_else(Instant::now);
+        let now = Instant::now();
+        let start = match self.start {
+            // Instants before the start all round to tick 0 and a `now` earlier than it is
+            // ignored, so a timer armed for between now and the start would fire at once.
+            Some(start) if start > now => return Err(BuildError::StartInFuture { by: start - now }),
+            Some(start) => start,
+            None => now,
+        };
         let capacity = self.capacity.min(self.max_pending).min(slots::MAX_SLOTS);
         Ok(LocalWheel::from_parts(start, self.tick, capacity, self.max_pending, self.notifier, self.seed))
     }

@@ -22,7 +22,9 @@
 //! `NonZeroU64` so that `Option<Entry>` needs no tag, and two `u32` links: the lists are
 //! circular with sentinels and carry no list id), and the slot word 8 more, in pages that
 //! never move (`slots.rs`), so that remote threads can reach it. Nothing is allocated per
-//! timer: nodes and words are reused.
+//! timer in steady state: nodes and words freed by cancels and expiries are reused (the slab
+//! grows only past the most timers ever pending; remote commands travel in the queue's
+//! blocks of 31).
 //!
 //! # Atomics on the local path
 //!
@@ -32,7 +34,8 @@
 //! ordinary memory on x86 and ARM) and never a read-modify-write. From then on, the owner's
 //! cancel and expiry are each one uncontended CAS on the word (a `lock cmpxchg` on a line
 //! the owner just read, a few nanoseconds), so that a remote cancel is decided exactly, and
-//! `poll_expired` first drains the remote commands.
+//! `poll_expired` first drains the remote commands when a flag the remotes set says some
+//! wait (one plain load per call otherwise: `Shared::has_mail`).
 
 mod builder;
 mod key;
@@ -131,6 +134,20 @@ pub struct LocalWheel<T> {
     now_tick: u64,
     /// Whether a `RemoteWheel` was ever made: from then on the slot words are CASed.
     remote_made: std::cell::Cell<bool>,
+    /// Whether `next_deadline` announced a sleep to the remotes that `poll_expired` has not
+    /// taken back yet (`Shared::woke`): one store per sleep, not one per fired timer.
+    announced: std::cell::Cell<bool>,
+    /// Whether the next `poll_expired` must drain whatever the mail flag says: the last
+    /// drain ran out of budget, or `next_deadline` found commands waiting.
+    must_drain: std::cell::Cell<bool>,
+    /// How many times the remote queue was drained.
+    #[cfg(test)]
+    drains: usize,
+    /// Slots the wheel may use, to reach the 2²⁸ limit in a test.
+    #[cfg(test)]
+    slot_limit: usize,
+    /// Remote arms dropped because the wheel had no slot left for them.
+    remote_arms_dropped: u64,
     max_pending: usize,
     /// `!Send`, `!Sync`: one thread owns the wheel.
     _owned: PhantomData<*const ()>,
@@ -165,6 +182,13 @@ impl<T> LocalWheel<T> {
             now_nanos: 0,
             now_tick: 0,
             remote_made: std::cell::Cell::new(false),
+            announced: std::cell::Cell::new(false),
+            must_drain: std::cell::Cell::new(false),
+            #[cfg(test)]
+            drains: 0,
+            #[cfg(test)]
+            slot_limit: slots::MAX_SLOTS,
+            remote_arms_dropped: 0,
             max_pending,
             _owned: PhantomData,
         }
@@ -228,14 +252,29 @@ impl<T> LocalWheel<T> {
     }
 
     fn arm_tick(&mut self, deadline: u64, payload: T) -> TimerKey {
+        match self.try_arm_tick(deadline, payload) {
+            Ok(key) => key,
+            Err(payload) => {
+                drop(payload);
+                panic!("a LocalWheel holds at most {} timers", slots::MAX_SLOTS);
+            }
+        }
+    }
+
+    /// Files `payload`, or hands it back if the wheel has no slot left (past 2²⁸).
+    fn try_arm_tick(&mut self, deadline: u64, payload: T) -> Result<TimerKey, T> {
         let key = self.wheel.insert(Entry::new(deadline, payload));
         let index = key.into_raw() - FIRST_KEY;
-        if !self.slots.ensure(index, &self.shared.directory) {
-            drop(self.wheel.remove(key));
-            panic!("a LocalWheel holds at most {} timers", slots::MAX_SLOTS);
+        #[cfg(test)]
+        let full = index as usize >= self.slot_limit || !self.slots.ensure(index, &self.shared.directory);
+        #[cfg(not(test))]
+        let full = !self.slots.ensure(index, &self.shared.directory);
+        if full {
+            // The node is out of the wheel before the caller drops the payload.
+            return Err(self.wheel.remove(key).payload);
         }
         let generation = self.slots.word(index).arm();
-        TimerKey { index, generation }
+        Ok(TimerKey { index, generation })
     }
 
     /// The wheel's key and slot word for `key`, if it names a pending timer.
@@ -388,7 +427,11 @@ impl<T> LocalWheel<T> {
     /// ```
     pub fn poll_expired(&mut self, now: Instant) -> Option<(TimerKey, T)> {
         if self.remote_made.get() {
-            self.drain_budget(DRAIN_BUDGET);
+            self.wake_up();
+            // One plain load per call while no mail waits: see `Shared::has_mail`.
+            if self.must_drain.get() || self.shared.has_mail() {
+                self.drain_budget(DRAIN_BUDGET);
+            }
         }
         if now > self.now {
             self.now = now;
@@ -418,10 +461,14 @@ impl<T> LocalWheel<T> {
                 }
                 // A remote cancel won before its notice came: drop it now (the notice will
                 // find the slot moved on).
+                // The bookkeeping is finished before the payload's `Drop` runs: if it panics,
+                // the slot is already vacant at the next generation, so no stale key can
+                // name the slot's next timer.
                 SlotExpiry::Cancelled => {
-                    drop(self.wheel.take(wheel_key));
+                    let entry = self.wheel.take(wheel_key);
                     word.clear(generation);
                     self.retire_if_round(wheel_key, generation);
+                    drop(entry);
                 }
                 // A remote reset returned true and its message is not here yet: the timer
                 // must not fire at the old deadline. Look again next tick.
@@ -447,15 +494,40 @@ impl<T> LocalWheel<T> {
         self.drain_budget(usize::MAX)
     }
 
+    /// Back from a sleep `next_deadline` announced: remotes need not notify.
+    fn wake_up(&self) {
+        if self.announced.get() {
+            self.announced.set(false);
+            self.shared.woke();
+        }
+    }
+
     fn drain_budget(&mut self, budget: usize) -> usize {
-        self.shared.woke();
+        #[cfg(test)]
+        {
+            self.drains += 1;
+        }
+        self.wake_up();
+        // Until the queue is seen empty, the next poll drains again: out of budget, or a
+        // payload's `Drop` panicked here with mail left behind it.
+        self.must_drain.set(true);
+        // Before the pops: see `Shared::has_mail`.
+        self.shared.take_mail();
         let mut applied = 0;
         while applied < budget {
-            let Some(cmd) = self.shared.pop() else { break };
+            let Some(cmd) = self.shared.pop() else {
+                self.must_drain.set(false);
+                break;
+            };
             applied += 1;
             match cmd {
                 Command::Arm { deadline, payload } => {
-                    self.arm_tick(deadline, payload);
+                    // Never a panic on the owner's drain path: an arm past the wheel's 2²⁸
+                    // slots is dropped and counted (`dropped_remote_arms`).
+                    if let Err(payload) = self.try_arm_tick(deadline, payload) {
+                        self.remote_arms_dropped += 1;
+                        drop(payload);
+                    }
                 }
                 Command::Unlink(key) => self.unlink_cancelled(key),
                 Command::Reset { key, deadline } => {
@@ -472,6 +544,19 @@ impl<T> LocalWheel<T> {
         applied
     }
 
+    /// Remote arms dropped unfiled because the wheel already used all its 2²⁸ slots (remote
+    /// arms are not held to [`max_pending`](LocalBuilder::max_pending): the owner cannot
+    /// answer them, so past that limit they are dropped on the owner's thread and counted
+    /// here, never a panic).
+    ///
+    /// ```
+    /// let wheel = shardwheel::LocalWheel::<u64>::new();
+    /// assert_eq!(wheel.dropped_remote_arms(), 0);
+    /// ```
+    pub fn dropped_remote_arms(&self) -> u64 {
+        self.remote_arms_dropped
+    }
+
     /// A remote cancel won the timer `key`: take it out, drop its payload, free the slot,
     /// unless that was done already (the expiry path found it first).
     fn unlink_cancelled(&mut self, key: TimerKey) {
@@ -480,9 +565,12 @@ impl<T> LocalWheel<T> {
             return;
         }
         let Some(wheel_key) = Key::from_raw(key.index + FIRST_KEY) else { return };
-        drop(self.wheel.remove(wheel_key));
+        // Out of the wheel, word cleared, slot retired if due, and only then the payload
+        // dropped: a panicking `Drop` must not leave the word CANCELLED on a free slot.
+        let entry = self.wheel.remove(wheel_key);
         self.slots.word(key.index).clear(key.generation);
         self.retire_if_round(wheel_key, key.generation);
+        drop(entry);
     }
 
     /// The earliest instant at which `poll_expired` may have a timer to hand out: feed it
@@ -504,8 +592,14 @@ impl<T> LocalWheel<T> {
     /// ```
     pub fn next_deadline(&self) -> Option<Instant> {
         let next = self.wheel.next_deadline();
-        if self.remote_made.get() && !self.shared.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
-            return Some(self.now);
+        if self.remote_made.get() {
+            if !self.shared.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
+                // Mail waits (`prepare_sleep` marked the owner awake): the next poll drains
+                // it, whatever the mail flag says.
+                self.must_drain.set(true);
+                return Some(self.now);
+            }
+            self.announced.set(true);
         }
         next.map(|tick| self.clock.instant_of(tick))
     }

@@ -34,7 +34,7 @@ use super::TimerKey;
 use super::slots::Directory;
 use crate::clock::Clock;
 use crate::error::Closed;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, fence};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, fence};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -100,7 +100,14 @@ pub(super) struct Shared<T> {
     queue: Queue<Command<T>>,
     /// Written by the owner around its sleeps, CASed by remotes that claim a wake-up.
     sleep_until: CachePadded<AtomicU64>,
+    /// Set by every remote after its push, cleared by the owner before it drains: the owner
+    /// reads this one flag, not the queue, on each `poll_expired` (see `has_mail`).
+    mail: CachePadded<AtomicBool>,
     closed: AtomicBool,
+    /// Held by whoever empties the queue once `closed` is set (the owner's `close`, or a
+    /// remote whose arm raced it), so that the queue keeps one consumer at a time. Taken
+    /// only after the close: never on a path that runs while the wheel lives.
+    discarding: Mutex<()>,
     notifier: Option<Box<dyn Notify>>,
     pub(super) clock: Clock,
     pub(super) directory: Directory,
@@ -111,7 +118,9 @@ impl<T> Shared<T> {
         Shared {
             queue: Queue::new(),
             sleep_until: CachePadded::new(AtomicU64::new(AWAKE)),
+            mail: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
+            discarding: Mutex::new(()),
             notifier,
             clock,
             directory: Directory::new(),
@@ -121,6 +130,30 @@ impl<T> Shared<T> {
     /// Owner only: the next command, if any.
     pub(super) fn pop(&self) -> Option<Command<T>> {
         self.queue.pop()
+    }
+
+    /// Owner only: whether a remote pushed a command since the owner's last `take_mail`.
+    /// One plain load of a line remotes write only when they send (no fence, no RMW), so
+    /// `poll_expired` pays it per fired timer instead of a queue pop (whose miss costs
+    /// crossbeam's `SeqCst` fence).
+    ///
+    /// Ordering. A remote pushes, then `swap(true, Release)`; the owner
+    /// `swap(false, Acquire)`s, then pops until the queue is empty. Both writes to `mail` are
+    /// read-modify-writes, so every remote's `true` heads a release sequence that the others'
+    /// swaps and the owner's continue. If the owner's swap reads a `true` written after a
+    /// push (that remote's or a later one's in the sequence), it synchronizes with that
+    /// push and its pops see the command. If not, the remote's swap comes after the owner's
+    /// in `mail`'s modification order and leaves `true` behind: the next `poll_expired`
+    /// drains it. A `Relaxed` load here that reads a stale `false` only postpones the drain
+    /// by a poll, never past a sleep: `prepare_sleep` looks at the queue itself, and when it
+    /// finds mail the owner drains at its next poll whatever this flag says.
+    pub(super) fn has_mail(&self) -> bool {
+        self.mail.load(Ordering::Relaxed)
+    }
+
+    /// Owner only, before it pops: see `has_mail`.
+    pub(super) fn take_mail(&self) {
+        self.mail.swap(false, Ordering::Acquire);
     }
 
     /// Owner only: back from a sleep (or never went): remotes need not notify.
@@ -148,6 +181,17 @@ impl<T> Shared<T> {
         // SeqCst: ordered with the remotes' SeqCst fence after their push (see `send`).
         self.closed.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
+        self.discard();
+    }
+
+    /// After `close`: drops whatever commands are still queued (arms that raced with the
+    /// close), on the calling thread. The lock makes the pops of the owner's `close` and of
+    /// racing remotes take turns (the owner's pops before the close happen before any of
+    /// these: a remote gets here only after reading `closed`, which the owner stored after
+    /// them). A poisoned lock (a payload's `Drop` panicked while another thread discarded)
+    /// is still taken: the queue itself is consistent.
+    fn discard(&self) {
+        let _turn = self.discarding.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while self.queue.pop().is_some() {}
     }
 
@@ -159,6 +203,8 @@ impl<T> Shared<T> {
     /// Pushes `cmd`; notifies the owner if it sleeps past `deadline`.
     fn send(&self, cmd: Command<T>, deadline: Option<u64>) {
         self.queue.push(cmd);
+        // Release, and a read-modify-write: see `has_mail`.
+        self.mail.swap(true, Ordering::Release);
         let Some(deadline) = deadline else { return };
         // SeqCst fence: the remote's half of the handshake in the module docs.
         fence(Ordering::SeqCst);
@@ -233,8 +279,12 @@ impl<T: Send> RemoteWheel<T> {
 
     /// Arms `payload` to fire `delay` from now (this reads the clock: a remote thread has no
     /// wheel time of its own). The owner files it when it next polls; no key comes back.
-    /// `Err` hands the payload back if the wheel was dropped; an arm that races with the
-    /// drop is either handed back or dropped with the wheel's other timers, never fired.
+    /// `Err` hands the payload back if the wheel was dropped. An arm that races with the
+    /// drop is handed back, or returns `Ok` and its payload is dropped before this call
+    /// returns or by the owner's thread as it drops the wheel; it never fires. Remote arms
+    /// are not held to `max_pending`; one that finds the wheel's 2²⁸ slots all used is
+    /// dropped by the owner and counted in
+    /// [`LocalWheel::dropped_remote_arms`](crate::LocalWheel::dropped_remote_arms).
     ///
     /// ```
     /// # use std::time::{Duration, Instant};
@@ -267,6 +317,14 @@ impl<T: Send> RemoteWheel<T> {
             return Err(Closed(payload));
         }
         self.shared.send(Command::Arm { deadline, payload }, Some(deadline));
+        // The owner may have closed between the check above and the push, and emptied the
+        // queue before the push landed: then nobody would pop this arm until the last
+        // handle drops the queue. `send`'s SeqCst fence comes after the push and the owner's
+        // comes after its `closed` store (see `close`): either the owner's pops see the push,
+        // or this load sees `closed`, and then this thread empties the queue itself.
+        if self.shared.is_closed() {
+            self.shared.discard();
+        }
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 //! or reset is decided when it is made.
 
 use super::*;
+use crate::error::BuildError;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 
@@ -456,4 +457,119 @@ fn a_dropped_wheel_hands_remote_arms_back() {
     drop(wheel);
     assert_eq!(remote.arm(Duration::ZERO, "late".into()).unwrap_err().into_inner(), "late");
     assert!(remote.is_closed());
+}
+
+/// A payload whose `Drop` panics when its flag says so.
+struct Bomb(bool);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0 && !std::thread::panicking() {
+            panic!("payload drop panics");
+        }
+    }
+}
+
+/// After a payload's `Drop` panicked (caught by the caller), the slot's bookkeeping is done:
+/// the old key stays stale and the next timer in the slot gets a new key.
+fn assert_slot_moved_on(wheel: &mut LocalWheel<Bomb>, old: TimerKey) {
+    let new = wheel.arm(Duration::from_secs(60), Bomb(false));
+    assert_eq!(new.index, old.index, "the freed slot is reused");
+    assert_ne!(new, old, "a stale key must never name the new timer");
+    assert!(wheel.get(old).is_none());
+    assert!(wheel.cancel(old).is_none());
+    assert!(wheel.cancel(new).is_some());
+}
+
+#[test]
+fn a_panicking_drop_on_the_unlink_path_leaves_no_alias() {
+    let mut wheel = LocalWheel::<Bomb>::new();
+    let key = wheel.arm(Duration::from_secs(1), Bomb(true));
+    let remote = wheel.remote();
+    assert!(remote.cancel(key));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wheel.drain_remote()));
+    assert!(caught.is_err(), "the payload's drop panicked");
+    assert_slot_moved_on(&mut wheel, key);
+}
+
+#[test]
+fn a_panicking_drop_on_the_expiry_path_leaves_no_alias() {
+    let mut wheel = LocalWheel::<Bomb>::new();
+    let start = wheel.now();
+    let key = wheel.arm(Duration::ZERO, Bomb(true));
+    let remote = wheel.remote();
+    // Fill the drain budget so the cancel's notice waits and the expiry finds the word
+    // CANCELLED first.
+    for _ in 0..DRAIN_BUDGET {
+        remote.arm_at(start + Duration::from_secs(3600), Bomb(false)).unwrap();
+    }
+    assert!(remote.cancel(key));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wheel.poll_expired(start)));
+    assert!(caught.is_err(), "the payload's drop panicked");
+    assert_slot_moved_on(&mut wheel, key);
+}
+
+/// A `start` in the future would round every instant before it to tick 0 and ignore the
+/// real now as earlier than `start`: a timer armed for between now and `start` would fire
+/// at once, early. `build` refuses it.
+#[test]
+fn a_start_in_the_future_is_refused() {
+    let later = Instant::now() + Duration::from_millis(500);
+    match LocalWheel::builder().start(later).build::<u8>() {
+        Err(BuildError::StartInFuture { by }) => assert!(by > Duration::ZERO && by <= Duration::from_millis(500)),
+        other => panic!("expected StartInFuture, got {:?}", other.map(|w| w.now())),
+    }
+    // A start in the past (or now) is fine, and a timer armed for an instant that has not
+    // come yet does not fire before it.
+    let start = Instant::now();
+    let mut wheel = LocalWheel::builder().start(start).build::<u8>().unwrap();
+    let at = start + Duration::from_millis(200);
+    wheel.arm_at(at, 1);
+    assert_eq!(wheel.poll_expired(start + Duration::from_millis(100)), None);
+    assert!(wheel.poll_expired(at).is_some());
+}
+
+/// With a remote handle out, `poll_expired` drains the remote queue only when mail waits,
+/// not once per fired timer; mail sent mid-loop is still applied by the next call.
+#[test]
+fn poll_expired_drains_only_when_mail_waits() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let start = wheel.now();
+    let remote = wheel.remote();
+    for i in 0..100 {
+        wheel.arm_at(start, i);
+    }
+    let mut fired = 0;
+    while wheel.poll_expired(start).is_some() {
+        fired += 1;
+    }
+    assert_eq!(fired, 100);
+    assert_eq!(wheel.drains, 0, "no mail: no drain");
+    wheel.arm_at(start, 100);
+    assert!(wheel.poll_expired(start).is_some());
+    remote.arm_at(start, 101).unwrap();
+    assert_eq!(wheel.poll_expired(start).map(|(_, p)| p), Some(101), "mail sent mid-loop comes out");
+    assert_eq!(wheel.drains, 1);
+    assert!(wheel.poll_expired(start).is_none());
+    assert_eq!(wheel.drains, 1);
+}
+
+/// Remote arms past the wheel's slot limit are dropped and counted on the owner's drain
+/// path, never a panic; the owner's own `arm` still panics there, as documented.
+#[test]
+fn remote_arms_past_the_slot_limit_are_dropped_not_a_panic() {
+    let mut wheel = LocalWheel::<u32>::new();
+    wheel.slot_limit = 2;
+    let start = wheel.now();
+    let remote = wheel.remote();
+    for i in 0..5 {
+        remote.arm_at(start, i).unwrap();
+    }
+    let mut fired = Vec::new();
+    while let Some((_, p)) = wheel.poll_expired(start) {
+        fired.push(p);
+    }
+    assert_eq!(fired, [0, 1]);
+    assert_eq!(wheel.dropped_remote_arms(), 3);
+    assert!(wheel.is_empty());
 }

@@ -45,11 +45,15 @@
 //! # Deadlines that move
 //!
 //! The wheel does not keep a copy of each entry's deadline: it asks the entry ([`Timed`])
-//! whenever it files it, at insertion and at every cascade. A timeout whose deadline was
-//! pushed out (a reset, which is only a CAS on its state word) is therefore carried straight
-//! to its new place at the next cascade, instead of riding down to its old tick first; and a
-//! node is smaller by a deadline. The ordering guarantees above hold for entries whose deadlines
-//! do not move while they wait; one whose deadline moves is ordered by where it is filed.
+//! whenever it files it, at insertion, at a cascade that moves it alone, and when it comes
+//! due; a node is smaller by a deadline. A timeout whose deadline was pushed out (a reset,
+//! which is only a CAS on its state word) is re-filed lazily: a slot whose entries were all
+//! filed with one deadline cascades whole (one splice) by that deadline, so the moved entry
+//! rides down to its old tick, and there, found not due, is filed again by its new deadline
+//! (in a slot with mixed deadlines it is re-filed by its new deadline at the slot's cascade).
+//! Either way it never comes out before its deadline. The ordering guarantees above hold for
+//! entries whose deadlines do not move while they wait; one whose deadline moves is ordered
+//! by where it is filed.
 
 mod slab;
 #[cfg(all(test, not(loom)))]
@@ -372,7 +376,7 @@ impl<T: Timed> Wheel<T> {
             Some((level, slot)) => {
                 let deadline = self.deadline_of(key);
                 if deadline <= self.elapsed || self.in_processing_range(deadline, level) {
-                    self.push_slot(level, slot, key);
+                    self.push_slot(level, slot, key, deadline);
                 } else {
                     self.file(key);
                 }
@@ -407,14 +411,13 @@ impl<T: Timed> Wheel<T> {
                 self.horizon_min = self.horizon_min.min(deadline);
                 self.slab.push_back(HORIZON, key);
             } else {
-                self.push_slot(level, slot_for(deadline, level), key);
+                self.push_slot(level, slot_for(deadline, level), key, deadline);
             }
         }
     }
 
     #[inline]
-    fn push_slot(&mut self, level: usize, slot: usize, key: u32) {
-        let deadline = self.deadline_of(key);
+    fn push_slot(&mut self, level: usize, slot: usize, key: u32, deadline: u64) {
         self.slab.push_back(slot_list(level, slot), key);
         self.note_deadline(level, slot, deadline);
     }

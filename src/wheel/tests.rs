@@ -313,16 +313,22 @@ impl Timed for Moving {
 }
 
 #[test]
-fn a_deadline_pushed_out_is_carried_to_its_new_place_at_the_next_cascade() {
+fn a_deadline_pushed_out_rides_down_to_its_old_deadline_then_is_refiled() {
     let mut wheel = Wheel::new();
     let at = Rc::new(Cell::new(5000));
     wheel.insert(Moving(at.clone()));
     // Pushed out before the level-2 slot holding 5000 (which starts at 4096) cascades.
     at.set(9000);
     let mut out = Vec::new();
+    // The slot holds one deadline: it cascades whole, by the deadline its entry was filed
+    // with, so the entry rides down to its old tick (lazy re-arm) ...
+    wheel.poll(4999, usize::MAX, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(wheel.next_deadline(), Some(5000), "rode down by its old deadline");
+    // ... where, found not due, it is filed again by its new deadline.
     wheel.poll(5000, usize::MAX, &mut out);
     assert!(out.is_empty(), "it must not come out at its old deadline");
-    assert_eq!(wheel.next_deadline(), Some(8192), "re-filed by its new deadline at the cascade");
+    assert_eq!(wheel.next_deadline(), Some(8192), "re-filed by its new deadline at its old one");
     wheel.poll(8999, usize::MAX, &mut out);
     assert!(out.is_empty());
     wheel.poll(9000, usize::MAX, &mut out);
