@@ -10,52 +10,15 @@
 //!
 //! Not a criterion benchmark: `cargo bench --bench local_memory` prints the table.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use shardwheel_peers::counting;
 use std::process::Command;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const N: usize = 1_000_000;
 const PEERS: [&str; 3] = ["LocalWheel", "nexus-timer", "DelayQueue"];
 
-/// Counts bytes requested and not yet freed, and allocations made.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to `System`; the counters are plain atomics.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc_zeroed` is passed on as is.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `dealloc` is passed on as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `realloc` is passed on as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 /// xorshift64*: the same deadlines for every peer.
 fn delays(n: usize) -> Vec<Duration> {
@@ -77,18 +40,18 @@ fn measure(peer: &str) -> (f64, usize, usize) {
     macro_rules! run {
         ($make:expr, $arm:expr, $cancel:expr, $key:ty) => {{
             let mut keys: Vec<$key> = Vec::with_capacity(N);
-            let before = LIVE.load(Ordering::SeqCst);
+            let before = counting::live();
             let mut wheel = $make;
             for (i, &t) in at.iter().enumerate() {
                 keys.push($arm(&mut wheel, t, i as u64));
             }
-            let bytes = LIVE.load(Ordering::SeqCst) - before;
-            let allocs = ALLOCATIONS.load(Ordering::SeqCst);
+            let bytes = counting::live() - before;
+            let allocs = counting::allocations();
             for (i, &t) in at.iter().enumerate() {
                 let key = $arm(&mut wheel, t, i as u64);
                 std::hint::black_box($cancel(&mut wheel, key));
             }
-            let pair_allocs = ALLOCATIONS.load(Ordering::SeqCst) - allocs;
+            let pair_allocs = counting::allocations() - allocs;
             for key in keys.drain(..) {
                 $cancel(&mut wheel, key);
             }

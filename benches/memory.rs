@@ -16,6 +16,7 @@
 
 use shardwheel_peers as baselines;
 
+use baselines::counting;
 use baselines::delay_queue::DelayQueuePeer;
 use baselines::heap::HeapPeer;
 use baselines::netty::NettyPeer;
@@ -23,53 +24,15 @@ use baselines::report;
 use baselines::shardwheel::ShardwheelPeer;
 use baselines::tokio_timers::{TokioInRuntime, TokioTaskPeer};
 use baselines::{Peer, prearm, prearm_delay};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::Duration;
 
 const N: usize = 1_000_000;
 const PEERS: [&str; 6] =
     ["shardwheel", "tokio", "tokio (task + sleep)", "DelayQueue", "Mutex<BinaryHeap>", "netty-wheel"];
 
-/// Counts bytes requested and not yet freed, and allocations made.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to `System`; the counters are plain atomics.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc_zeroed` is passed on as is.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `dealloc` is passed on as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `realloc` is passed on as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 /// Arms `N` timeouts on `peer`, lets it take them in, prints one tab-separated line:
 /// name, requested bytes/timeout, handle bytes, resident bytes/timeout, allocations/timeout.
@@ -92,12 +55,12 @@ fn measure<P: Peer>(peer: P) {
 fn measure_with<H>(name: &str, arm: impl FnOnce() -> Vec<H>, diagnostics: impl FnOnce() -> String) {
     // Let the peer's threads start and settle their own allocations first.
     std::thread::sleep(Duration::from_millis(200));
-    let live = LIVE.load(Ordering::Relaxed);
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    let live = counting::live();
+    let allocations = counting::allocations();
     let resident = report::resident_bytes().unwrap_or(0);
     let handles = arm();
-    let live = LIVE.load(Ordering::Relaxed) - live - (handles.capacity() * size_of::<H>()) as isize;
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - allocations;
+    let live = counting::live() - live - (handles.capacity() * size_of::<H>()) as isize;
+    let allocations = counting::allocations() - allocations;
     let resident = report::resident_bytes().unwrap_or(0).saturating_sub(resident);
     println!(
         "{}\t{:.1}\t{}\t{:.1}\t{:.2}",

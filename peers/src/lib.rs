@@ -25,6 +25,7 @@
 // A peer's `new` starts threads or a runtime: a `Default` that does so would surprise.
 #![allow(clippy::new_without_default)]
 
+pub mod counting;
 pub mod delay_queue;
 pub mod heap;
 pub mod netty;
