@@ -296,6 +296,57 @@ fn arm_cancel(c: &mut Criterion) {
     rows(c, "DelayQueue", |_| tokio_queue(), |_, _| {});
 }
 
+/// Times a whole mass expiry, `iters` times over: `arm` arms `PENDING` timers on a fresh
+/// wheel made at the given start (not timed) and says when they are all due; `fire` expires
+/// them all and says how many fired (timed). The wheel is dropped after the clock stops.
+fn timed_expiry<S>(
+    iters: u64,
+    mut arm: impl FnMut(Instant) -> (S, Instant),
+    mut fire: impl FnMut(&mut S, Instant) -> usize,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let (mut wheel, due) = arm(Instant::now());
+        let t = Instant::now();
+        let n = fire(&mut wheel, due);
+        total += t.elapsed();
+        assert_eq!(n, PENDING);
+        black_box(wheel);
+    }
+    total
+}
+
+/// `LocalWheel`'s side of a mass expiry: `poll_expired` until nothing is due.
+fn drain_local(s: &mut Local, due: Instant) -> usize {
+    let mut n = 0usize;
+    while let Some(fired) = s.0.poll_expired(due) {
+        black_box(fired);
+        n += 1;
+    }
+    n
+}
+
+/// `PENDING` timers on one deadline, 30 s after `start`.
+fn one_deadline(start: Instant) -> (Local, Instant) {
+    let mut s = local(start);
+    let at = start + Duration::from_secs(30);
+    for i in 0..PENDING {
+        s.0.arm_at(at, i as u64);
+    }
+    (s, at)
+}
+
+/// nexus-timer's side: `PENDING` timers at `at(start)`, and the buffer its `poll` fills
+/// (allocated before the clock starts, as its users keep one).
+fn nexus_loaded(start: Instant, deadlines: Vec<Instant>) -> ((nexus_timer::Wheel<u64>, Vec<u64>), Instant) {
+    let mut wheel = nexus_wheel(start);
+    let due = deadlines.iter().copied().max().unwrap_or(start);
+    for (i, at) in deadlines.into_iter().enumerate() {
+        wheel.schedule_forget(at, i as u64);
+    }
+    ((wheel, Vec::with_capacity(PENDING)), due)
+}
+
 fn mass_expiry(c: &mut Criterion) {
     // Each iteration is a whole mass expiry (the 1 M arms before it are not timed); the time
     // per fired timer is the iteration's time over 1 M (criterion prints the rate too).
@@ -305,110 +356,44 @@ fn mass_expiry(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(100))
         .measurement_time(Duration::from_secs(1))
         .throughput(criterion::Throughput::Elements(PENDING as u64));
-    g.bench_function("mass expiry 1M/LocalWheel", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let start = Instant::now();
-                let (mut s, keys) = loaded(local(start), start);
-                drop(keys);
-                let end = start + Duration::from_secs(61);
-                let t = Instant::now();
-                let mut n = 0usize;
-                while let Some(fired) = s.0.poll_expired(end) {
-                    black_box(fired);
-                    n += 1;
-                }
-                total += t.elapsed();
-                assert_eq!(n, PENDING);
-            }
-            total
-        })
-    });
+    let random = |start| {
+        let (s, keys) = loaded(local(start), start);
+        drop(keys);
+        (s, start + Duration::from_secs(61))
+    };
+    g.bench_function("mass expiry 1M/LocalWheel", |b| b.iter_custom(|iters| timed_expiry(iters, random, drain_local)));
     g.bench_function("mass expiry 1M, one deadline/LocalWheel", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let start = Instant::now();
-                let mut s = local(start);
-                let at = start + Duration::from_secs(30);
-                for i in 0..PENDING {
-                    s.0.arm_at(at, i as u64);
-                }
-                let t = Instant::now();
-                let mut n = 0usize;
-                while let Some(fired) = s.0.poll_expired(at) {
-                    black_box(fired);
-                    n += 1;
-                }
-                total += t.elapsed();
-                assert_eq!(n, PENDING);
-            }
-            total
-        })
+        b.iter_custom(|iters| timed_expiry(iters, one_deadline, drain_local))
     });
     g.bench_function("mass expiry 1M, one deadline/LocalWheel (remote handle out)", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let start = Instant::now();
-                let mut s = local(start);
-                let remote = s.0.remote();
-                let at = start + Duration::from_secs(30);
-                for i in 0..PENDING {
-                    s.0.arm_at(at, i as u64);
-                }
-                let t = Instant::now();
-                let mut n = 0usize;
-                while let Some(fired) = s.0.poll_expired(at) {
-                    black_box(fired);
-                    n += 1;
-                }
-                total += t.elapsed();
-                assert_eq!(n, PENDING);
-                drop(remote);
-            }
-            total
+            timed_expiry(
+                iters,
+                |start| {
+                    let (s, at) = one_deadline(start);
+                    let remote = s.0.remote();
+                    ((s, remote), at)
+                },
+                |(s, _remote), due| drain_local(s, due),
+            )
         })
     });
+    let nexus_poll = |(wheel, buf): &mut (nexus_timer::Wheel<u64>, Vec<u64>), due| wheel.poll(due, buf);
     g.bench_function("mass expiry 1M, one deadline/nexus-timer", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let start = Instant::now();
-                let mut wheel = nexus_wheel(start);
-                let at = start + Duration::from_secs(30);
-                for i in 0..PENDING {
-                    wheel.schedule_forget(at, i as u64);
-                }
-                let mut buf = Vec::with_capacity(PENDING);
-                let t = Instant::now();
-                let n = wheel.poll(at, &mut buf);
-                total += t.elapsed();
-                assert_eq!(n, PENDING);
-                black_box(buf);
-            }
-            total
+            timed_expiry(iters, |start| nexus_loaded(start, vec![start + Duration::from_secs(30); PENDING]), nexus_poll)
         })
     });
     g.bench_function("mass expiry 1M/nexus-timer", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let start = Instant::now();
-                let mut wheel = nexus_wheel(start);
-                for (i, at) in deadlines(start, PENDING, 7).into_iter().enumerate() {
-                    wheel.schedule_forget(at, i as u64);
-                }
-                let end = start + Duration::from_secs(61);
-                let mut buf = Vec::with_capacity(PENDING);
-                let t = Instant::now();
-                let n = wheel.poll(end, &mut buf);
-                total += t.elapsed();
-                assert_eq!(n, PENDING);
-                black_box(buf);
-            }
-            total
+            timed_expiry(
+                iters,
+                |start| {
+                    let (wheel, _) = nexus_loaded(start, deadlines(start, PENDING, 7));
+                    (wheel, start + Duration::from_secs(61))
+                },
+                nexus_poll,
+            )
         })
     });
     g.finish();
