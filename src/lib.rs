@@ -55,6 +55,19 @@
 //!   exactly one of cancel and expire wins. A reset to a later deadline is nothing but that
 //!   CAS: the shard re-files the timeout when the old deadline comes.
 //!
+//! # Beyond callbacks
+//!
+//! - **Futures** for any executor: [`TimerService::sleep`], [`TimerService::sleep_until`],
+//!   [`TimerService::timeout`] and [`TimerService::interval`]. With the `hyper` cargo feature,
+//!   [`TimerService`] is a `hyper::rt::Timer`.
+//! - **Periodic timers**: [`TimerService::schedule_repeating`], one handle for the series.
+//! - **Offload**: with the `offload` cargo feature, `Builder::offload` runs expired tasks on a
+//!   rayon pool instead of the shard thread.
+//! - **Embedded mode**: a thread-per-core event loop owns a [`LocalWheel`] of typed payloads
+//!   (no thread, no closure, no allocation per timer) and feeds its
+//!   [`next_deadline`](LocalWheel::next_deadline) to `epoll_wait` or io_uring; other threads
+//!   reach it through a [`RemoteWheel`].
+//!
 //! # Guarantees
 //!
 //! - A timeout never fires before its deadline; it fires at the first tick boundary at or
