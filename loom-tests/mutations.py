@@ -202,8 +202,10 @@ MUTATIONS = [
      """        if !self.queue.is_empty() {""",
      "loom_local", "remote_arm_races_owner_going_idle"),
     ("M35", "the owner's expiry is a load and a store, not a CAS, with a remote handle out", "src/local/mod.rs",
-     """            let (generation, outcome) = if self.remote_made.get() {""",
-     """            let (generation, outcome) = if false {""",
+     """        if self.remote_made.get() {
+            return self.expire_shared(wheel_key);""",
+     """        if false {
+            return self.expire_shared(wheel_key);""",
      "loom_local", "remote_cancel_races_local_expiry"),
     ("M36", "the owner's expiry ignores a remote reset in flight", "src/state.rs",
      """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::ResetInFlight,""",

@@ -26,18 +26,24 @@ impl Clock {
     /// `div` costs tens of cycles, on every arm and every reset). With `m = ⌊(2⁶⁴−1)/d⌋`,
     /// `⌊n·m / 2⁶⁴⌋` is at most `n/d` and more than `n/d − 1`, so it is the quotient or one
     /// less, and the remainder tells which.
+    #[inline]
     fn div(&self, n: u64) -> u64 {
         let q = ((u128::from(n) * u128::from(self.tick_inverse)) >> 64) as u64;
         if n - q * self.tick_nanos >= self.tick_nanos { q + 1 } else { q }
     }
 
-    /// `⌈n / tick_nanos⌉`.
+    /// `⌈n / tick_nanos⌉`, from the same estimate as [`Clock::div`]: with `q` the quotient
+    /// or one less, the remainder `r = n − q·d` is below `2d`, and `⌈n/d⌉` is `q`, plus one
+    /// if `r` is not zero, plus one more if `r` is over `d`. No branch.
+    #[inline]
     fn div_ceil(&self, n: u64) -> u64 {
-        let q = self.div(n);
-        if q * self.tick_nanos < n { q + 1 } else { q }
+        let q = ((u128::from(n) * u128::from(self.tick_inverse)) >> 64) as u64;
+        let r = n - q * self.tick_nanos;
+        q + u64::from(r != 0) + u64::from(r > self.tick_nanos)
     }
 
     /// Nanoseconds from the start to `at` (zero before it), or `None` past 584 years.
+    #[inline]
     fn nanos_since_start(&self, at: Instant) -> Option<u64> {
         let span = at.saturating_duration_since(self.start);
         span.as_secs().checked_mul(1_000_000_000)?.checked_add(u64::from(span.subsec_nanos()))
@@ -76,6 +82,7 @@ impl Clock {
     /// The tick for deadline `at`: the first tick at or after it, so that the timeout never
     /// fires early. No clock read: the caller gave the instant (a deadline already past is a
     /// tick that has begun, or the next one, and fires by the next tick boundary).
+    #[inline]
     pub(crate) fn deadline_at(&self, at: Instant) -> u64 {
         // The common case in 64-bit arithmetic: see `deadline_nanos`.
         if let Some(at) = self.nanos_since_start(at) {
@@ -86,6 +93,7 @@ impl Clock {
     }
 
     /// `now` and `deadline` in nanoseconds since the start.
+    #[inline]
     fn deadline_nanos(&self, now: u128, deadline: u128) -> u64 {
         // The common case in 64-bit arithmetic (a 128-bit division costs several times more,
         // on every arm): anything within 584 years of the service's start.
@@ -274,6 +282,7 @@ impl Clock {
     /// The tick for a deadline `delay` after `now_nanos` (nanoseconds since the start, as
     /// [`Clock::nanos_at`] gives): the first tick at or after it, as [`Clock::deadline_at`],
     /// with no `Instant` arithmetic and no clock read.
+    #[inline]
     pub(crate) fn deadline_after_nanos(&self, now_nanos: u64, delay: Duration) -> u64 {
         let deadline = u64::try_from(delay.as_nanos()).ok().and_then(|d| now_nanos.checked_add(d));
         match deadline {

@@ -253,43 +253,51 @@ impl SlotWord {
     const RESETS_MASK: u64 = ((1 << 30) - 1) << 2;
     const GEN_SHIFT: u32 = 32;
 
+    #[inline]
     fn pack(generation: u32, state: u64) -> u64 {
         (u64::from(generation) << Self::GEN_SHIFT) | state
     }
 
+    #[inline]
     fn generation_of(word: u64) -> u32 {
         (word >> Self::GEN_SHIFT) as u32
     }
 
     /// A vacant slot whose next timer gets `generation`.
+    #[inline]
     pub(crate) fn vacant(generation: u32) -> SlotWord {
         SlotWord { word: AtomicU64::new(Self::pack(generation, Self::VACANT)) }
     }
 
+    #[inline]
     fn load(&self) -> u64 {
         // Acquire: see the type's docs.
         self.word.load(Ordering::Acquire)
     }
 
     /// The generation the slot's current (or, if vacant, next) timer has.
+    #[inline]
     pub(crate) fn generation(&self) -> u32 {
         Self::generation_of(self.load())
     }
 
     /// Whether the slot holds generation `generation`'s timer, pending (not cancelled by a
     /// remote).
+    #[inline]
     pub(crate) fn is_pending(&self, generation: u32) -> bool {
         self.load() & !Self::RESETS_MASK == Self::pack(generation, Self::PENDING)
     }
 
     /// Whether a remote cancel won generation `generation`'s timer, which the owner has not
     /// cleared yet.
+    #[inline]
     pub(crate) fn is_cancelled(&self, generation: u32) -> bool {
         self.load() & !Self::RESETS_MASK == Self::pack(generation, Self::CANCELLED)
     }
 
     /// Owner: VACANT(g) → PENDING(g, 0); returns g. A store: no other thread writes a vacant
     /// word (every remote CAS expects PENDING).
+    #[inline]
     pub(crate) fn arm(&self) -> u32 {
         debug_assert_eq!(self.load() & Self::STATE_MASK, Self::VACANT, "armed a slot that is not vacant");
         let generation = self.generation();
@@ -298,32 +306,32 @@ impl SlotWord {
         generation
     }
 
-    /// Owner, no remote can exist: PENDING(g) → VACANT(g+1) by a load and a store.
-    pub(crate) fn vacate_exclusive(&self, generation: u32) -> bool {
-        if !self.is_pending(generation) {
-            return false;
-        }
+    /// Owner, no remote can exist, and the owner has just seen the word `PENDING(g)` (with
+    /// [`is_pending`](SlotWord::is_pending)): → VACANT(g+1), by one store.
+    #[inline]
+    pub(crate) fn vacate_exclusive(&self, generation: u32) {
+        debug_assert!(self.is_pending(generation), "vacated a slot that is not pending");
         // Relaxed: no other thread can reach the word (see the type's docs).
         self.word.store(Self::pack(generation.wrapping_add(1), Self::VACANT), Ordering::Relaxed);
-        true
     }
 
     /// Owner, no remote can exist: the pending timer fires, PENDING(g) → VACANT(g+1) by a
-    /// load and a store; returns g (`None`: not pending, which the owner never asks).
-    pub(crate) fn fire_exclusive(&self) -> Option<u32> {
+    /// load and a store; returns g. The word is PENDING: the owner fires only filed timers,
+    /// and only a remote makes a filed timer's word anything else.
+    #[inline]
+    pub(crate) fn fire_exclusive(&self) -> u32 {
         let cur = self.load();
-        if cur & Self::STATE_MASK != Self::PENDING {
-            return None;
-        }
+        debug_assert_eq!(cur & Self::STATE_MASK, Self::PENDING, "fired a slot that is not pending");
         let generation = Self::generation_of(cur);
         // Relaxed: no other thread can reach the word (see the type's docs).
         self.word.store(Self::pack(generation.wrapping_add(1), Self::VACANT), Ordering::Relaxed);
-        Some(generation)
+        generation
     }
 
     /// Owner: PENDING(g, any resets) → VACANT(g+1), for a cancel: `true` iff this call took
     /// the timer (a remote cancel did not come first). Resets in flight are left to find
     /// their generation gone.
+    #[inline]
     pub(crate) fn try_cancel_owned(&self, generation: u32) -> bool {
         let mut cur = self.load();
         loop {
@@ -340,6 +348,7 @@ impl SlotWord {
     }
 
     /// Owner: PENDING(g, 0) → VACANT(g+1), for an expiry, with one strong CAS.
+    #[inline]
     pub(crate) fn try_expire(&self, generation: u32) -> SlotExpiry {
         let pending = Self::pack(generation, Self::PENDING);
         let vacant = Self::pack(generation.wrapping_add(1), Self::VACANT);
@@ -355,6 +364,7 @@ impl SlotWord {
 
     /// Owner: CANCELLED(g) → VACANT(g+1), once it has dropped the payload. A store: no other
     /// thread writes a cancelled word.
+    #[inline]
     pub(crate) fn clear(&self, generation: u32) {
         debug_assert!(self.is_cancelled(generation));
         // Release: see the type's docs.
@@ -363,6 +373,7 @@ impl SlotWord {
 
     /// Owner: one remote reset of generation `generation` has been applied (or found its
     /// timer cancelled). Stale (the slot moved on, which cleared the count): nothing.
+    #[inline]
     pub(crate) fn reset_applied(&self, generation: u32) {
         let mut cur = self.load();
         loop {
@@ -379,6 +390,7 @@ impl SlotWord {
 
     /// Remote: PENDING(g, r) → CANCELLED(g, r). `true` iff this call cancelled the timer:
     /// it will never fire, and the owner drops its payload.
+    #[inline]
     pub(crate) fn try_cancel_remote(&self, generation: u32) -> bool {
         let mut cur = self.load();
         loop {
@@ -398,6 +410,7 @@ impl SlotWord {
     /// not fire before the owner applies the reset's message. Saturates (2³⁰ resets in
     /// flight on one timer would need gigabytes of messages): the owner then fires no
     /// earlier than the first of them it applies.
+    #[inline]
     pub(crate) fn try_reset_remote(&self, generation: u32) -> bool {
         let mut cur = self.load();
         loop {
@@ -416,6 +429,7 @@ impl SlotWord {
     }
 
     #[cfg(test)]
+    #[inline]
     pub(crate) fn set_generation_for_test(&self, generation: u32) {
         self.word.store(Self::pack(generation, Self::VACANT), Ordering::Relaxed);
     }
@@ -516,6 +530,8 @@ mod tests {
         assert!(w.try_cancel_owned(g), "the owner's cancel wins over resets in flight");
         w.reset_applied(g);
         assert_eq!(w.generation(), 2);
-        assert!(!w.vacate_exclusive(2), "a vacant slot has nothing to vacate");
+        let g = w.arm();
+        w.vacate_exclusive(g);
+        assert!(!w.is_pending(g) && w.generation() == g + 1, "vacated, at the next generation");
     }
 }

@@ -208,6 +208,7 @@ impl<T> LocalWheel<T> {
     /// let key = wheel.arm(Duration::from_secs(5), "conn 3");
     /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_secs(5)));
     /// ```
+    #[inline]
     pub fn arm(&mut self, delay: Duration, payload: T) -> TimerKey {
         let deadline = self.clock.deadline_after_nanos(self.now_nanos, delay);
         self.arm_tick(deadline, payload)
@@ -227,6 +228,7 @@ impl<T> LocalWheel<T> {
     /// let key = wheel.arm_at(past, 'p');
     /// assert_eq!(wheel.poll_expired(wheel.now()), Some((key, 'p')));
     /// ```
+    #[inline]
     pub fn arm_at(&mut self, deadline: Instant, payload: T) -> TimerKey {
         let deadline = self.clock.deadline_at(deadline);
         self.arm_tick(deadline, payload)
@@ -251,6 +253,7 @@ impl<T> LocalWheel<T> {
         Ok(self.arm_at(deadline, payload))
     }
 
+    #[inline]
     fn arm_tick(&mut self, deadline: u64, payload: T) -> TimerKey {
         match self.try_arm_tick(deadline, payload) {
             Ok(key) => key,
@@ -262,28 +265,30 @@ impl<T> LocalWheel<T> {
     }
 
     /// Files `payload`, or hands it back if the wheel has no slot left (past 2²⁸).
+    #[inline]
     fn try_arm_tick(&mut self, deadline: u64, payload: T) -> Result<TimerKey, T> {
         let key = self.wheel.insert(Entry::new(deadline, payload));
         let index = key.into_raw() - FIRST_KEY;
         #[cfg(test)]
-        let full = index as usize >= self.slot_limit || !self.slots.ensure(index, &self.shared.directory);
+        let word = self.slots.ensure(index, &self.shared.directory).filter(|_| (index as usize) < self.slot_limit);
         #[cfg(not(test))]
-        let full = !self.slots.ensure(index, &self.shared.directory);
-        if full {
+        let word = self.slots.ensure(index, &self.shared.directory);
+        match word {
+            Some(word) => Ok(TimerKey { index, generation: word.arm() }),
             // The node is out of the wheel before the caller drops the payload.
-            return Err(self.wheel.remove(key).payload);
+            None => Err(self.wheel.remove(key).payload),
         }
-        let generation = self.slots.word(index).arm();
-        Ok(TimerKey { index, generation })
     }
 
     /// The wheel's key and slot word for `key`, if it names a pending timer.
+    #[inline]
     fn find(&self, key: TimerKey) -> Option<(Key, &SlotWord)> {
         let word = self.slots.get(key.index)?;
         if !word.is_pending(key.generation) {
             return None;
         }
-        Some((Key::from_raw(key.index.checked_add(FIRST_KEY)?)?, word))
+        // No overflow: a slot with a word is below `MAX_SLOTS` (2²⁸).
+        Some((Key::from_raw(key.index + FIRST_KEY)?, word))
     }
 
     /// Cancels the timer `key` names and hands its payload back. `None` if it fired, was
@@ -296,14 +301,13 @@ impl<T> LocalWheel<T> {
     /// assert_eq!(wheel.cancel(key).as_deref(), Some("payload"));
     /// assert_eq!(wheel.cancel(key), None);
     /// ```
+    #[inline]
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         let (wheel_key, word) = self.find(key)?;
-        let won = if self.remote_made.get() {
-            word.try_cancel_owned(key.generation)
-        } else {
-            word.vacate_exclusive(key.generation)
-        };
-        if !won {
+        if !self.remote_made.get() {
+            // `find` saw it pending, and no other thread can reach the word.
+            word.vacate_exclusive(key.generation);
+        } else if !word.try_cancel_owned(key.generation) {
             return None;
         }
         let entry = self.wheel.remove(wheel_key);
@@ -313,6 +317,7 @@ impl<T> LocalWheel<T> {
 
     /// A slot just vacated from generation `generation`: retired if its next generation
     /// would be the one it started at (then every key it ever had could come back).
+    #[inline]
     fn retire_if_round(&mut self, wheel_key: Key, generation: u32) {
         if generation.wrapping_add(1) == self.slots.seed() {
             self.wheel.retire(wheel_key);
@@ -425,7 +430,30 @@ impl<T> LocalWheel<T> {
     /// }
     /// assert_eq!(fired, ["a", "b"]);
     /// ```
+    #[inline]
     pub fn poll_expired(&mut self, now: Instant) -> Option<(TimerKey, T)> {
+        // Out of line, so that the call a due timer costs stays small: a loop calls this
+        // once per fired timer, and most calls find time unchanged and no remote.
+        if self.remote_made.get() || now > self.now {
+            self.prepare_poll(now);
+        }
+        let wheel_key = self.wheel.pop_due(self.now_tick)?;
+        if self.remote_made.get() {
+            return self.expire_shared(wheel_key);
+        }
+        let index = wheel_key.into_raw() - FIRST_KEY;
+        // No remote can exist, so the word is PENDING: every filed timer's word is, and
+        // only a remote makes it anything else.
+        let generation = self.slots.word(index).fire_exclusive();
+        let entry = self.wheel.take(wheel_key);
+        self.retire_if_round(wheel_key, generation);
+        Some((TimerKey { index, generation }, entry.payload))
+    }
+
+    /// Before a poll: applies remote commands if a remote exists, and moves the wheel's now
+    /// to `now` if it is later.
+    #[inline(never)]
+    fn prepare_poll(&mut self, now: Instant) {
         if self.remote_made.get() {
             self.wake_up();
             // One plain load per call while no mail waits: see `Shared::has_mail`.
@@ -438,21 +466,20 @@ impl<T> LocalWheel<T> {
             self.now_nanos = self.clock.nanos_at(now);
             self.now_tick = self.clock.tick_at(now);
         }
+    }
+
+    /// `poll_expired`'s expiry once a remote exists: one CAS on the slot word decides
+    /// between the expiry and a remote cancel or reset; the losers are dealt with and the
+    /// next due timer tried.
+    #[inline(never)]
+    fn expire_shared(&mut self, first: Key) -> Option<(TimerKey, T)> {
         let tick = self.now_tick;
+        let mut wheel_key = first;
         loop {
-            let wheel_key = self.wheel.pop_due(tick)?;
             let index = wheel_key.into_raw() - FIRST_KEY;
             let word = self.slots.word(index);
-            let (generation, outcome) = if self.remote_made.get() {
-                let generation = word.generation();
-                (generation, word.try_expire(generation))
-            } else {
-                match word.fire_exclusive() {
-                    Some(generation) => (generation, SlotExpiry::Fired),
-                    None => (word.generation(), SlotExpiry::Stale),
-                }
-            };
-            match outcome {
+            let generation = word.generation();
+            match word.try_expire(generation) {
                 // The usual case: it fires.
                 SlotExpiry::Fired => {
                     let entry = self.wheel.take(wheel_key);
@@ -475,6 +502,7 @@ impl<T> LocalWheel<T> {
                 SlotExpiry::ResetInFlight => self.reset_tick(wheel_key, tick.saturating_add(1)),
                 SlotExpiry::Stale => unreachable!("a filed timer's slot word is pending or cancelled"),
             }
+            wheel_key = self.wheel.pop_due(tick)?;
         }
     }
 

@@ -69,6 +69,7 @@ impl Directory {
     }
 
     /// The word of slot `index`, if its page was published (else no key names it).
+    #[inline]
     pub(crate) fn get(&self, index: u32) -> Option<&SlotWord> {
         let index = index as usize;
         let mid = self.top.get(index >> (PAGE_BITS + MID_BITS))?.get()?;
@@ -95,11 +96,13 @@ impl Slots {
         Slots { pages: Vec::new(), seed }
     }
 
+    #[inline]
     pub(crate) fn seed(&self) -> u32 {
         self.seed
     }
 
     /// The word of slot `index`, which the owner has made.
+    #[inline]
     pub(crate) fn word(&self, index: u32) -> &SlotWord {
         &self.pages[(index >> PAGE_BITS) as usize].words[index as usize & (PAGE - 1)]
     }
@@ -109,11 +112,14 @@ impl Slots {
         self.pages.get((index >> PAGE_BITS) as usize).map(|p| &p.words[index as usize & (PAGE - 1)])
     }
 
-    /// Makes sure slot `index` has a word, publishing a new page in `directory` if needed.
-    /// `false` past [`MAX_SLOTS`].
+    /// The word of slot `index`, made (with a new page published in `directory`) if it was
+    /// not yet. `None` past [`MAX_SLOTS`].
     #[inline]
-    pub(crate) fn ensure(&mut self, index: u32, directory: &Directory) -> bool {
-        ((index >> PAGE_BITS) as usize) < self.pages.len() || self.grow(index, directory)
+    pub(crate) fn ensure(&mut self, index: u32, directory: &Directory) -> Option<&SlotWord> {
+        if ((index >> PAGE_BITS) as usize) >= self.pages.len() && !self.grow(index, directory) {
+            return None;
+        }
+        self.get(index)
     }
 
     #[cold]

@@ -268,6 +268,17 @@ impl<T: Timed> Wheel<T> {
     /// then `now`. Entries come out in the order `poll` would fire them.
     #[inline]
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<Key> {
+        // The common case inline: the front of the ready list is due (a mass expiry hands
+        // out its entries here, one call each). Anything else takes the full step.
+        if let Some(key) = self.slab.front(READY).filter(|&key| self.deadline_of(key) <= self.elapsed) {
+            self.slab.pop_front(READY);
+            return Some(Key(key));
+        }
+        self.pop_due_slow(now)
+    }
+
+    #[inline(never)]
+    fn pop_due_slow(&mut self, now: u64) -> Option<Key> {
         loop {
             match self.step(now) {
                 Step::Fired(key) => return Some(Key(key)),
@@ -398,7 +409,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// Puts a node on the list its deadline calls for, relative to `elapsed`.
-    #[inline]
+    #[inline(always)]
     fn file(&mut self, key: u32) {
         let deadline = self.deadline_of(key);
         if deadline <= self.elapsed {

@@ -119,6 +119,13 @@ impl<T> Slab<T> {
         self.nodes[list as usize].prev = key;
     }
 
+    /// The first node of `list`, left on it.
+    #[inline]
+    pub(super) fn front(&self, list: ListId) -> Option<u32> {
+        let key = self.nodes[list as usize].next;
+        (key != list).then_some(key)
+    }
+
     #[inline]
     pub(super) fn pop_front(&mut self, list: ListId) -> Option<u32> {
         let key = self.nodes[list as usize].next;
