@@ -198,8 +198,9 @@ impl<T: Timed> Wheel<T> {
     /// next `poll`.
     #[inline]
     pub(crate) fn insert(&mut self, value: T) -> Key {
+        let deadline = value.deadline().min(NEVER);
         let key = self.slab.alloc(value);
-        self.place(key);
+        self.place_at(key, deadline);
         Key(key)
     }
 
@@ -381,18 +382,19 @@ impl<T: Timed> Wheel<T> {
     /// Files a node that is on no list, by its deadline now.
     #[inline]
     fn place(&mut self, key: u32) {
+        self.place_at(key, self.deadline_of(key));
+    }
+
+    /// [`Wheel::place`], given the deadline the entry at `key` reports.
+    #[inline]
+    fn place_at(&mut self, key: u32, deadline: u64) {
         match self.processing {
             // Due now, or belongs in the slot being worked through: join its tail, behind
             // every older entry for the same tick.
-            Some((level, slot)) => {
-                let deadline = self.deadline_of(key);
-                if deadline <= self.elapsed || self.in_processing_range(deadline, level) {
-                    self.push_slot(level, slot, key, deadline);
-                } else {
-                    self.file(key);
-                }
+            Some((level, slot)) if deadline <= self.elapsed || self.in_processing_range(deadline, level) => {
+                self.push_slot(level, slot, key, deadline);
             }
-            None => self.file(key),
+            _ => self.file_at(key, deadline),
         }
     }
 
@@ -411,7 +413,12 @@ impl<T: Timed> Wheel<T> {
     /// Puts a node on the list its deadline calls for, relative to `elapsed`.
     #[inline(always)]
     fn file(&mut self, key: u32) {
-        let deadline = self.deadline_of(key);
+        self.file_at(key, self.deadline_of(key));
+    }
+
+    /// [`Wheel::file`], given the deadline the entry at `key` reports.
+    #[inline(always)]
+    fn file_at(&mut self, key: u32, deadline: u64) {
         if deadline <= self.elapsed {
             self.slab.push_back(READY, key);
         } else if deadline == NEVER {
