@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// Everything the reports need about one timer's run. Per-kind figures are `[idle, request]`.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// The timer's name and setup; threads that fire timeouts.
+    /// The timer's name, its setup, and the threads that fire timeouts.
     pub timer: &'static str,
     pub describe: String,
     pub lanes: usize,
@@ -27,14 +27,13 @@ pub struct Outcome {
     /// Time to arm every idle timeout (unpaced), then for the timer to file every arm.
     pub setup: Duration,
     pub settle: Duration,
-    /// Resident and live heap bytes before and after arming (the counting allocator), and
-    /// the live heap once activity stopped.
+    /// Resident and live heap bytes before and after arming, and live heap once activity
+    /// stopped; `size_of` the slot a producer keeps per connection for the idle handle.
     pub rss_before: Option<u64>,
     pub rss_after: Option<u64>,
     pub heap_before: u64,
     pub heap_after: u64,
     pub heap_at_end: u64,
-    /// `size_of` the slot a producer keeps per connection for the idle timeout's handle.
     pub handle_bytes: u64,
     /// The steady state's actual length, and what the producers did.
     pub steady: Duration,
@@ -48,13 +47,12 @@ pub struct Outcome {
     /// `pending()` once activity stopped, if the timer can tell.
     pub pending_at_end: Option<usize>,
     /// Tasks dropped unrun from the stop on (the timeouts that never ended); how many
-    /// `stop()` handed back, for the timers that do.
+    /// `stop()` handed back, for the timers that do; tasks dropped unrun before the stop
+    /// (cancelled, replaced by resets, refused); all task drops.
     pub unfired: PerKind<u64>,
     pub unfired_listed: Option<u64>,
-    /// Tasks dropped unrun before the stop: cancelled, replaced by resets, refused.
     pub unrun_before_stop: PerKind<u64>,
     pub stop_time: Duration,
-    /// All task drops, once everything was dropped.
     pub drops: PerKind<u64>,
     /// The service's counters after stop (shardwheel only).
     pub stats: Option<Stats>,
@@ -63,9 +61,11 @@ pub struct Outcome {
     pub total: Duration,
 }
 
-/// Runs the scenario on `timer`; progress goes to `ui` (stderr).
-pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Outcome {
+/// Runs the scenario on `timer`, then drops it; progress goes to stderr, each line led by
+/// `label` when it is not empty.
+pub fn run<T: SimTimer>(config: &Config, mut timer: T, label: &str) -> Outcome {
     let (began, cpu_before, shared) = (Instant::now(), measure::cpu_time(), Shared::leak(config.producers));
+    let ui = &mut Progress::new(label);
     let mut o = Outcome {
         timer: timer.name(),
         describe: timer.describe(),
@@ -79,7 +79,7 @@ pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Ou
     };
     let (connections, producers) = (group(o.connections), config.producers);
     ui.line(&format!("arming {connections} idle timeouts on {producers} producer threads ({})…", o.describe));
-    let (phase, shared_timer) = (Phase::default(), &*timer);
+    let (phase, shared_timer) = (Phase::default(), &timer);
     let producers = thread::scope(|s| drive(s, config, shared_timer, shared, &phase, ui, &mut o));
     producers.iter().for_each(|p| o.counts.add(&p.counts));
 
@@ -90,9 +90,9 @@ pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Ou
     let pending = o.pending_at_end.map_or("?".to_owned(), |p| group(p as u64));
     ui.line(&format!("activity stopped; {pending} timeouts pending; stopping the timer…"));
     let (before, stopping) = (shared.drops(true), Instant::now());
-    let unfired = timer.stop();
-    (o.stop_time, o.unfired_listed) = (stopping.elapsed(), unfired.as_ref().map(|list| list.len() as u64));
-    drop((unfired, producers));
+    o.unfired_listed = timer.stop();
+    o.stop_time = stopping.elapsed();
+    drop(producers);
     let after = shared.drops(true);
     (o.unfired, o.unrun_before_stop) = ([after[0] - before[0], after[1] - before[1]], before);
     (o.fired, o.early) = (shared.expired(), shared.early.load(Ordering::Relaxed));
@@ -154,7 +154,17 @@ fn drive<'s, T: SimTimer>(
 
     let steady_start = Instant::now();
     phase.steady_start.set(steady_start).expect("set once");
-    let baseline = baseline(s, config.tick, shared, phase);
+    // The baseline: how late a plain `thread::sleep(tick)` wakes up meanwhile, with the
+    // wake-ups a stall made it miss (as a timer thread would miss them).
+    let (tick, us) = (config.tick, config.tick.as_micros() as u64);
+    let baseline = thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, move || {
+        while !phase.stop.load(Ordering::Relaxed) {
+            let slept = Instant::now();
+            thread::sleep(tick);
+            shared.sleep_lateness.record_corrected(slept.elapsed().saturating_sub(tick).as_micros() as u64, us);
+        }
+    });
+    let baseline = baseline.expect("spawn the baseline thread");
     progress(config, shared, timer, steady_start, ui);
     phase.stop.store(true, Ordering::Relaxed);
     baseline.join().expect("the baseline thread does not panic");
@@ -176,25 +186,6 @@ fn wait_armed<T>(shared: &Shared, ui: &Progress, phase: &Phase, producers: &mut 
         let c = shared.counts();
         ui.position(c.idle_armed + c.idle_failed);
     }
-}
-
-/// The baseline thread: how late a plain `thread::sleep(tick)` wakes up during the steady
-/// state, with the wake-ups a stall made it miss (as a timer thread would miss them).
-fn baseline<'s>(
-    s: &'s Scope<'s, '_>,
-    tick: Duration,
-    shared: &'static Shared,
-    phase: &'s Phase,
-) -> ScopedJoinHandle<'s, ()> {
-    let body = move || {
-        while !phase.stop.load(Ordering::Relaxed) {
-            let slept = Instant::now();
-            thread::sleep(tick);
-            let over = slept.elapsed().saturating_sub(tick);
-            shared.sleep_lateness.record_corrected(over.as_micros() as u64, tick.as_micros() as u64);
-        }
-    };
-    thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, body).expect("spawn the baseline thread")
 }
 
 /// Progress until the steady state is over: the bar moves ten times a second; the rates are

@@ -1,12 +1,11 @@
-//! The timer interface the scenario drives ([`SimTimer`]): shardwheel behind it, and the peers
-//! of `--compare` (the benchmarks' own, from `shardwheel-peers`) through [`Bench`], so that
-//! every timer runs literally the same workload. tokio's cancel is `JoinHandle::abort`, a win
-//! if the task had not finished: one racing the task's run may count a win although the task
-//! ran, which the self-check would show.
+//! The timer interface the scenario drives ([`SimTimer`]): shardwheel's `TimerService`, and
+//! the peers of `--compare` (the benchmarks' own, from `shardwheel-peers`) through [`Bench`],
+//! so that every timer runs literally the same workload. tokio's cancel is
+//! `JoinHandle::abort`: one racing the task's run may count a win although the task ran,
+//! which the self-check would show.
 
 use crate::args::Config;
-use crate::run_one;
-use crate::scenario::Outcome;
+use crate::scenario::{self, Outcome};
 use crate::tally::Task;
 use shardwheel::{BuildError, Stats, Timeout, TimerService};
 use shardwheel_peers::{Peer, heap::HeapPeer, netty::NettyPeer, tokio_timers::TokioTaskPeer};
@@ -19,10 +18,7 @@ use std::time::Duration;
 /// for it, or a `reset` replaces it, or it is dropped by [`stop`](SimTimer::stop) or with its
 /// handle; once `stop` returns, no task runs any more.
 pub trait SimTimer: Sync {
-    /// What `arm` returns, owned by the producer thread that armed it; what `stop` hands back
-    /// for each timeout that never ended.
     type Handle: Send;
-    type Unfired;
 
     /// The name in tables and JSON; one line on how it is set up.
     fn name(&self) -> &'static str;
@@ -42,7 +38,8 @@ pub trait SimTimer: Sync {
     fn arm(&self, lane: usize, delay: Duration, task: Task) -> Option<Self::Handle>;
 
     /// Moves a pending timeout's deadline to `delay` from now; false if it had ended. A timer
-    /// without a reset of its own cancels and arms again, with the task `fresh` builds.
+    /// without a reset of its own cancels and arms again, with the task `fresh` builds (built
+    /// only then, so that shardwheel's reset costs no task).
     fn reset(&self, handle: &mut Self::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool;
 
     /// Cancels a pending timeout; true iff this call won (the task will never run).
@@ -55,9 +52,9 @@ pub trait SimTimer: Sync {
     /// is measured).
     fn settle(&self) {}
 
-    /// Stops the timer and joins its threads; hands back what never ended (`None`: a timer
-    /// that drops it instead).
-    fn stop(&mut self) -> Option<Vec<Self::Unfired>>;
+    /// Stops the timer and joins its threads, dropping what never ended; how many timeouts it
+    /// handed back (`None`: a timer that drops them itself).
+    fn stop(&mut self) -> Option<u64>;
 
     /// The service's own counters, if it keeps them.
     fn stats(&self) -> Option<Stats> {
@@ -65,45 +62,40 @@ pub trait SimTimer: Sync {
     }
 }
 
-/// shardwheel's [`TimerService`]: one shard (thread and wheel) per lane. `settle` keeps its
-/// default: a sleeping shard may leave its last few arms in its mailbox until its next
-/// wake-up; they change the memory figure by a thousandth.
+/// shardwheel's [`TimerService`]: one shard (thread and wheel) per lane, set up from the
+/// command line. `settle` keeps its default: a sleeping shard may leave its last few arms in
+/// its mailbox until its next wake-up; they change the memory figure by a thousandth.
 #[derive(Debug)]
-pub struct Shardwheel {
-    service: TimerService,
-    pinned: bool,
-}
+pub struct Shardwheel(TimerService, bool);
 
 impl Shardwheel {
-    pub fn new(config: &Config) -> Result<Shardwheel, BuildError> {
-        let builder = TimerService::builder().shards(config.shards).tick(config.tick);
-        let service = builder.pin_threads(config.pin_threads).thread_name("sim-timer").build()?;
-        Ok(Shardwheel { service, pinned: config.pin_threads })
+    pub fn new(c: &Config) -> Result<Shardwheel, BuildError> {
+        let builder = TimerService::builder().shards(c.shards).tick(c.tick).pin_threads(c.pin_threads);
+        Ok(Shardwheel(builder.thread_name("sim-timer").build()?, c.pin_threads))
     }
 }
 
 impl SimTimer for Shardwheel {
     type Handle = Timeout;
-    type Unfired = shardwheel::Unfired;
 
     fn name(&self) -> &'static str {
         "shardwheel"
     }
 
     fn describe(&self) -> String {
-        let pinned = if self.pinned { "pinned" } else { "unpinned" };
-        let (shards, tick) = (self.service.shard_count(), self.service.tick().as_micros());
+        let (shards, tick, pinned) = (self.0.shard_count(), self.0.tick().as_micros(), ["unpinned", "pinned"]);
+        let pinned = pinned[usize::from(self.1)];
         format!(
             "shardwheel TimerService: {shards} shards ({pinned} threads), tick {tick} µs, schedule_on the producer's shard"
         )
     }
 
     fn lanes(&self) -> usize {
-        self.service.shard_count()
+        self.0.shard_count()
     }
 
     fn arm(&self, lane: usize, delay: Duration, task: Task) -> Option<Timeout> {
-        self.service.schedule_on(lane, delay, move || task.run()).ok()
+        self.0.schedule_on(lane, delay, move || task.run()).ok()
     }
 
     fn reset(&self, handle: &mut Timeout, delay: Duration, _fresh: impl FnOnce() -> Task) -> bool {
@@ -115,26 +107,25 @@ impl SimTimer for Shardwheel {
     }
 
     fn pending(&self) -> Option<usize> {
-        Some(self.service.pending())
+        Some(self.0.pending())
     }
 
-    fn stop(&mut self) -> Option<Vec<shardwheel::Unfired>> {
-        Some(self.service.stop().expect("stop() from the main thread, not a shard's"))
+    fn stop(&mut self) -> Option<u64> {
+        Some(self.0.stop().expect("stop() from the main thread, not a shard's").len() as u64)
     }
 
     fn stats(&self) -> Option<Stats> {
-        Some(self.service.stats())
+        Some(self.0.stats())
     }
 }
 
-/// A benchmark peer behind [`SimTimer`], driven as the benchmarks drive it: its own `arm`,
-/// `cancel` and `reset` (cancel + arm again where the peer has no reset, with a fresh task).
-/// Stopping is dropping: the peer joins its threads and drops what it still holds.
+/// A benchmark peer, driven as the benchmarks drive it: its own `arm`, `cancel` and `reset`
+/// (cancel + arm again where it has no reset). Stopping is dropping: the peer joins its
+/// threads and drops what it still holds. `pending` reads its count of pending timeouts.
 pub struct Bench<P: Peer> {
     peer: Option<P>,
     name: &'static str,
     describe: String,
-    /// Reads the peer's count of pending timeouts.
     pending: fn(&P) -> usize,
 }
 
@@ -146,7 +137,6 @@ impl<P: Peer> Bench<P> {
 
 impl<P: Peer + Sync> SimTimer for Bench<P> {
     type Handle = P::Handle;
-    type Unfired = ();
 
     fn name(&self) -> &'static str {
         self.name
@@ -181,13 +171,13 @@ impl<P: Peer + Sync> SimTimer for Bench<P> {
         self.peer().settle();
     }
 
-    fn stop(&mut self) -> Option<Vec<()>> {
+    fn stop(&mut self) -> Option<u64> {
         drop(self.peer.take());
         None
     }
 }
 
-/// Runs the scenario on `peer`, described by `what` and how it resets.
+/// Runs the scenario on `peer`, named `name` in the tables, described by `what` and how it resets.
 fn run<P: Peer + Sync>(
     config: &Config,
     name: &'static str,
@@ -196,7 +186,7 @@ fn run<P: Peer + Sync>(
     pending: fn(&P) -> usize,
 ) -> Outcome {
     let describe = format!("{what}; reset = {}", peer.reset_kind());
-    run_one(config, Bench { peer: Some(peer), name, describe, pending }, name)
+    scenario::run(config, Bench { peer: Some(peer), name, describe, pending }, name)
 }
 
 /// Buckets of the Netty-style wheel: Netty's default `ticksPerWheel`.
@@ -235,15 +225,14 @@ mod tests {
             --duration-secs 0.5";
         let config = crate::args::tests::parse_str(args).unwrap().0;
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
-        let mut runs = vec![run_one(&config, Shardwheel::new(&config).unwrap(), "shardwheel")];
+        let mut runs = vec![scenario::run(&config, Shardwheel::new(&config).unwrap(), "shardwheel")];
         run_peers(&config, &mut runs);
         assert_eq!(runs.len(), 4);
         for o in &runs {
             let c = &o.counts;
             assert!(passed(o), "{}: {:#?}", o.timer, checks(o));
-            assert!(o.fired[0] > 0 && o.fired[1] > 0, "{}: nothing fired", o.timer);
-            assert!(c.cancels_ok > 0 && c.resets_ok > 0 && c.resets_failed == 0, "{}: {c:?}", o.timer);
-            assert!(o.unfired[0] + o.unfired[1] > 0, "{}: nothing was pending at the stop", o.timer);
+            assert!(o.fired[0] > 0 && o.fired[1] > 0 && c.cancels_ok > 0 && c.resets_ok > 0, "{}: {c:?}", o.timer);
+            assert!(c.resets_failed == 0 && o.unfired[0] + o.unfired[1] > 0, "{}: {c:?}", o.timer);
         }
     }
 }
