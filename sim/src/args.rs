@@ -154,11 +154,9 @@ where
 }
 
 /// Parses the arguments (with the program name first); checks what one value cannot.
-pub fn parse<I, T>(args: I) -> Result<(Config, Output), clap::Error>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
+pub fn parse(
+    args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+) -> Result<(Config, Output), clap::Error> {
     let Cli { config, output } = Cli::try_parse_from(args)?;
     if config.producers > config.connections {
         let why = format!("{} producers for {} connections: each needs one", config.producers, config.connections);
@@ -237,7 +235,7 @@ pub(crate) mod tests {
     }
 
     fn run(s: &str) -> (Config, Output) {
-        parse_str(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+        parse_str(s).unwrap()
     }
 
     #[test]
@@ -251,16 +249,14 @@ pub(crate) mod tests {
         assert!(!out.json && !out.compare && !out.verbose && out.plot.is_none());
         let (c, out) = run("--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 \
              --pin-threads false --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare -v");
-        assert_eq!((c.connections, c.duration, c.idle_fraction), (10_000, Duration::from_secs(2), 0.5));
         assert_eq!(
-            (c.tick, c.pin_threads, c.producers, c.shards, c.seed),
-            (Duration::from_micros(100), false, 3, 5, 7)
+            (c.connections, c.duration, c.idle_fraction, c.tick, c.pin_threads),
+            (10_000, Duration::from_secs(2), 0.5, Duration::from_micros(100), false)
         );
+        assert_eq!((c.producers, c.shards, c.seed), (3, 5, 7));
         assert!(out.json && out.compare && out.verbose && out.plot == Some(PathBuf::from("x.svg")));
         assert!(run("--pin-threads").0.pin_threads && !run("--pin-threads=off").0.pin_threads);
-        for flag in ["--help", "-h", "--version"] {
-            assert_eq!(parse_str(flag).unwrap_err().exit_code(), 0, "{flag}");
-        }
+        assert!(["--help", "-h", "--version"].iter().all(|flag| parse_str(flag).unwrap_err().exit_code() == 0));
         let help = Cli::command().render_long_help().to_string();
         for option in
             ["--idle-timeout-ms", "--compare", "--json", "--plot", "--verbose", "[default: 1_000_000]", "cores]"]
@@ -292,8 +288,7 @@ pub(crate) mod tests {
             ("--plot=", "a value is required for '--plot"),
         ] {
             let e = parse_str(bad).err().unwrap_or_else(|| panic!("{bad} should be rejected"));
-            assert_eq!(e.exit_code(), 2, "{bad}");
-            assert!(e.to_string().contains(says), "{bad}: {e}");
+            assert!(e.exit_code() == 2 && e.to_string().contains(says), "{bad}: {e}");
         }
     }
 
