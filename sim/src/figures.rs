@@ -10,7 +10,8 @@ use std::time::Duration;
 /// and the time it goes quiet (4 B). The handle is counted as the timer's.
 pub const SIM_BYTES_PER_CONNECTION: u64 = 12;
 
-/// One line of the self-check: a stable key (JSON), what is checked, and the sums behind it.
+/// One line of the self-check: whether it passed, a stable key (JSON), what is checked, and
+/// the sums behind it.
 #[derive(Clone, Debug)]
 pub struct Check {
     pub ok: bool,
@@ -27,23 +28,19 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
     // stop = cancelled (requests) or replaced by resets (idle) + refused; created = dropped.
     let (armed, refused, created) =
         ([c.idle_armed, c.request_armed], [c.idle_failed, c.request_failed], [c.created_idle, c.created_request]);
-    let (cancelled, ended_before) = ([0, c.cancels_ok], [c.reset_tasks(), c.cancels_ok]);
+    let (cancelled, ended_before, before) = ([0, c.cancels_ok], [c.reset_tasks(), c.cancels_ok], o.unrun_before_stop);
     let [fired, unfired, dropped] = [o.fired, o.unfired, o.drops].map(|k| k[0] + k[1]);
-    let ended_ok = (0..2).all(|k| {
-        armed[k] == o.fired[k] + cancelled[k] + o.unfired[k] && o.unrun_before_stop[k] == ended_before[k] + refused[k]
-    });
-    let before = [o.unrun_before_stop[1], c.cancels_ok, refused[1], o.unrun_before_stop[0], ended_before[0]];
+    let ended_ok = (0..2)
+        .all(|k| armed[k] == o.fired[k] + cancelled[k] + o.unfired[k] && before[k] == ended_before[k] + refused[k]);
     let by_kind = (0..2).flat_map(|k| [armed[k], o.fired[k], cancelled[k], o.unfired[k]]);
+    let sums = [c.scheduled(), fired, c.cancels_ok, unfired].into_iter().chain(by_kind);
+    let sums: Vec<_> =
+        sums.chain([before[1], c.cancels_ok, refused[1], before[0], ended_before[0], refused[0]]).collect();
     let ended = fill(
         "scheduled {} = fired {} + cancelled {} + unfired at stop {}\nidle {} = {} + {} + {}; request {} = {} + {} + {}\n\
          dropped unrun before the stop: request {} = cancelled {} + refused {}; idle {} = replaced by resets {} + \
          refused {}",
-        &[c.scheduled(), fired, c.cancels_ok, unfired]
-            .into_iter()
-            .chain(by_kind)
-            .chain(before)
-            .chain([refused[0]])
-            .collect::<Vec<_>>(),
+        &sums,
     );
     let dropped = fill(
         "created {} = dropped {}: idle {} = {}; request {} = {}\ndropped unrun after the stop {}",
@@ -53,30 +50,24 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
         0 => "0 early".to_owned(),
         n => format!("{} early, the earliest {} before its deadline", group(n), ms_from_us(o.worst_early_ns / 1_000)),
     };
+    let check = |ok, key, what, detail| Check { ok, key, what, detail };
+    let dropped_ok = o.drops == created && o.unfired_listed.is_none_or(|n| n == unfired);
     let mut checks = vec![
-        Check { ok: ended_ok, key: "ended_exactly_once", what: "every timeout ended exactly once", detail: ended },
-        Check {
-            ok: o.drops == created && o.unfired_listed.is_none_or(|n| n == unfired),
-            key: "dropped_exactly_once",
-            what: "every task dropped exactly once",
-            detail: dropped,
-        },
-        Check { ok: o.early == 0, key: "never_early", what: "no task fired early", detail: early },
+        check(ended_ok, "ended_exactly_once", "every timeout ended exactly once", ended),
+        check(dropped_ok, "dropped_exactly_once", "every task dropped exactly once", dropped),
+        check(o.early == 0, "never_early", "no task fired early", early),
     ];
     if let Some(s) = &o.stats {
         let agree = [s.scheduled, c.scheduled(), s.expired, fired, s.cancelled, c.cancels_ok, s.unfired, unfired];
-        checks.push(Check {
-            ok: (s.scheduled, s.expired, s.cancelled) == (c.scheduled(), fired, c.cancels_ok)
-                && Some(s.unfired) == o.unfired_listed
-                && (s.pending, s.rejected, s.panicked) == (0, 0, 0),
-            key: "stats_agree",
-            what: "simulator agrees with the service's stats()",
-            detail: fill(
-                "(service / simulator) scheduled {} / {}, expired {} / {}, cancelled {} / {}\n\
-                 unfired {} / {}, pending {} / 0, rejected {} / 0, panicked {} / 0",
-                &[&agree[..], &[s.pending, s.rejected, s.panicked]].concat(),
-            ),
-        });
+        let detail = fill(
+            "(service / simulator) scheduled {} / {}, expired {} / {}, cancelled {} / {}\n\
+             unfired {} / {}, pending {} / 0, rejected {} / 0, panicked {} / 0",
+            &[&agree[..], &[s.pending, s.rejected, s.panicked]].concat(),
+        );
+        let ok = (s.scheduled, s.expired, s.cancelled) == (c.scheduled(), fired, c.cancels_ok)
+            && Some(s.unfired) == o.unfired_listed
+            && (s.pending, s.rejected, s.panicked) == (0, 0, 0);
+        checks.push(check(ok, "stats_agree", "simulator agrees with the service's stats()", detail));
     }
     checks
 }
@@ -92,29 +83,21 @@ impl Outcome {
         self.lateness[0].merged(&self.lateness[1])
     }
 
-    fn per_connection(&self, bytes: u64) -> f64 {
-        bytes as f64 / self.connections as f64
+    /// Live heap per connection added since before arming, read at `heap` (`heap_after`: the
+    /// simulator's own 12 B, the handle slot, the task and whatever the timer allocates;
+    /// `heap_at_end`: with requests in flight and cancelled entries kept).
+    pub fn heap_per_connection(&self, heap: u64) -> f64 {
+        heap.saturating_sub(self.heap_before) as f64 / self.connections as f64
     }
 
-    /// Live heap per connection added by arming: the simulator's own 12 B, the handle slot,
-    /// the task and whatever the timer allocates.
-    pub fn heap_per_connection(&self) -> f64 {
-        self.per_connection(self.heap_after.saturating_sub(self.heap_before))
-    }
-
-    /// The same less the simulator's own bytes: what a pending timeout costs with this timer.
+    /// Less the simulator's own bytes: what a pending timeout costs with this timer.
     pub fn timer_bytes_per_timeout(&self) -> f64 {
-        (self.heap_per_connection() - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
-    }
-
-    /// Live heap per connection once activity stopped (requests in flight, cancelled entries kept).
-    pub fn heap_per_connection_at_end(&self) -> f64 {
-        self.per_connection(self.heap_at_end.saturating_sub(self.heap_before))
+        (self.heap_per_connection(self.heap_after) - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
     }
 
     /// Resident memory per connection added by arming.
     pub fn rss_per_connection(&self) -> Option<f64> {
-        Some(self.per_connection(self.rss_after?.saturating_sub(self.rss_before?)))
+        Some(self.rss_after?.saturating_sub(self.rss_before?) as f64 / self.connections as f64)
     }
 
     /// CPU time per timer operation (arm, reset, cancel, expiry), in ns.
@@ -193,12 +176,14 @@ pub const METRICS: &[Metric] = &[
     metric("lateness_p50_us", "expiry lateness p50", "µs", false, |o| q(o, 0.5)),
     metric("lateness_p99_us", "expiry lateness p99", "µs", true, |o| q(o, 0.99)),
     metric("lateness_max_us", "expiry lateness max", "µs", false, |o| o.all_lateness().max().map(|v| v as f64)),
-    metric("heap_bytes_per_connection", "heap per connection", "B", false, |o| Some(o.heap_per_connection())),
+    metric("heap_bytes_per_connection", "heap per connection", "B", false, |o| {
+        Some(o.heap_per_connection(o.heap_after))
+    }),
     metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| {
         Some(o.timer_bytes_per_timeout())
     }),
     metric("heap_bytes_per_connection_at_end", "heap per connection at the end", "B", false, |o| {
-        Some(o.heap_per_connection_at_end())
+        Some(o.heap_per_connection(o.heap_at_end))
     }),
 ];
 

@@ -153,7 +153,7 @@ fn setup(w: &mut Text, o: &Outcome) {
     if o.settle.as_millis() >= 1 {
         w.row("arms filed", format_args!("{} after the last arm returned (memory measured then)", ms(o.settle)));
     }
-    let (heap, sim) = (o.heap_per_connection(), SIM_BYTES_PER_CONNECTION);
+    let (heap, sim) = (o.heap_per_connection(o.heap_after), SIM_BYTES_PER_CONNECTION);
     let parts = format!("simulator {sim} B + handle slot {handle} B + task 32 B + the timer's own; counting allocator");
     w.row("heap per connection", format_args!("{heap:.0} B ({parts})"));
     match (o.rss_before, o.rss_after, o.rss_per_connection()) {
@@ -195,7 +195,7 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
         );
     }
     if verbose {
-        let (live, per) = (mib(o.heap_at_end), o.heap_per_connection_at_end());
+        let (live, per) = (mib(o.heap_at_end), o.heap_per_connection(o.heap_at_end));
         let at_end = format!("{live} live: {per:.0} B per connection (in-flight requests, cancelled entries kept)");
         w.row("heap when activity stopped", at_end);
     }
@@ -348,8 +348,8 @@ fn run_json(o: &Outcome) -> Value {
         },
         "memory": {
             "heap_bytes_before": o.heap_before, "heap_bytes_after": o.heap_after,
-            "heap_bytes_per_connection": o.heap_per_connection(), "heap_bytes_at_end": o.heap_at_end,
-            "heap_bytes_per_connection_at_end": o.heap_per_connection_at_end(),
+            "heap_bytes_per_connection": o.heap_per_connection(o.heap_after), "heap_bytes_at_end": o.heap_at_end,
+            "heap_bytes_per_connection_at_end": o.heap_per_connection(o.heap_at_end),
             "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
             "timer_bytes_per_timeout": o.timer_bytes_per_timeout(),
             "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
