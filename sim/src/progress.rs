@@ -1,7 +1,7 @@
 //! Progress on stderr: an `indicatif` bar when stderr is a terminal, else one plain line per
 //! second (readable in CI logs).
 
-use crate::units::{count, ms_from_us, per_sec};
+use crate::units::{group, ms_from_us, per_sec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
@@ -67,9 +67,9 @@ impl Progress {
     /// One second's figures (the rates of arms, resets, cancels and expiries over it, its
     /// largest lateness): the bar's message (what changes most first, as the terminal may cut
     /// it), or a line of its own.
-    pub fn second(&self, elapsed: Duration, rates: [f64; 4], max_late_us: u64, pending: Option<usize>) {
+    pub fn second(&self, elapsed: Duration, rates: [f64; 4], max_late_us: u64, pending: usize) {
         let [arms, resets, cancels, expiries] = rates.map(per_sec);
-        let (late, pending) = (ms_from_us(max_late_us), count(pending));
+        let (late, pending) = (ms_from_us(max_late_us), group(pending as u64));
         match &self.bar {
             Some(bar) => bar.set_message(format!(
                 "expiries {expiries} (max late {late})  pending {pending}  arms {arms}  cancels {cancels}"

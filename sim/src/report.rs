@@ -18,7 +18,7 @@ use crate::args::Config;
 use crate::figures::{self, Check, METRICS, Metric, SIM_BYTES_PER_CONNECTION};
 use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
-use crate::units::{count, group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
+use crate::units::{group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
 use shardwheel::Stats;
 use std::fmt::Write as _;
@@ -241,7 +241,7 @@ fn lateness(w: &mut Text, o: &Outcome) {
 fn end(w: &mut Text, o: &Outcome) {
     let how =
         if o.unfired_listed.is_some() { "handed back by stop()" } else { "dropped by the timer or with the handles" };
-    let ([idle, request], pending, stop) = (o.unfired, count(o.pending_at_end), secs(o.stop_time));
+    let ([idle, request], pending, stop) = (o.unfired, group(o.pending_at_end as u64), secs(o.stop_time));
     let (unfired, idle, request) = (group(idle + request), group(idle), group(request));
     let end =
         format!("{pending} pending; stop() took {stop}: {unfired} unfired (idle {idle} + request {request}), {how}");
@@ -427,7 +427,7 @@ pub(crate) mod tests {
         (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
         (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);
         (o.handle_bytes, o.fired, o.lateness) = (16, [100, 10], [idle.snapshot(), request.snapshot()]);
-        (o.pending_at_end, o.unfired, o.unfired_listed) = (Some(940), [900, 40], Some(940));
+        (o.pending_at_end, o.unfired, o.unfired_listed) = (940, [900, 40], Some(940));
         (o.unrun_before_stop, o.drops) = ([0, 29_950], [1_000, 30_000]);
         o.cpu = Some(Usage { user: ms(300 * scale), system: ms(50 * scale) });
         let c = &mut o.counts;

@@ -39,32 +39,27 @@ pub trait SimTimer: Sync {
 
     /// Moves a pending timeout's deadline to `delay` from now; false if it had ended. A timer
     /// without a reset of its own cancels and arms again, with the task `fresh` builds (built
-    /// only then, so that shardwheel's reset costs no task).
+    /// only then: shardwheel's reset builds none).
     fn reset(&self, handle: &mut Self::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool;
 
     /// Cancels a pending timeout; true iff this call won (the task will never run).
     fn cancel(&self, handle: Self::Handle) -> bool;
 
-    /// Timeouts pending now, if the timer can tell.
-    fn pending(&self) -> Option<usize>;
+    /// Timeouts pending now.
+    fn pending(&self) -> usize;
 
     /// Waits until every arm so far has reached the structure that holds it (then the memory
     /// is measured).
     fn settle(&self) {}
 
-    /// Stops the timer and joins its threads, dropping what never ended; how many timeouts it
-    /// handed back (`None`: a timer that drops them itself).
-    fn stop(&mut self) -> Option<u64>;
-
-    /// The service's own counters, if it keeps them.
-    fn stats(&self) -> Option<Stats> {
-        None
-    }
+    /// Stops the timer, joins its threads and drops what never ended: how many timeouts it
+    /// handed back, and its own counters then (`None`: a timer that keeps neither).
+    fn stop(self) -> (Option<u64>, Option<Stats>);
 }
 
-/// shardwheel's [`TimerService`]: one shard (thread and wheel) per lane, set up from the
-/// command line. `settle` keeps its default: a sleeping shard may leave its last few arms in
-/// its mailbox until its next wake-up; they change the memory figure by a thousandth.
+/// shardwheel's [`TimerService`] as the command line sets it up, one shard (thread and wheel)
+/// per lane. `settle` keeps its default: a sleeping shard may leave its last few arms in its
+/// mailbox until its next wake-up; they change the memory figure by a thousandth.
 #[derive(Debug)]
 pub struct Shardwheel(TimerService, bool);
 
@@ -106,33 +101,24 @@ impl SimTimer for Shardwheel {
         handle.cancel()
     }
 
-    fn pending(&self) -> Option<usize> {
-        Some(self.0.pending())
+    fn pending(&self) -> usize {
+        self.0.pending()
     }
 
-    fn stop(&mut self) -> Option<u64> {
-        Some(self.0.stop().expect("stop() from the main thread, not a shard's").len() as u64)
-    }
-
-    fn stats(&self) -> Option<Stats> {
-        Some(self.0.stats())
+    fn stop(self) -> (Option<u64>, Option<Stats>) {
+        let unfired = self.0.stop().expect("stop() from the main thread, not a shard's").len() as u64;
+        (Some(unfired), Some(self.0.stats()))
     }
 }
 
 /// A benchmark peer, driven as the benchmarks drive it: its own `arm`, `cancel` and `reset`
 /// (cancel + arm again where it has no reset). Stopping is dropping: the peer joins its
 /// threads and drops what it still holds. `pending` reads its count of pending timeouts.
-pub struct Bench<P: Peer> {
-    peer: Option<P>,
+pub struct Bench<P> {
+    peer: P,
     name: &'static str,
     describe: String,
     pending: fn(&P) -> usize,
-}
-
-impl<P: Peer> Bench<P> {
-    fn peer(&self) -> &P {
-        self.peer.as_ref().expect("the peer runs until stop")
-    }
 }
 
 impl<P: Peer + Sync> SimTimer for Bench<P> {
@@ -147,33 +133,32 @@ impl<P: Peer + Sync> SimTimer for Bench<P> {
     }
 
     fn producer_context<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.peer().enter(f)
+        self.peer.enter(f)
     }
 
     fn arm(&self, _lane: usize, delay: Duration, task: Task) -> Option<P::Handle> {
-        Some(self.peer().arm(delay, move || task.run()))
+        Some(self.peer.arm(delay, move || task.run()))
     }
 
     fn reset(&self, handle: &mut P::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool {
         let task = fresh();
-        self.peer().reset(handle, delay, move || task.run())
+        self.peer.reset(handle, delay, move || task.run())
     }
 
     fn cancel(&self, handle: P::Handle) -> bool {
-        self.peer().cancel(handle)
+        self.peer.cancel(handle)
     }
 
-    fn pending(&self) -> Option<usize> {
-        self.peer.as_ref().map(self.pending)
+    fn pending(&self) -> usize {
+        (self.pending)(&self.peer)
     }
 
     fn settle(&self) {
-        self.peer().settle();
+        self.peer.settle();
     }
 
-    fn stop(&mut self) -> Option<u64> {
-        drop(self.peer.take());
-        None
+    fn stop(self) -> (Option<u64>, Option<Stats>) {
+        (None, None)
     }
 }
 
@@ -186,21 +171,19 @@ fn run<P: Peer + Sync>(
     pending: fn(&P) -> usize,
 ) -> Outcome {
     let describe = format!("{what}; reset = {}", peer.reset_kind());
-    scenario::run(config, Bench { peer: Some(peer), name, describe, pending }, name)
+    scenario::run(config, Bench { peer, name, describe, pending }, name)
 }
 
-/// Buckets of the Netty-style wheel: Netty's default `ticksPerWheel`.
-const NETTY_BUCKETS: usize = 512;
-
-/// Runs the scenario on every peer, in table order, after shardwheel's run (`runs[0]`).
+/// Runs the scenario on every peer, in table order, after shardwheel's run (`runs[0]`). The
+/// Netty-style wheel has Netty's default `ticksPerWheel`, 512 buckets.
 pub fn run_peers(config: &Config, runs: &mut Vec<Outcome>) {
     let (tick, workers) = (config.tick.as_micros(), config.shards);
     let netty = format!(
-        "Netty-architecture HashedWheelTimer: one wheel of {NETTY_BUCKETS} buckets with rounds, tick {tick} µs, one \
-         worker, MPSC queues for arms and cancels"
+        "Netty-architecture HashedWheelTimer: one wheel of 512 buckets with rounds, tick {tick} µs, one worker, MPSC \
+         queues for arms and cancels"
     );
     let pending = |p: &NettyPeer| p.pending().max(0) as usize;
-    runs.push(run(config, "netty-wheel", NettyPeer::with(config.tick, NETTY_BUCKETS), netty, pending));
+    runs.push(run(config, "netty-wheel", NettyPeer::with(config.tick, 512), netty, pending));
     let heap = "Mutex<BinaryHeap> + Condvar, one worker, as ScheduledThreadPoolExecutor; cancel marks, the entry \
                 leaves the heap at its deadline";
     runs.push(run(config, "Mutex<BinaryHeap>", HeapPeer::new(), heap.into(), HeapPeer::entries));
