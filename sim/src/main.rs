@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     let (config, output) = args::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let warnings = config.warnings();
     warnings.iter().for_each(|warning| progress::note(&format!("warning: {warning}")));
-    let shardwheel = match timer::Shardwheel::new(&config) {
+    let shardwheel = match timer::shardwheel(&config) {
         Ok(timer) => timer,
         Err(e) => {
             eprintln!("error: the timer service refused the settings: {e}");
@@ -45,8 +45,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let label = if output.compare { "shardwheel" } else { "" };
-    let mut runs = vec![scenario::run(&config, shardwheel, label)];
+    let mut runs = vec![scenario::run(&config, shardwheel, output.compare)];
     if output.compare {
         timer::run_peers(&config, &mut runs);
     }

@@ -148,7 +148,7 @@ impl<T: SimTimer> Producer<T> {
             self.table.0[j].store(self.shared.nanos(Instant::now()) + idle_ns, Ordering::Relaxed);
             self.counts.created_idle += 1;
             let task = Self::idle_task(self.shared, self.index, &self.table, j);
-            let handle = timer.arm(self.lane(j), self.config.idle_timeout, task);
+            let handle = timer.arm_on(self.lane(j), self.config.idle_timeout, task);
             if handle.is_some() {
                 self.counts.idle_armed += 1;
             } else {
@@ -193,7 +193,7 @@ impl<T: SimTimer> Producer<T> {
         let deadline_ns = now_ns + self.config.request_timeout.as_nanos() as u64;
         self.counts.created_request += 1;
         let task = Task::new(self.shared, self.index, What::Request { deadline_ns });
-        let Some(timeout) = timer.arm(self.lane(j), self.config.request_timeout, task) else {
+        let Some(timeout) = timer.arm_on(self.lane(j), self.config.request_timeout, task) else {
             self.counts.request_failed += 1;
             return true;
         };
@@ -216,7 +216,7 @@ impl<T: SimTimer> Producer<T> {
     fn reset_idle(&mut self, timer: &T, j: usize, now_ns: u64) -> bool {
         let Some(idle) = self.idle[j].as_mut() else { return false };
         let (shared, index, table, mut built) = (self.shared, self.index, &self.table, false);
-        let ok = timer.reset(idle, self.config.idle_timeout, || {
+        let ok = timer.reset_with(idle, self.config.idle_timeout, || {
             built = true;
             Self::idle_task(shared, index, table, j)
         });

@@ -62,13 +62,13 @@ pub struct Outcome {
 }
 
 /// Runs the scenario on `timer`, then stops it; progress goes to stderr, each line led by
-/// `label` when it is not empty.
-pub fn run<T: SimTimer>(config: &Config, timer: T, label: &str) -> Outcome {
+/// the timer's name if `labelled`.
+pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     let (began, cpu_before, shared) = (Instant::now(), measure::cpu_time(), Shared::leak(config.producers));
-    let ui = &mut Progress::new(label);
+    let ui = &mut Progress::new(if labelled { timer.label() } else { "" });
     let mut o = Outcome {
-        timer: timer.name(),
-        describe: timer.describe(),
+        timer: timer.label(),
+        describe: timer.describe(config),
         lanes: timer.lanes(),
         tick: config.tick,
         connections: config.connections as u64,
@@ -128,7 +128,7 @@ fn drive<'s, T: SimTimer>(
     let mut producers: Vec<_> = (0..config.producers)
         .map(|p| {
             let body = move || {
-                timer.producer_context(|| {
+                timer.enter(|| {
                     let mut producer = Producer::new(p, shared, timer, config);
                     producer.arm_idle(timer);
                     phase.armed.fetch_add(1, Relaxed);
