@@ -124,7 +124,7 @@ fn drive<'s, T: SimTimer>(
     o: &mut Outcome,
 ) -> Vec<Producer<T>> {
     let (_stop_on_unwind, arming) = (StopOnDrop(phase), Instant::now());
-    ui.arming(o.connections);
+    ui.start_bar(o.connections, false);
     let mut producers: Vec<_> = (0..config.producers)
         .map(|p| {
             let body = move || {
@@ -192,7 +192,7 @@ fn wait_armed<T>(shared: &Shared, ui: &Progress, phase: &Phase, producers: &mut 
 /// Progress until the steady state is over: the bar moves ten times a second; the rates of
 /// arms, resets, cancels and expiries are taken once a second.
 fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Instant, ui: &mut Progress) {
-    ui.steady(config.duration);
+    ui.start_bar(config.duration.as_millis() as u64, true);
     let (end, totals) = (start + config.duration, |c: Counts, [idle, request]: PerKind<u64>| {
         [c.scheduled(), c.resets_ok, c.cancels_ok, idle + request]
     });
