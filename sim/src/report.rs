@@ -375,16 +375,13 @@ fn compare_json(runs: &[Outcome]) -> Value {
     let by_timer = |runs: &[Outcome], xs: &[Option<f64>]| -> Map<_, _> {
         runs.iter().zip(xs).map(|(o, x)| (o.timer.to_owned(), json!(x.filter(|v| v.is_finite())))).collect()
     };
-    let metrics: Vec<Value> = ratio_rows(runs)
-        .iter()
-        .map(|(m, values, advantage)| {
-            json!({
-                "key": m.key, "label": m.label, "unit": m.unit, "higher_is_better": m.higher_is_better(),
-                "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
-            })
+    let metric = |(m, values, advantage): &RatioRow| {
+        json!({
+            "key": m.key, "label": m.label, "unit": m.unit, "higher_is_better": m.higher_is_better(),
+            "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
         })
-        .collect();
-    json!({ "baseline": runs[0].timer, "metrics": metrics })
+    };
+    json!({ "baseline": runs[0].timer, "metrics": ratio_rows(runs).iter().map(metric).collect::<Vec<_>>() })
 }
 
 /// The JSON report, pretty-printed; `compare` adds the ratio rows.
@@ -392,14 +389,9 @@ pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: boo
     let config: Map<_, _> =
         config_rows(config, 0).into_iter().map(|(key, value, ..)| (key.to_owned(), value)).collect();
     let report = json!({
-        "tool": "shardwheel-sim",
-        "version": env!("CARGO_PKG_VERSION"),
-        "config": config,
-        "warnings": warnings,
-        "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
-        "compare": compare.then(|| compare_json(runs)),
-        "notes": Vec::<String>::new(),
-        "passed": runs.iter().all(figures::passed),
+        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config, "warnings": warnings,
+        "runs": runs.iter().map(run_json).collect::<Vec<_>>(), "compare": compare.then(|| compare_json(runs)),
+        "notes": Vec::<String>::new(), "passed": runs.iter().all(figures::passed),
     });
     serde_json::to_string_pretty(&report).expect("a JSON value serializes")
 }
@@ -416,13 +408,8 @@ pub(crate) mod tests {
         let (idle, request, ms) = (Histogram::new(), Histogram::new(), Duration::from_millis);
         (0..100).for_each(|v| idle.record(v * 10 * scale));
         (0..10).for_each(|v| request.record(v * 50 * scale));
-        let mut o = Outcome {
-            timer,
-            describe: format!("{timer}, made up"),
-            lanes: 2,
-            connections: 1_000,
-            ..Outcome::default()
-        };
+        let mut o = Outcome { timer, describe: format!("{timer}, made up"), lanes: 2, ..Outcome::default() };
+        o.connections = 1_000;
         (o.tick, o.setup, o.steady, o.stop_time, o.total) = (ms(1), ms(10 * scale), ms(1_000), ms(3), ms(1_020));
         (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
         (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);
