@@ -91,7 +91,7 @@ impl Outcome {
     }
 
     /// Less the simulator's own bytes: what a pending timeout costs with this timer.
-    pub fn timer_bytes_per_timeout(&self) -> f64 {
+    pub fn timer_bytes(&self) -> f64 {
         (self.heap_per_connection(self.heap_after) - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
     }
 
@@ -137,9 +137,9 @@ impl Outcome {
 /// without `--verbose`. Units per second are throughputs (higher is better), others costs.
 #[derive(Clone, Copy, Debug)]
 pub struct Metric {
-    pub key: &'static str,
-    pub label: &'static str,
-    pub unit: &'static str,
+    pub key: Text,
+    pub label: Text,
+    pub unit: Text,
     pub headline: bool,
     pub value: fn(&Outcome) -> Option<f64>,
 }
@@ -150,13 +150,9 @@ impl Metric {
     }
 }
 
-const fn metric(
-    key: &'static str,
-    label: &'static str,
-    unit: &'static str,
-    headline: bool,
-    value: fn(&Outcome) -> Option<f64>,
-) -> Metric {
+type Text = &'static str;
+
+const fn metric(key: Text, label: Text, unit: Text, headline: bool, value: fn(&Outcome) -> Option<f64>) -> Metric {
     Metric { key, label, unit, headline, value }
 }
 
@@ -179,9 +175,7 @@ pub const METRICS: &[Metric] = &[
     metric("heap_bytes_per_connection", "heap per connection", "B", false, |o| {
         Some(o.heap_per_connection(o.heap_after))
     }),
-    metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| {
-        Some(o.timer_bytes_per_timeout())
-    }),
+    metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| Some(o.timer_bytes())),
     metric("heap_bytes_per_connection_at_end", "heap per connection at the end", "B", false, |o| {
         Some(o.heap_per_connection(o.heap_at_end))
     }),
@@ -223,11 +217,9 @@ mod tests {
     fn advantage_is_above_one_when_shardwheel_does_better() {
         let [rate, cost] = ["setup_arms_per_sec", "cpu_seconds"].map(|k| METRICS.iter().find(|m| m.key == k).unwrap());
         assert!(rate.higher_is_better() && !cost.higher_is_better());
-        assert_eq!(
-            (advantage(cost, Some(1.0), Some(3.0)), advantage(rate, Some(3.0), Some(1.0))),
-            (Some(3.0), Some(3.0))
-        );
-        assert_eq!(advantage(cost, Some(0.0), Some(2.0)), Some(f64::INFINITY));
-        assert_eq!((advantage(cost, Some(0.0), Some(0.0)), advantage(cost, None, Some(1.0))), (None, None));
+        let ratios = [(cost, 1.0, 3.0), (rate, 3.0, 1.0), (cost, 0.0, 2.0), (cost, 0.0, 0.0)];
+        let ratios = ratios.map(|(m, ours, theirs)| advantage(m, Some(ours), Some(theirs)));
+        assert_eq!(ratios, [Some(3.0), Some(3.0), Some(f64::INFINITY), None]);
+        assert_eq!(advantage(cost, None, Some(1.0)), None);
     }
 }

@@ -145,7 +145,7 @@ fn setup(w: &mut Text, o: &Outcome) {
     let (armed, took, rate) = (group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
     ln!(w, "\nSetup");
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
-    let (bytes, handle) = (o.timer_bytes_per_timeout(), o.handle_bytes);
+    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
     w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
     if !w.verbose {
         return;
@@ -351,7 +351,7 @@ fn run_json(o: &Outcome) -> Value {
             "heap_bytes_per_connection": o.heap_per_connection(o.heap_after), "heap_bytes_at_end": o.heap_at_end,
             "heap_bytes_per_connection_at_end": o.heap_per_connection(o.heap_at_end),
             "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
-            "timer_bytes_per_timeout": o.timer_bytes_per_timeout(),
+            "timer_bytes_per_timeout": o.timer_bytes(),
             "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
             "rss_bytes_per_connection": o.rss_per_connection(),
         },
