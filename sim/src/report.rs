@@ -424,7 +424,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn config() -> Config {
-        Config { connections: 1_000, producers: 2, shards: 2, ..Config::default() }
+        crate::args::tests::parse_str("--connections 1000 --producers 2 --shards 2").unwrap().0
     }
 
     #[test]
