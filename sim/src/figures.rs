@@ -164,17 +164,12 @@ fn q(o: &Outcome, q: f64) -> Option<f64> {
 pub const METRICS: &[Metric] = &[
     metric("setup_arms_per_sec", "arms/s at setup (unpaced)", "/s", true, |o| Some(o.setup_rate())),
     metric("events_per_sec", "activity events/s achieved", "/s", false, |o| Some(o.steady_rate(o.counts.events))),
-    metric("request_arms_per_sec", "request arms/s", "/s", false, |o| Some(o.steady_rate(o.counts.request_armed))),
-    metric("resets_per_sec", "resets/s", "/s", false, |o| Some(o.steady_rate(o.counts.resets_ok))),
     metric("cancels_per_sec", "cancels/s", "/s", false, |o| Some(o.steady_rate(o.counts.cancels_ok))),
     metric("cpu_seconds", "CPU time, whole run (user+sys)", "s", true, |o| o.cpu.map(|c| c.total().as_secs_f64())),
     metric("cpu_ns_per_op", "CPU per timer operation", "ns", true, Outcome::cpu_ns_per_op),
     metric("lateness_p50_us", "expiry lateness p50", "µs", false, |o| q(o, 0.5)),
     metric("lateness_p99_us", "expiry lateness p99", "µs", true, |o| q(o, 0.99)),
     metric("lateness_max_us", "expiry lateness max", "µs", false, |o| o.all_lateness().max().map(|v| v as f64)),
-    metric("heap_bytes_per_connection", "heap per connection", "B", false, |o| {
-        Some(o.heap_per_connection(o.heap_after))
-    }),
     metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| Some(o.timer_bytes())),
     metric("heap_bytes_per_connection_at_end", "heap per connection at the end", "B", false, |o| {
         Some(o.heap_per_connection(o.heap_at_end))

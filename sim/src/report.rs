@@ -20,7 +20,6 @@ use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
 use crate::units::{group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
-use shardwheel::Stats;
 use std::fmt::Write as _;
 
 /// Width of the label column.
@@ -29,21 +28,6 @@ const LABEL: usize = 34;
 /// Lateness quantiles: JSON key, column, quantile.
 const QUANTILES: [(&str, &str, f64); 3] =
     [("p50_us", "p50", 0.5), ("p99_us", "p99", 0.99), ("p999_us", "p99.9", 0.999)];
-
-/// The service's counters: JSON key, text label ("": JSON only, or a row of its own).
-fn stats_rows(s: &Stats) -> [(&'static str, &'static str, u64); 9] {
-    [
-        ("scheduled", "scheduled", s.scheduled),
-        ("expired", "expired", s.expired),
-        ("cancelled", "cancelled", s.cancelled),
-        ("unfired", "unfired (returned by stop)", s.unfired),
-        ("pending", "pending", s.pending),
-        ("rejected", "rejected", s.rejected),
-        ("panicked", "panicked", s.panicked),
-        ("wakeups", "", s.wakeups),
-        ("queued", "", s.queued),
-    ]
-}
 
 /// A metric with each run's value and shardwheel's advantage over each peer.
 type RatioRow = (&'static Metric, Vec<Option<f64>>, Vec<Option<f64>>);
@@ -231,11 +215,6 @@ fn lateness(w: &mut Text, o: &Outcome) {
             format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
         );
     }
-    if w.verbose {
-        let earliest = ms_from_us(o.worst_early_ns / 1_000);
-        let early = if o.early == 0 { String::new() } else { format!("; the earliest {earliest} before its deadline") };
-        w.row("early firings", format_args!("{} (must be 0{early})", group(o.early)));
-    }
 }
 
 fn end(w: &mut Text, o: &Outcome) {
@@ -246,13 +225,12 @@ fn end(w: &mut Text, o: &Outcome) {
     let end =
         format!("{pending} pending; stop() took {stop}: {unfired} unfired (idle {idle} + request {request}), {how}");
     ln!(w, "\n{:<width$}{end}", "End of run", width = LABEL + 2);
+    // The service's other counters are in the self-check's detail.
     let (Some(s), true) = (&o.stats, w.verbose) else { return };
-    ln!(w, "\nService stats (service.stats() after stop)");
-    stats_rows(s).iter().filter(|r| !r.1.is_empty()).for_each(|&(_, label, n)| w.row(label, group(n)));
     let run = o.setup + o.steady + o.stop_time;
     let rate = per_sec(s.wakeups as f64 / run.as_secs_f64().max(1e-9));
     let over = format!("over {} of setup, steady state and stop, {} shards", secs(run), o.lanes);
-    w.row("wakeups", format_args!("{} ({rate} {over})", group(s.wakeups)));
+    w.row("service wakeups", format_args!("{} ({rate} {over})", group(s.wakeups)));
 }
 
 /// A metric's value, in its unit.
@@ -319,7 +297,6 @@ fn percentiles(s: &Snapshot) -> Value {
 fn run_json(o: &Outcome) -> Value {
     let (c, rate, checks) = (&o.counts, |n: u64| o.steady_rate(n), figures::checks(o));
     let ([fired_idle, fired_request], [unfired_idle, unfired_request]) = (o.fired, o.unfired);
-    let stats = |s: Stats| stats_rows(&s).iter().map(|&(key, _, n)| (key.to_owned(), json!(n))).collect::<Map<_, _>>();
     json!({
         "timer": o.timer, "description": o.describe, "lanes": o.lanes,
         "setup": {
@@ -360,7 +337,10 @@ fn run_json(o: &Outcome) -> Value {
             "unfired_handed_back": o.unfired_listed, "unfired_idle": unfired_idle,
             "unfired_request": unfired_request, "stop_seconds": o.stop_time.as_secs_f64(),
         },
-        "stats": o.stats.map(stats),
+        "stats": o.stats.map(|s| json!({
+            "scheduled": s.scheduled, "expired": s.expired, "cancelled": s.cancelled, "unfired": s.unfired,
+            "pending": s.pending, "rejected": s.rejected, "panicked": s.panicked, "wakeups": s.wakeups, "queued": s.queued,
+        })),
         "self_check": {
             "passed": checks.iter().all(|c| c.ok),
             "checks": checks.iter().map(|c| json!({"key": c.key, "what": c.what, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
