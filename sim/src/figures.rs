@@ -78,7 +78,6 @@ pub fn passed(o: &Outcome) -> bool {
 }
 
 impl Outcome {
-    /// Idle and request lateness together.
     pub fn all_lateness(&self) -> Snapshot {
         self.lateness[0].merged(&self.lateness[1])
     }
@@ -112,22 +111,19 @@ impl Outcome {
         self.tick + Duration::from_micros(500)
     }
 
-    /// The worse p99 of the two kinds of expiry, if any fired.
+    /// The worse p99 of the two kinds of expiry, if any fired, and whether it met the bar.
     pub fn worst_p99_us(&self) -> Option<u64> {
         self.lateness.iter().filter_map(|s| s.quantile(0.99)).max()
     }
 
-    /// Whether that p99 met the bar (`None`: nothing fired).
     pub fn bar_met(&self) -> Option<bool> {
         self.worst_p99_us().map(|p| Duration::from_micros(p) <= self.lateness_bar())
     }
 
-    /// `n` per second of the steady state.
     pub fn steady_rate(&self, n: u64) -> f64 {
         n as f64 / self.steady.as_secs_f64().max(1e-9)
     }
 
-    /// Idle timeouts armed per second at setup.
     pub fn setup_rate(&self) -> f64 {
         self.counts.idle_armed as f64 / self.setup.as_secs_f64().max(1e-9)
     }
@@ -160,7 +156,7 @@ fn q(o: &Outcome, q: f64) -> Option<f64> {
     o.all_lateness().quantile(q).map(|v| v as f64)
 }
 
-/// The rows of the ratio table, in order.
+/// The rows of the ratio table.
 pub const METRICS: &[Metric] = &[
     metric("setup_arms_per_sec", "arms/s at setup (unpaced)", "/s", true, |o| Some(o.setup_rate())),
     metric("events_per_sec", "activity events/s achieved", "/s", false, |o| Some(o.steady_rate(o.counts.events))),

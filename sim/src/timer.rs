@@ -44,7 +44,6 @@ pub trait SimTimer: Peer + Sync + Sized {
         self.reset(handle, delay, move || task.run())
     }
 
-    /// Timeouts pending now.
     fn pending(&self) -> usize;
 
     /// Stops the timer, joins its threads and drops what never ended: how many timeouts it
