@@ -144,7 +144,7 @@ fn drive<'s, T: SimTimer>(
     wait_armed(shared, ui, phase, &mut producers);
     let settling = Instant::now();
     o.setup = settling - arming;
-    timer.settle();
+    timer.settle_arms();
     (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), measure::rss_bytes(), measure::heap_live());
     ui.finish();
     ui.line(&format!(
