@@ -104,12 +104,12 @@ impl<T: SimTimer> Producer<T> {
         let window = config.duration.saturating_sub(config.idle_timeout).saturating_sub(Duration::from_millis(50));
         let window_ms = window.as_millis().min(u128::from(NEVER_QUIET - 1)) as u64;
         let quiet_at_ms = (0..n)
-            .map(|_| match rng.chance(config.idle_fraction) {
-                false => NEVER_QUIET,
-                true => {
-                    counts.quiet += 1;
-                    1 + if window_ms > 0 { rng.below(window_ms) as u32 } else { 0 }
+            .map(|_| {
+                if !rng.chance(config.idle_fraction) {
+                    return NEVER_QUIET;
                 }
+                counts.quiet += 1;
+                1 + if window_ms > 0 { rng.below(window_ms) as u32 } else { 0 }
             })
             .collect();
         Producer {
