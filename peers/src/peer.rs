@@ -1,5 +1,5 @@
 //! The one small trait every peer implements: the benchmarks drive it, and the simulator's
-//! `--compare` adapts it to its own timer interface (`sim/src/timer.rs`).
+//! its scenario runs every timer, shardwheel included, through it (`sim/src/timer.rs`).
 
 use std::time::{Duration, Instant};
 

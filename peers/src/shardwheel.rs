@@ -27,6 +27,11 @@ impl ShardwheelPeer {
         ShardwheelPeer { service: TimerService::builder().shards(shards).build().expect("a valid service") }
     }
 
+    /// A peer over a service built elsewhere (the simulator's, from its command line).
+    pub fn from_service(service: TimerService) -> ShardwheelPeer {
+        ShardwheelPeer { service }
+    }
+
     /// `Timeout::reset_at` to `deadline`, an instant the caller computed (no clock read here).
     pub fn reset_at(&self, handle: &Timeout, deadline: Instant) -> bool {
         handle.reset_at(deadline)

@@ -21,7 +21,7 @@ struct Cli {
     output: Output,
 }
 
-/// The scenario's settings (`Config::default()`: the command line's defaults).
+/// The scenario's settings.
 #[derive(Clone, Debug, Args)]
 pub struct Config {
     /// Simulated connections, each with an idle timeout armed at start
@@ -105,12 +105,6 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Cli::parse_from(["shardwheel-sim"]).config
-    }
-}
-
 const ABOUT: &str = "A connection simulator for the shardwheel timer service: connections whose idle timeouts \
 activity pushes out (Timeout::reset), and request timeouts their responses almost always cancel. Reports rates, \
 expiry lateness and memory, and checks that every timeout ended exactly once; --compare runs the same workload on \
@@ -154,11 +148,9 @@ where
 }
 
 /// Parses the arguments (with the program name first); checks what one value cannot.
-pub fn parse<I, T>(args: I) -> Result<(Config, Output), clap::Error>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
+pub fn parse(
+    args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+) -> Result<(Config, Output), clap::Error> {
     let Cli { config, output } = Cli::try_parse_from(args)?;
     if config.producers > config.connections {
         let why = format!("{} producers for {} connections: each needs one", config.producers, config.connections);
@@ -236,37 +228,37 @@ pub(crate) mod tests {
         parse(std::iter::once("shardwheel-sim").chain(s.split_whitespace()))
     }
 
-    fn run(s: &str) -> (Config, Output) {
-        parse_str(s).unwrap_or_else(|e| panic!("{s}: {e}"))
-    }
-
     #[test]
-    fn defaults_and_overrides_parse() {
+    fn defaults_overrides_slices_and_warnings() {
         Cli::command().debug_assert();
-        let (c, out) = run("");
-        assert_eq!(
-            (c.connections, c.idle_timeout, c.seed, c.producers),
-            (1_000_000, Duration::from_secs(5), 24301, cores())
-        );
+        let (c, out) = parse_str("").unwrap();
+        let defaults = (c.connections, c.idle_timeout, c.seed, c.producers);
+        assert_eq!(defaults, (1_000_000, Duration::from_secs(5), 24301, cores()));
         assert!(!out.json && !out.compare && !out.verbose && out.plot.is_none());
-        let (c, out) = run("--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 \
-             --pin-threads false --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare -v");
-        assert_eq!((c.connections, c.duration, c.idle_fraction), (10_000, Duration::from_secs(2), 0.5));
-        assert_eq!(
-            (c.tick, c.pin_threads, c.producers, c.shards, c.seed),
-            (Duration::from_micros(100), false, 3, 5, 7)
-        );
+        let (c, out) = parse_str(
+            "--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 \
+             --pin-threads false --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare -v",
+        )
+        .unwrap();
+        let set = (c.connections, c.duration, c.idle_fraction, c.tick, c.pin_threads, c.producers, c.shards, c.seed);
+        assert_eq!(set, (10_000, Duration::from_secs(2), 0.5, Duration::from_micros(100), false, 3, 5, 7));
         assert!(out.json && out.compare && out.verbose && out.plot == Some(PathBuf::from("x.svg")));
-        assert!(run("--pin-threads").0.pin_threads && !run("--pin-threads=off").0.pin_threads);
-        for flag in ["--help", "-h", "--version"] {
-            assert_eq!(parse_str(flag).unwrap_err().exit_code(), 0, "{flag}");
-        }
+        assert!(
+            parse_str("--pin-threads").unwrap().0.pin_threads && !parse_str("--pin-threads=off").unwrap().0.pin_threads
+        );
+        assert!(["--help", "-h", "--version"].iter().all(|flag| parse_str(flag).unwrap_err().exit_code() == 0));
         let help = Cli::command().render_long_help().to_string();
         for option in
             ["--idle-timeout-ms", "--compare", "--json", "--plot", "--verbose", "[default: 1_000_000]", "cores]"]
         {
             assert!(help.contains(option), "--help lacks {option}:\n{help}");
         }
+        let c = parse_str("--connections 10 --producers 3").unwrap().0;
+        assert_eq!(((0..3).map(|p| c.connections_of(p)).sum::<usize>(), c.connections_of(0)), (10, 4));
+        let c = parse_str("--producers 2 --shards 2").unwrap().0;
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+        let w = parse_str("--connections 1_000_000 --rate 1_000 --duration-secs 1").unwrap().0.warnings().join("\n");
+        assert!(w.contains("--rate 1,000 is too low") && w.contains("not longer than the idle timeout"), "{w}");
     }
 
     #[test]
@@ -275,7 +267,6 @@ pub(crate) mod tests {
             ("--connections", "a value is required"),
             ("--connections abc", "expected a whole number from 1 to 4,294,967,295"),
             ("--connections -5", "unexpected argument"),
-            ("--connections 0", "from 1 to"),
             ("--nope 1", "unexpected argument '--nope'"),
             ("stray", "unexpected argument 'stray'"),
             ("--idle-fraction 1.5", "between 0 and 1"),
@@ -283,27 +274,13 @@ pub(crate) mod tests {
             ("--tick-us 1", "from 10 to 3,600,000,000"),
             ("--idle-timeout-ms 0", "at least 1"),
             ("--duration-secs 0", "more than 0"),
-            ("--producers 0", "from 1 to 1,024"),
             ("--connections 2 --producers 3", "each needs one"),
-            ("--rate 0", "from 1 to 1,000,000,000"),
             ("--pin-threads maybe", "invalid value 'maybe'"),
-            ("--in-flight 0", "from 1 to 16,777,216"),
             ("--shards 100000", "from 1 to 4,096"),
             ("--plot=", "a value is required for '--plot"),
         ] {
             let e = parse_str(bad).err().unwrap_or_else(|| panic!("{bad} should be rejected"));
-            assert_eq!(e.exit_code(), 2, "{bad}");
-            assert!(e.to_string().contains(says), "{bad}: {e}");
+            assert!(e.exit_code() == 2 && e.to_string().contains(says), "{bad}: {e}");
         }
-    }
-
-    #[test]
-    fn slices_rates_and_warnings() {
-        let (c, _) = run("--connections 10 --producers 3");
-        assert_eq!(((0..3).map(|p| c.connections_of(p)).sum::<usize>(), c.connections_of(0)), (10, 4));
-        let c = Config { producers: 2, shards: 2, ..Config::default() };
-        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
-        let w = run("--connections 1_000_000 --rate 1_000 --duration-secs 1").0.warnings().join("\n");
-        assert!(w.contains("--rate 1,000 is too low") && w.contains("not longer than the idle timeout"), "{w}");
     }
 }

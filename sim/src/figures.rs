@@ -10,7 +10,8 @@ use std::time::Duration;
 /// and the time it goes quiet (4 B). The handle is counted as the timer's.
 pub const SIM_BYTES_PER_CONNECTION: u64 = 12;
 
-/// One line of the self-check: a stable key (JSON), what is checked, and the sums behind it.
+/// One line of the self-check: whether it passed, a stable key (JSON), what is checked, and
+/// the sums behind it.
 #[derive(Clone, Debug)]
 pub struct Check {
     pub ok: bool,
@@ -27,23 +28,19 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
     // stop = cancelled (requests) or replaced by resets (idle) + refused; created = dropped.
     let (armed, refused, created) =
         ([c.idle_armed, c.request_armed], [c.idle_failed, c.request_failed], [c.created_idle, c.created_request]);
-    let (cancelled, ended_before) = ([0, c.cancels_ok], [c.reset_tasks(), c.cancels_ok]);
+    let (cancelled, ended_before, before) = ([0, c.cancels_ok], [c.reset_tasks(), c.cancels_ok], o.unrun_before_stop);
     let [fired, unfired, dropped] = [o.fired, o.unfired, o.drops].map(|k| k[0] + k[1]);
-    let ended_ok = (0..2).all(|k| {
-        armed[k] == o.fired[k] + cancelled[k] + o.unfired[k] && o.unrun_before_stop[k] == ended_before[k] + refused[k]
-    });
-    let before = [o.unrun_before_stop[1], c.cancels_ok, refused[1], o.unrun_before_stop[0], ended_before[0]];
+    let ended_ok = (0..2)
+        .all(|k| armed[k] == o.fired[k] + cancelled[k] + o.unfired[k] && before[k] == ended_before[k] + refused[k]);
     let by_kind = (0..2).flat_map(|k| [armed[k], o.fired[k], cancelled[k], o.unfired[k]]);
+    let sums = [c.scheduled(), fired, c.cancels_ok, unfired].into_iter().chain(by_kind);
+    let sums: Vec<_> =
+        sums.chain([before[1], c.cancels_ok, refused[1], before[0], ended_before[0], refused[0]]).collect();
     let ended = fill(
         "scheduled {} = fired {} + cancelled {} + unfired at stop {}\nidle {} = {} + {} + {}; request {} = {} + {} + {}\n\
          dropped unrun before the stop: request {} = cancelled {} + refused {}; idle {} = replaced by resets {} + \
          refused {}",
-        &[c.scheduled(), fired, c.cancels_ok, unfired]
-            .into_iter()
-            .chain(by_kind)
-            .chain(before)
-            .chain([refused[0]])
-            .collect::<Vec<_>>(),
+        &sums,
     );
     let dropped = fill(
         "created {} = dropped {}: idle {} = {}; request {} = {}\ndropped unrun after the stop {}",
@@ -53,30 +50,24 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
         0 => "0 early".to_owned(),
         n => format!("{} early, the earliest {} before its deadline", group(n), ms_from_us(o.worst_early_ns / 1_000)),
     };
+    let check = |ok, key, what, detail| Check { ok, key, what, detail };
+    let dropped_ok = o.drops == created && o.unfired_listed.is_none_or(|n| n == unfired);
     let mut checks = vec![
-        Check { ok: ended_ok, key: "ended_exactly_once", what: "every timeout ended exactly once", detail: ended },
-        Check {
-            ok: o.drops == created && o.unfired_listed.is_none_or(|n| n == unfired),
-            key: "dropped_exactly_once",
-            what: "every task dropped exactly once",
-            detail: dropped,
-        },
-        Check { ok: o.early == 0, key: "never_early", what: "no task fired early", detail: early },
+        check(ended_ok, "ended_exactly_once", "every timeout ended exactly once", ended),
+        check(dropped_ok, "dropped_exactly_once", "every task dropped exactly once", dropped),
+        check(o.early == 0, "never_early", "no task fired early", early),
     ];
     if let Some(s) = &o.stats {
         let agree = [s.scheduled, c.scheduled(), s.expired, fired, s.cancelled, c.cancels_ok, s.unfired, unfired];
-        checks.push(Check {
-            ok: (s.scheduled, s.expired, s.cancelled) == (c.scheduled(), fired, c.cancels_ok)
-                && Some(s.unfired) == o.unfired_listed
-                && (s.pending, s.rejected, s.panicked) == (0, 0, 0),
-            key: "stats_agree",
-            what: "simulator agrees with the service's stats()",
-            detail: fill(
-                "(service / simulator) scheduled {} / {}, expired {} / {}, cancelled {} / {}\n\
-                 unfired {} / {}, pending {} / 0, rejected {} / 0, panicked {} / 0",
-                &[&agree[..], &[s.pending, s.rejected, s.panicked]].concat(),
-            ),
-        });
+        let detail = fill(
+            "(service / simulator) scheduled {} / {}, expired {} / {}, cancelled {} / {}\n\
+             unfired {} / {}, pending {} / 0, rejected {} / 0, panicked {} / 0",
+            &[&agree[..], &[s.pending, s.rejected, s.panicked]].concat(),
+        );
+        let ok = (s.scheduled, s.expired, s.cancelled) == (c.scheduled(), fired, c.cancels_ok)
+            && Some(s.unfired) == o.unfired_listed
+            && (s.pending, s.rejected, s.panicked) == (0, 0, 0);
+        checks.push(check(ok, "stats_agree", "simulator agrees with the service's stats()", detail));
     }
     checks
 }
@@ -87,34 +78,25 @@ pub fn passed(o: &Outcome) -> bool {
 }
 
 impl Outcome {
-    /// Idle and request lateness together.
     pub fn all_lateness(&self) -> Snapshot {
         self.lateness[0].merged(&self.lateness[1])
     }
 
-    fn per_connection(&self, bytes: u64) -> f64 {
-        bytes as f64 / self.connections as f64
+    /// Live heap per connection added since before arming, read at `heap` (`heap_after`: the
+    /// simulator's own 12 B, the handle slot, the task and whatever the timer allocates;
+    /// `heap_at_end`: with requests in flight and cancelled entries kept).
+    pub fn heap_per_connection(&self, heap: u64) -> f64 {
+        heap.saturating_sub(self.heap_before) as f64 / self.connections as f64
     }
 
-    /// Live heap per connection added by arming: the simulator's own 12 B, the handle slot,
-    /// the task and whatever the timer allocates.
-    pub fn heap_per_connection(&self) -> f64 {
-        self.per_connection(self.heap_after.saturating_sub(self.heap_before))
-    }
-
-    /// The same less the simulator's own bytes: what a pending timeout costs with this timer.
-    pub fn timer_bytes_per_timeout(&self) -> f64 {
-        (self.heap_per_connection() - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
-    }
-
-    /// Live heap per connection once activity stopped (requests in flight, cancelled entries kept).
-    pub fn heap_per_connection_at_end(&self) -> f64 {
-        self.per_connection(self.heap_at_end.saturating_sub(self.heap_before))
+    /// Less the simulator's own bytes: what a pending timeout costs with this timer.
+    pub fn timer_bytes(&self) -> f64 {
+        (self.heap_per_connection(self.heap_after) - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
     }
 
     /// Resident memory per connection added by arming.
     pub fn rss_per_connection(&self) -> Option<f64> {
-        Some(self.per_connection(self.rss_after?.saturating_sub(self.rss_before?)))
+        Some(self.rss_after?.saturating_sub(self.rss_before?) as f64 / self.connections as f64)
     }
 
     /// CPU time per timer operation (arm, reset, cancel, expiry), in ns.
@@ -129,22 +111,19 @@ impl Outcome {
         self.tick + Duration::from_micros(500)
     }
 
-    /// The worse p99 of the two kinds of expiry, if any fired.
+    /// The worse p99 of the two kinds of expiry, if any fired, and whether it met the bar.
     pub fn worst_p99_us(&self) -> Option<u64> {
         self.lateness.iter().filter_map(|s| s.quantile(0.99)).max()
     }
 
-    /// Whether that p99 met the bar (`None`: nothing fired).
     pub fn bar_met(&self) -> Option<bool> {
         self.worst_p99_us().map(|p| Duration::from_micros(p) <= self.lateness_bar())
     }
 
-    /// `n` per second of the steady state.
     pub fn steady_rate(&self, n: u64) -> f64 {
         n as f64 / self.steady.as_secs_f64().max(1e-9)
     }
 
-    /// Idle timeouts armed per second at setup.
     pub fn setup_rate(&self) -> f64 {
         self.counts.idle_armed as f64 / self.setup.as_secs_f64().max(1e-9)
     }
@@ -154,9 +133,9 @@ impl Outcome {
 /// without `--verbose`. Units per second are throughputs (higher is better), others costs.
 #[derive(Clone, Copy, Debug)]
 pub struct Metric {
-    pub key: &'static str,
-    pub label: &'static str,
-    pub unit: &'static str,
+    pub key: Text,
+    pub label: Text,
+    pub unit: Text,
     pub headline: bool,
     pub value: fn(&Outcome) -> Option<f64>,
 }
@@ -167,13 +146,9 @@ impl Metric {
     }
 }
 
-const fn metric(
-    key: &'static str,
-    label: &'static str,
-    unit: &'static str,
-    headline: bool,
-    value: fn(&Outcome) -> Option<f64>,
-) -> Metric {
+type Text = &'static str;
+
+const fn metric(key: Text, label: Text, unit: Text, headline: bool, value: fn(&Outcome) -> Option<f64>) -> Metric {
     Metric { key, label, unit, headline, value }
 }
 
@@ -181,24 +156,19 @@ fn q(o: &Outcome, q: f64) -> Option<f64> {
     o.all_lateness().quantile(q).map(|v| v as f64)
 }
 
-/// The rows of the ratio table, in order.
+/// The rows of the ratio table.
 pub const METRICS: &[Metric] = &[
     metric("setup_arms_per_sec", "arms/s at setup (unpaced)", "/s", true, |o| Some(o.setup_rate())),
     metric("events_per_sec", "activity events/s achieved", "/s", false, |o| Some(o.steady_rate(o.counts.events))),
-    metric("request_arms_per_sec", "request arms/s", "/s", false, |o| Some(o.steady_rate(o.counts.request_armed))),
-    metric("resets_per_sec", "resets/s", "/s", false, |o| Some(o.steady_rate(o.counts.resets_ok))),
     metric("cancels_per_sec", "cancels/s", "/s", false, |o| Some(o.steady_rate(o.counts.cancels_ok))),
     metric("cpu_seconds", "CPU time, whole run (user+sys)", "s", true, |o| o.cpu.map(|c| c.total().as_secs_f64())),
     metric("cpu_ns_per_op", "CPU per timer operation", "ns", true, Outcome::cpu_ns_per_op),
     metric("lateness_p50_us", "expiry lateness p50", "µs", false, |o| q(o, 0.5)),
     metric("lateness_p99_us", "expiry lateness p99", "µs", true, |o| q(o, 0.99)),
     metric("lateness_max_us", "expiry lateness max", "µs", false, |o| o.all_lateness().max().map(|v| v as f64)),
-    metric("heap_bytes_per_connection", "heap per connection", "B", false, |o| Some(o.heap_per_connection())),
-    metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| {
-        Some(o.timer_bytes_per_timeout())
-    }),
+    metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| Some(o.timer_bytes())),
     metric("heap_bytes_per_connection_at_end", "heap per connection at the end", "B", false, |o| {
-        Some(o.heap_per_connection_at_end())
+        Some(o.heap_per_connection(o.heap_at_end))
     }),
 ];
 
@@ -238,11 +208,9 @@ mod tests {
     fn advantage_is_above_one_when_shardwheel_does_better() {
         let [rate, cost] = ["setup_arms_per_sec", "cpu_seconds"].map(|k| METRICS.iter().find(|m| m.key == k).unwrap());
         assert!(rate.higher_is_better() && !cost.higher_is_better());
-        assert_eq!(
-            (advantage(cost, Some(1.0), Some(3.0)), advantage(rate, Some(3.0), Some(1.0))),
-            (Some(3.0), Some(3.0))
-        );
-        assert_eq!(advantage(cost, Some(0.0), Some(2.0)), Some(f64::INFINITY));
-        assert_eq!((advantage(cost, Some(0.0), Some(0.0)), advantage(cost, None, Some(1.0))), (None, None));
+        let ratios = [(cost, 1.0, 3.0), (rate, 3.0, 1.0), (cost, 0.0, 2.0), (cost, 0.0, 0.0)];
+        let ratios = ratios.map(|(m, ours, theirs)| advantage(m, Some(ours), Some(theirs)));
+        assert_eq!(ratios, [Some(3.0), Some(3.0), Some(f64::INFINITY), None]);
+        assert_eq!(advantage(cost, None, Some(1.0)), None);
     }
 }

@@ -6,7 +6,7 @@
 //! threads at once; a reader takes a [`Snapshot`]. Quantiles are the upper bound of the bucket
 //! that holds them (clamped to the exact maximum), so they never understate a value.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// log2 of the buckets per power of two; buckets per power of two; values below `LINEAR`
 /// have a bucket each; the linear buckets, then 32 per power of two from 2^6 to 2^63.
@@ -36,30 +36,26 @@ fn bounds(i: usize) -> (u64, u64) {
     (low, low + ((1u64 << shift) - 1))
 }
 
-/// The histogram. Share it by reference (it is `Sync`); record from any thread. The counters
-/// carry no data to synchronize with: exact totals are read after the recorders are joined.
+/// The histogram: share it by reference, record from any thread. The counters carry no data
+/// to synchronize with: exact totals are read after the recorders are joined. The sum
+/// saturates in practice only after half a million years of summed lateness.
 #[derive(Debug)]
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
-    /// Saturating in practice: 2^64 µs is half a million years of summed lateness.
     sum: AtomicU64,
     max: AtomicU64,
 }
 
 impl Histogram {
     pub fn new() -> Histogram {
-        Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            sum: AtomicU64::new(0),
-            max: AtomicU64::new(0),
-        }
+        let buckets = (0..BUCKETS).map(|_| AtomicU64::new(0)).collect();
+        Histogram { buckets, sum: AtomicU64::new(0), max: AtomicU64::new(0) }
     }
 
-    /// Records one value (µs): three `Relaxed` read-modify-writes.
     pub fn record(&self, micros: u64) {
-        self.buckets[index(micros)].fetch_add(1, Ordering::Relaxed);
-        self.sum.fetch_add(micros, Ordering::Relaxed);
-        self.max.fetch_max(micros, Ordering::Relaxed);
+        self.buckets[index(micros)].fetch_add(1, Relaxed);
+        self.sum.fetch_add(micros, Relaxed);
+        self.max.fetch_max(micros, Relaxed);
     }
 
     /// Records `micros`, measured by something that meant to take a sample every `interval`
@@ -76,12 +72,10 @@ impl Histogram {
         }
     }
 
-    /// A copy of the counts, from which quantiles are computed.
+    /// A copy of the counts; summing the buckets keeps it self-consistent while others record.
     pub fn snapshot(&self) -> Snapshot {
-        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
-        // Summing the buckets keeps the snapshot self-consistent while other threads record.
-        let (sum, max) = (self.sum.load(Ordering::Relaxed), self.max.load(Ordering::Relaxed));
-        Snapshot { count: counts.iter().sum(), counts, sum, max }
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        Snapshot { count: counts.iter().sum(), counts, sum: self.sum.load(Relaxed), max: self.max.load(Relaxed) }
     }
 }
 
@@ -156,10 +150,7 @@ mod tests {
         for i in 0..BUCKETS - 1 {
             let (low, high) = bounds(i);
             assert_eq!((index(low), index(high), bounds(i + 1).0), (i, i, high + 1), "bucket {i}");
-            assert!(
-                if i < LINEAR as usize { low == high } else { high - low < low / SUB },
-                "bucket {i}: {low}..={high}"
-            );
+            assert!(if i < LINEAR as usize { low == high } else { high - low < low / SUB }, "bucket {i}");
         }
         assert_eq!((bounds(BUCKETS - 1).1, index(u64::MAX)), (u64::MAX, BUCKETS - 1));
     }
@@ -175,8 +166,8 @@ mod tests {
             assert!(got >= exact && got <= exact + exact / 32, "q={q}: {got} vs {exact}");
         }
         assert_eq!(
-            (s.quantile(1.0), s.quantile(0.0), of([u64::MAX]).quantile(1.0)),
-            (Some(10_000), Some(1), Some(u64::MAX))
+            [s.quantile(1.0), s.quantile(0.0), of([u64::MAX]).quantile(1.0)],
+            [Some(10_000), Some(1), Some(u64::MAX)]
         );
     }
 
@@ -187,17 +178,14 @@ mod tests {
         h.record_corrected(3_500, 1_000); // and the missed 2,500 and 1,500
         let s = h.snapshot();
         assert_eq!((s.count(), s.max(), s.quantile(0.5)), (4, Some(3_500), Some(bounds(index(1_500)).1)));
-        let a = of([0, 0, 3, 1_000, 1_001]);
-        assert_eq!(
-            (a.merged(&of([7_000])).count(), a.merged(&of([7_000])).max(), of([]).merged(&of([])).max()),
-            (6, Some(7_000), None)
-        );
+        let (a, b) = (of([0, 0, 3, 1_000, 1_001]), of([7_000]));
+        assert_eq!((a.merged(&b).count(), a.merged(&b).max(), of([]).merged(&of([])).max()), (6, Some(7_000), None));
         let buckets: Vec<_> = a.buckets().collect();
         assert_eq!(buckets[..2], [(0, 0, 2), (3, 3, 1)]);
         assert!(buckets[2].0 <= 1_000 && buckets[2].1 == 1_001 && buckets[2].2 == 2, "{buckets:?}");
         let h = &h;
         std::thread::scope(|s| {
-            (0..4u64).for_each(|t| _ = s.spawn(move || (0..25_000).for_each(|v| h.record(v % 2_000 + t))))
+            (0..4).for_each(|t| _ = s.spawn(move || (0..25_000).for_each(|v| h.record(v % 2_000 + t))))
         });
         assert_eq!((h.snapshot().count(), h.snapshot().max()), (100_004, Some(3_500)));
     }

@@ -26,10 +26,7 @@ mod tally;
 mod timer;
 mod units;
 
-use args::Config;
-use scenario::Outcome;
 use std::process::ExitCode;
-use timer::{Shardwheel, SimTimer};
 
 /// Counts live heap bytes, for the memory figures; otherwise the system allocator.
 #[global_allocator]
@@ -40,7 +37,7 @@ fn main() -> ExitCode {
     let (config, output) = args::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let warnings = config.warnings();
     warnings.iter().for_each(|warning| progress::note(&format!("warning: {warning}")));
-    let shardwheel = match Shardwheel::new(&config) {
+    let shardwheel = match timer::shardwheel(&config) {
         Ok(timer) => timer,
         Err(e) => {
             eprintln!("error: the timer service refused the settings: {e}");
@@ -48,7 +45,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut runs = vec![run_one(&config, shardwheel, if output.compare { "shardwheel" } else { "" })];
+    let mut runs = vec![scenario::run(&config, shardwheel, output.compare)];
     if output.compare {
         timer::run_peers(&config, &mut runs);
     }
@@ -60,22 +57,13 @@ fn main() -> ExitCode {
             print!("{}", report::compare_text(&runs, output.verbose));
         }
     }
-    let plotted = output.plot.as_ref().is_none_or(|path| match plot::write(path, &config, &runs) {
-        Ok(()) => {
-            progress::note(&format!("lateness histogram written to {}", path.display()));
-            true
+    let plotted = output.plot.as_ref().is_none_or(|path| {
+        let (written, at) = (plot::write(path, &config, &runs), path.display());
+        match &written {
+            Ok(()) => progress::note(&format!("lateness histogram written to {at}")),
+            Err(e) => progress::note(&format!("error: could not write the plot to {at}: {e}")),
         }
-        Err(e) => {
-            eprintln!("error: could not write the plot to {}: {e}", path.display());
-            false
-        }
+        written.is_ok()
     });
     if runs.iter().all(figures::passed) && plotted { ExitCode::SUCCESS } else { ExitCode::FAILURE }
-}
-
-/// Runs the scenario on one timer (then drops the timer); progress lines carry `label`.
-pub fn run_one<T: SimTimer>(config: &Config, mut timer: T, label: &str) -> Outcome {
-    let outcome = scenario::run(config, &mut timer, &mut progress::Progress::new(label));
-    drop(timer);
-    outcome
 }

@@ -23,45 +23,34 @@ const MIN_US: f64 = 1.0;
 pub fn log_bins(s: &Snapshot) -> Vec<(f64, f64, f64)> {
     let edge = |i: usize| 10f64.powf(i as f64 / BINS_PER_DECADE);
     let bin_of = |us: f64| (us.max(MIN_US).log10() * BINS_PER_DECADE).floor() as usize;
-    let mut bins: Vec<f64> = Vec::new();
-    let mut add = |i: usize, n: f64| {
-        bins.resize(bins.len().max(i + 1), 0.0);
-        bins[i] += n;
-    };
+    let mut bins = vec![0.0; s.max().map_or(0, |max| bin_of(max as f64 + 1.0) + 1)];
     for (low, high, n) in s.buckets() {
-        // A bucket spans [low, high + 1): share its count among the bins it overlaps, in
+        // A bucket spans [low, high + 1): its count is shared among the bins it overlaps, in
         // proportion (buckets are at most ~3 % wide, bins ~26 %, so at most two). An exact
         // value (below 64 µs every value has its own bucket) goes to its bin.
-        let (a, b) = (low as f64, high as f64 + 1.0);
+        let (a, b, n) = (low as f64, high as f64 + 1.0, n as f64);
         if low == high {
-            add(bin_of(a), n as f64);
+            bins[bin_of(a)] += n;
+            continue;
         }
-        for i in (low < high).then(|| bin_of(a)..=bin_of(b)).into_iter().flatten() {
-            let overlap = b.min(edge(i + 1)) - a.max(edge(i));
-            if overlap > 0.0 {
-                add(i, n as f64 * overlap / (b - a));
-            }
+        for (i, bin) in bins.iter_mut().enumerate().take(bin_of(b) + 1).skip(bin_of(a)) {
+            *bin += n * (b.min(edge(i + 1)) - a.max(edge(i))).max(0.0) / (b - a);
         }
     }
-    let (first, total) = (bins.iter().position(|&n| n > 0.0).unwrap_or(0), s.count() as f64);
-    bins.iter().enumerate().skip(first).map(|(i, &n)| (edge(i), edge(i + 1), 100.0 * n / total)).collect()
+    let first = bins.iter().position(|&n| n > 0.0).unwrap_or(0);
+    let last = bins.iter().rposition(|&n| n > 0.0).map_or(0, |i| i + 1);
+    (first..last).map(|i| (edge(i), edge(i + 1), 100.0 * bins[i] / s.count() as f64)).collect()
 }
 
 /// `1 µs`, `10 µs`, `1.5 ms`, `1 s`: axis labels for a value in µs.
 fn us_label(us: f64) -> String {
-    let (v, unit) = if us >= 1e6 {
-        (us / 1e6, "s")
-    } else if us >= 1e3 {
-        (us / 1e3, "ms")
-    } else {
-        (us, "µs")
-    };
+    let (v, unit) = [(1e6, "s"), (1e3, "ms")].into_iter().find(|s| us >= s.0).map_or((us, "µs"), |(s, u)| (us / s, u));
     format!("{} {unit}", trim(v))
 }
 
+/// One decimal, none when it is 0.
 fn trim(v: f64) -> String {
-    let s = format!("{v:.1}");
-    s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
+    format!("{v:.1}").trim_end_matches(".0").to_owned()
 }
 
 /// The step outline of a binned histogram, for a line series.
@@ -190,15 +179,13 @@ mod tests {
         // 0 and 1 µs land in the first bin; bins are contiguous and reach the largest value.
         assert!(b[0].0 == 1.0 && (b[0].2 - 25.0).abs() < 1e-9, "{b:?}");
         assert!(b.windows(2).all(|w| (w[0].1 - w[1].0).abs() < 1e-9) && b.last().unwrap().1 >= 50_000.0);
-        // Empty bins below the smallest value are left out.
-        let b = bins(&[1_100]);
-        assert!(b.len() == 1 && b[0].0 <= 1_100.0 && b[0].1 > 1_100.0, "{b:?}");
-        // A bucket across a bin edge is shared in proportion: 1,000 µs sits in the bucket
-        // 992..=1,007, half below the 1 ms edge; 1,010 µs in 1,008..=1,023, all above.
-        let b = bins(&[1_000, 1_010]);
-        assert!(b.len() == 2 && (b[0].2 - 25.0).abs() < 1e-9 && bins(&[]).is_empty(), "{b:?}");
-        let labels = [1.0, 1_000.0, 1_500.0, 2e6].map(us_label);
-        assert_eq!(labels, ["1 µs", "1 ms", "1.5 ms", "2 s"]);
+        // Empty bins below the smallest value are left out; a bucket across a bin edge is
+        // shared in proportion: 1,000 µs sits in the bucket 992..=1,007, half below the 1 ms
+        // edge; 1,010 µs in 1,008..=1,023, all above.
+        let (one, two) = (bins(&[1_100]), bins(&[1_000, 1_010]));
+        assert!(one.len() == 1 && one[0].0 <= 1_100.0 && one[0].1 > 1_100.0, "{one:?}");
+        assert!(two.len() == 2 && (two[0].2 - 25.0).abs() < 1e-9 && bins(&[]).is_empty(), "{two:?}");
+        assert_eq!([1.0, 1_000.0, 1_500.0, 2e6].map(us_label), ["1 µs", "1 ms", "1.5 ms", "2 s"]);
     }
 
     #[test]
@@ -207,14 +194,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let (one, two) = (dir.join("one.svg"), dir.join("two.svg"));
         write(&one, &config(), &[outcome("shardwheel", 1)]).unwrap();
-        let svg = std::fs::read_to_string(&one).unwrap();
-        assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
-        for text in ["shardwheel expiry lateness", "expiry lateness: task ran", "share of expiries", "tick = 1 ms"] {
-            assert!(svg.contains(text), "the plot lacks {text:?}");
-        }
         write(&two, &config(), &[outcome("shardwheel", 1), outcome("binary-heap", 4)]).unwrap();
-        let svg = std::fs::read_to_string(&two).unwrap();
-        assert!(svg.contains("every timer, same scenario") && svg.contains("binary-heap"));
+        let [one, two] = [one, two].map(|path| std::fs::read_to_string(path).unwrap());
+        assert!(one.starts_with("<svg"), "{}", &one[..100.min(one.len())]);
+        for text in ["shardwheel expiry lateness", "expiry lateness: task ran", "share of expiries", "tick = 1 ms"] {
+            assert!(one.contains(text), "the plot lacks {text:?}");
+        }
+        assert!(two.contains("every timer, same scenario") && two.contains("binary-heap"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -33,9 +33,8 @@ impl Rng {
 
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let z = (self.0 ^ (self.0 >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
 
@@ -63,12 +62,10 @@ pub struct Phase {
 impl Phase {
     /// Waits for the steady state to start; false if told to stop first.
     pub fn wait_for_start(&self) -> bool {
-        loop {
-            if self.steady_start.get().is_some() || self.stop.load(Ordering::Relaxed) {
-                return self.steady_start.get().is_some();
-            }
+        while self.steady_start.get().is_none() && !self.stop.load(Ordering::Relaxed) {
             thread::sleep(Duration::from_micros(100));
         }
+        self.steady_start.get().is_some()
     }
 }
 
@@ -100,20 +97,18 @@ pub struct Producer<T: SimTimer> {
 
 impl<T: SimTimer> Producer<T> {
     pub fn new(index: usize, shared: &'static Shared, timer: &T, config: &Config) -> Producer<T> {
-        let n = config.connections_of(index);
-        let mut rng = Rng::new(config.seed, index as u64);
+        let (n, mut rng, mut counts) =
+            (config.connections_of(index), Rng::new(config.seed, index as u64), Counts::default());
         // Quiet connections go quiet at a random time early enough that their idle timeout
-        // fires within the run (or at once, if the run is too short for that).
+        // fires within the run (or at once, if the run is too short for that); 1 + …: 0 is CLOSED.
         let window = config.duration.saturating_sub(config.idle_timeout).saturating_sub(Duration::from_millis(50));
         let window_ms = window.as_millis().min(u128::from(NEVER_QUIET - 1)) as u64;
-        let mut counts = Counts::default();
         let quiet_at_ms = (0..n)
             .map(|_| {
                 if !rng.chance(config.idle_fraction) {
                     return NEVER_QUIET;
                 }
                 counts.quiet += 1;
-                // 1 + …: 0 is CLOSED; quiet at 1 ms is quiet from the start.
                 1 + if window_ms > 0 { rng.below(window_ms) as u32 } else { 0 }
             })
             .collect();
@@ -153,7 +148,7 @@ impl<T: SimTimer> Producer<T> {
             self.table.0[j].store(self.shared.nanos(Instant::now()) + idle_ns, Ordering::Relaxed);
             self.counts.created_idle += 1;
             let task = Self::idle_task(self.shared, self.index, &self.table, j);
-            let handle = timer.arm(self.lane(j), self.config.idle_timeout, task);
+            let handle = timer.arm_on(self.lane(j), self.config.idle_timeout, task);
             if handle.is_some() {
                 self.counts.idle_armed += 1;
             } else {
@@ -198,7 +193,7 @@ impl<T: SimTimer> Producer<T> {
         let deadline_ns = now_ns + self.config.request_timeout.as_nanos() as u64;
         self.counts.created_request += 1;
         let task = Task::new(self.shared, self.index, What::Request { deadline_ns });
-        let Some(timeout) = timer.arm(self.lane(j), self.config.request_timeout, task) else {
+        let Some(timeout) = timer.arm_on(self.lane(j), self.config.request_timeout, task) else {
             self.counts.request_failed += 1;
             return true;
         };
@@ -208,9 +203,8 @@ impl<T: SimTimer> Producer<T> {
             self.counts.lost += 1;
             return true;
         }
-        if self.in_flight.len() == self.config.in_flight
-            && let Some(oldest) = self.in_flight.pop_front()
-        {
+        if self.in_flight.len() == self.config.in_flight {
+            let oldest = self.in_flight.pop_front().expect("in_flight ≥ 1");
             let won = timer.cancel(oldest);
             *if won { &mut self.counts.cancels_ok } else { &mut self.counts.cancels_failed } += 1;
         }
@@ -221,9 +215,8 @@ impl<T: SimTimer> Producer<T> {
     /// Pushes out connection `j`'s idle timeout; false if it had fired (or was never armed).
     fn reset_idle(&mut self, timer: &T, j: usize, now_ns: u64) -> bool {
         let Some(idle) = self.idle[j].as_mut() else { return false };
-        // A timer that resets by arming again gets a fresh idle task.
         let (shared, index, table, mut built) = (self.shared, self.index, &self.table, false);
-        let ok = timer.reset(idle, self.config.idle_timeout, || {
+        let ok = timer.reset_with(idle, self.config.idle_timeout, || {
             built = true;
             Self::idle_task(shared, index, table, j)
         });

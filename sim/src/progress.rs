@@ -1,7 +1,7 @@
 //! Progress on stderr: an `indicatif` bar when stderr is a terminal, else one plain line per
 //! second (readable in CI logs).
 
-use crate::units::{count, ms_from_us, per_sec};
+use crate::units::{group, ms_from_us, per_sec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
@@ -35,28 +35,20 @@ impl Progress {
         }
     }
 
-    fn start_bar(&mut self, len: u64, template: &str) {
+    /// Shows a bar of `len` steps: idle timeouts to arm, or the steady state's ms.
+    pub fn start_bar(&mut self, len: u64, steady: bool) {
         self.finish();
+        let template = if steady {
+            "{prefix:>10} running [{bar:30}] {elapsed:>3}/{duration:3} {wide_msg}"
+        } else {
+            "{prefix:>10} arming  [{bar:30}] {human_pos}/{human_len} idle timeouts"
+        };
         if self.fancy {
             let style = ProgressStyle::with_template(template).expect("a valid template").progress_chars("█▉▊▋▌▍▎▏ ");
             let prefix = if self.label.is_empty() { "sim" } else { &self.label };
-            let target = ProgressDrawTarget::stderr_with_hz(10);
-            self.bar =
-                Some(ProgressBar::with_draw_target(Some(len), target).with_style(style).with_prefix(prefix.to_owned()));
+            let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(10));
+            self.bar = Some(bar.with_style(style).with_prefix(prefix.to_owned()));
         }
-    }
-
-    /// Arming `total` idle timeouts.
-    pub fn arming(&mut self, total: u64) {
-        self.start_bar(total, "{prefix:>10} arming  [{bar:30}] {human_pos}/{human_len} idle timeouts");
-    }
-
-    /// The steady state, `duration` long.
-    pub fn steady(&mut self, duration: Duration) {
-        self.start_bar(
-            duration.as_millis() as u64,
-            "{prefix:>10} running [{bar:30}] {elapsed:>3}/{duration:3} {wide_msg}",
-        );
     }
 
     /// Moves the bar: idle timeouts armed so far, or ms into the steady state.
@@ -67,9 +59,9 @@ impl Progress {
     /// One second's figures (the rates of arms, resets, cancels and expiries over it, its
     /// largest lateness): the bar's message (what changes most first, as the terminal may cut
     /// it), or a line of its own.
-    pub fn second(&self, elapsed: Duration, rates: [f64; 4], max_late_us: u64, pending: Option<usize>) {
-        let [arms, resets, cancels, expiries] = rates.map(per_sec);
-        let (late, pending) = (ms_from_us(max_late_us), count(pending));
+    pub fn second(&self, elapsed: Duration, rates: [f64; 4], max_late_us: u64, pending: usize) {
+        let ([arms, resets, cancels, expiries], late, pending) =
+            (rates.map(per_sec), ms_from_us(max_late_us), group(pending as u64));
         match &self.bar {
             Some(bar) => bar.set_message(format!(
                 "expiries {expiries} (max late {late})  pending {pending}  arms {arms}  cancels {cancels}"

@@ -1,7 +1,6 @@
 //! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`):
 //! the text report (one screen; every table with `--verbose`) with its ratio table, and the
-//! same as one JSON object (`--json`). Both read the figures of `figures.rs`; the lists both
-//! show (lateness quantiles, the service's stats, the ratio table's rows) are written once.
+//! same as one JSON object (`--json`), both from the figures of `figures.rs`.
 //!
 //! JSON shape (durations in seconds unless the key says `_ms`, `_us` or `_ns`; lateness in
 //! µs; a figure that could not be measured is `null`):
@@ -19,10 +18,9 @@ use crate::args::Config;
 use crate::figures::{self, Check, METRICS, Metric, SIM_BYTES_PER_CONNECTION};
 use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
-use crate::units::{count, group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
+use crate::units::{group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
-use shardwheel::Stats;
-use std::fmt::{Display, Write as _};
+use std::fmt::Write as _;
 
 /// Width of the label column.
 const LABEL: usize = 34;
@@ -31,25 +29,9 @@ const LABEL: usize = 34;
 const QUANTILES: [(&str, &str, f64); 3] =
     [("p50_us", "p50", 0.5), ("p99_us", "p99", 0.99), ("p999_us", "p99.9", 0.999)];
 
-/// The service's counters: JSON key, label (`None`: JSON only, or a row of its own).
-fn stats_rows(s: &Stats) -> [(&'static str, Option<&'static str>, u64); 9] {
-    [
-        ("scheduled", Some("scheduled"), s.scheduled),
-        ("expired", Some("expired"), s.expired),
-        ("cancelled", Some("cancelled"), s.cancelled),
-        ("unfired", Some("unfired (returned by stop)"), s.unfired),
-        ("pending", Some("pending"), s.pending),
-        ("rejected", Some("rejected"), s.rejected),
-        ("panicked", Some("panicked"), s.panicked),
-        ("wakeups", None, s.wakeups),
-        ("queued", None, s.queued),
-    ]
-}
-
+/// A metric with each run's value and shardwheel's advantage over each peer.
 type RatioRow = (&'static Metric, Vec<Option<f64>>, Vec<Option<f64>>);
 
-/// Every metric of the ratio table, with each run's value and shardwheel's advantage over
-/// each peer.
 fn ratio_rows(runs: &[Outcome]) -> Vec<RatioRow> {
     let row = |m: &'static Metric| {
         let values: Vec<Option<f64>> = runs.iter().map(m.value).collect();
@@ -59,6 +41,13 @@ fn ratio_rows(runs: &[Outcome]) -> Vec<RatioRow> {
     METRICS.iter().map(row).collect()
 }
 
+/// Writes one line to a [`Text`] (a `String`: writing cannot fail).
+macro_rules! ln {
+    ($w:expr, $($fmt:tt)*) => {
+        let _ = writeln!($w.out, $($fmt)*);
+    };
+}
+
 /// The text being written; `verbose` adds the full tables.
 struct Text {
     out: String,
@@ -66,23 +55,15 @@ struct Text {
 }
 
 impl Text {
-    fn line(&mut self, line: impl Display) {
-        let _ = writeln!(self.out, "{line}"); // Writing to a String cannot fail.
-    }
-
-    fn row(&mut self, label: &str, value: impl Display) {
-        self.line(format_args!("  {label:<LABEL$}{value}"));
-    }
-
-    fn title(&mut self, title: impl Display) {
-        self.line(format_args!("\n{title}"));
+    fn row(&mut self, label: &str, value: impl std::fmt::Display) {
+        ln!(self, "  {label:<LABEL$}{value}");
     }
 
     fn checks(&mut self, checks: &[Check]) {
         for check in checks {
-            self.line(format_args!("  [{}] {}", if check.ok { "PASS" } else { "FAIL" }, check.what));
+            ln!(self, "  [{}] {}", if check.ok { "PASS" } else { "FAIL" }, check.what);
             if self.verbose || !check.ok {
-                check.detail.lines().for_each(|line| self.line(format_args!("         {line}")));
+                check.detail.lines().for_each(|line| _ = writeln!(self.out, "         {line}"));
             }
         }
     }
@@ -90,31 +71,32 @@ impl Text {
 
 /// The text report of one run.
 pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
-    let mut w = Text { out: String::new(), verbose };
-    w.line(format_args!("shardwheel-sim — connection simulator ({})", o.timer));
+    let (w, c) = (&mut Text { out: String::new(), verbose }, config);
+    ln!(w, "shardwheel-sim — connection simulator ({})", o.timer);
     if verbose {
-        configuration(&mut w, config, o);
+        ln!(w, "\nConfiguration");
+        w.row("timer", &o.describe);
+        config_rows(c, o.counts.quiet).iter().filter(|r| !r.2.is_empty()).for_each(|r| w.row(r.2, &r.3));
     } else {
-        let (idle, request) = (ms_setting(config.idle_timeout), ms_setting(config.request_timeout));
-        let (quiet, lost) = (percent(config.idle_fraction), percent(config.lost_fraction));
-        let (n, p, rate, secs) =
-            (group(o.connections), config.producers, per_sec(config.rate as f64), secs(config.duration));
-        w.line(format_args!("  {}", o.describe));
-        w.line(format_args!(
-            "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} \
-             lost); {secs}"
-        ));
+        let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
+        let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
+        let (n, p, secs) = (group(o.connections), c.producers, secs(c.duration));
+        ln!(w, "  {}", o.describe);
+        ln!(
+            w,
+            "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {secs}"
+        );
     }
-    warnings.iter().for_each(|warning| w.line(format_args!("  WARNING: {warning}")));
-    setup(&mut w, o);
-    steady(&mut w, config, o);
-    lateness(&mut w, o);
-    end(&mut w, o);
+    warnings.iter().for_each(|warning| _ = writeln!(w.out, "  WARNING: {warning}"));
+    setup(w, o);
+    steady(w, c, o);
+    lateness(w, o);
+    end(w, o);
     let (verdict, total) = (if figures::passed(o) { "PASS" } else { "FAIL" }, secs(o.total));
     let more = if verbose { "" } else { "; --verbose for every table" };
-    w.title(format_args!("Self-check: {verdict}  (total run time {total}, setup and teardown included{more})"));
+    ln!(w, "\nSelf-check: {verdict}  (total run time {total}, setup and teardown included{more})");
     w.checks(&figures::checks(o));
-    w.out
+    std::mem::take(&mut w.out)
 }
 
 /// The settings, as the verbose configuration table and the JSON `config` list them: key,
@@ -125,7 +107,7 @@ fn config_rows(c: &Config, quiet: u64) -> [(&'static str, Value, &'static str, S
     let (n, response, period) = (group(c.in_flight as u64), ms(c.response_delay()), secs(c.round_robin_period()));
     let (in_flight, quiet) = (format!("{n} per producer (response after ~{response})"), group(quiet));
     let rate = format!("{} (each active connection every {period})", per_sec(c.rate as f64));
-    let (idle, request) = (c.idle_timeout, c.request_timeout);
+    let (idle, request, fraction) = (c.idle_timeout, c.request_timeout, percent(c.idle_fraction));
     [
         ("connections", json!(c.connections), "connections", group(c.connections as u64)),
         ("producers", json!(c.producers), "producers", producers),
@@ -133,12 +115,7 @@ fn config_rows(c: &Config, quiet: u64) -> [(&'static str, Value, &'static str, S
         ("tick_us", json!(c.tick.as_micros() as u64), "tick", ms_setting(c.tick)),
         ("pin_threads", json!(c.pin_threads), "", String::new()),
         ("idle_timeout_ms", json!(idle.as_millis() as u64), "idle timeout", ms_setting(idle)),
-        (
-            "idle_fraction",
-            json!(c.idle_fraction),
-            "idle fraction",
-            format!("{} ({quiet} go quiet)", percent(c.idle_fraction)),
-        ),
+        ("idle_fraction", json!(c.idle_fraction), "idle fraction", format!("{fraction} ({quiet} go quiet)")),
         ("request_timeout_ms", json!(request.as_millis() as u64), "request timeout", ms_setting(request)),
         ("lost_fraction", json!(c.lost_fraction), "lost fraction", percent(c.lost_fraction)),
         ("in_flight", json!(c.in_flight), "requests in flight", in_flight),
@@ -148,17 +125,11 @@ fn config_rows(c: &Config, quiet: u64) -> [(&'static str, Value, &'static str, S
     ]
 }
 
-fn configuration(w: &mut Text, config: &Config, o: &Outcome) {
-    w.title("Configuration");
-    w.row("timer", &o.describe);
-    config_rows(config, o.counts.quiet).iter().filter(|r| !r.2.is_empty()).for_each(|r| w.row(r.2, &r.3));
-}
-
 fn setup(w: &mut Text, o: &Outcome) {
-    w.title("Setup");
     let (armed, took, rate) = (group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
+    ln!(w, "\nSetup");
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
-    let (bytes, handle) = (o.timer_bytes_per_timeout(), o.handle_bytes);
+    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
     w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
     if !w.verbose {
         return;
@@ -166,24 +137,27 @@ fn setup(w: &mut Text, o: &Outcome) {
     if o.settle.as_millis() >= 1 {
         w.row("arms filed", format_args!("{} after the last arm returned (memory measured then)", ms(o.settle)));
     }
-    let (heap, sim) = (o.heap_per_connection(), SIM_BYTES_PER_CONNECTION);
+    let (heap, sim) = (o.heap_per_connection(o.heap_after), SIM_BYTES_PER_CONNECTION);
     let parts = format!("simulator {sim} B + handle slot {handle} B + task 32 B + the timer's own; counting allocator");
     w.row("heap per connection", format_args!("{heap:.0} B ({parts})"));
     match (o.rss_before, o.rss_after, o.rss_per_connection()) {
-        (Some(before), Some(after), Some(per)) => w.row(
-            "resident memory (VmRSS)",
-            format_args!("{} before arming, {} after: {per:.0} B per connection", mib(before), mib(after)),
-        ),
+        (Some(before), Some(after), Some(per)) => {
+            let (before, after) = (mib(before), mib(after));
+            w.row(
+                "resident memory (VmRSS)",
+                format_args!("{before} before arming, {after} after: {per:.0} B per connection"),
+            )
+        }
         _ => w.row("resident memory", "n/a (no /proc/self/statm)"),
     }
 }
 
 fn steady(w: &mut Text, config: &Config, o: &Outcome) {
     let (c, verbose, title) = (&o.counts, w.verbose, format!("Steady state ({})", secs(o.steady)));
-    w.title(format_args!("{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2));
+    ln!(w, "\n{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2);
     let mut line = |label: &str, total: u64, note: String| {
-        let per = per_sec(o.steady_rate(total));
-        w.line(format!("  {label:<LABEL$}{:>13}   {per:>13}   {note}", group(total)).trim_end());
+        let (total, per) = (group(total), per_sec(o.steady_rate(total)));
+        ln!(w, "{}", format!("  {label:<LABEL$}{total:>13}   {per:>13}   {note}").trim_end());
     };
     line("activity events", c.events, format!("target {}", per_sec(config.rate as f64)));
     line("arms, request timeouts", c.request_armed, String::new());
@@ -205,7 +179,7 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
         );
     }
     if verbose {
-        let (live, per) = (mib(o.heap_at_end), o.heap_per_connection_at_end());
+        let (live, per) = (mib(o.heap_at_end), o.heap_per_connection(o.heap_at_end));
         let at_end = format!("{live} live: {per:.0} B per connection (in-flight requests, cancelled entries kept)");
         w.row("heap when activity stopped", at_end);
     }
@@ -213,26 +187,25 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
 
 fn lateness(w: &mut Text, o: &Outcome) {
     let tick = ms_setting(o.tick);
-    let (nl, title) = if w.verbose { ("", "") } else { ("\n", "Lateness") };
     if w.verbose {
-        w.title("Expiry lateness (task ran − requested deadline; resolution 1 µs, buckets ≤ 3 % wide)");
-        w.line(format_args!(
-            "  A timeout fires at the first tick at or after its deadline: expect up to one tick ({tick}) plus"
-        ));
-        w.line("  the wake-up delay of the timer thread.");
+        ln!(w, "\nExpiry lateness (task ran − requested deadline; resolution 1 µs, buckets ≤ 3 % wide)");
+        ln!(w, "  A timeout fires at the first tick at or after its deadline: expect up to one tick ({tick}) plus");
+        ln!(w, "  the wake-up delay of the timer thread.");
+    }
+    let title = if w.verbose { "" } else { "Lateness" };
+    if !w.verbose {
+        ln!(w,);
     }
     let header: String = QUANTILES.iter().map(|(_, column, _)| format!("{column:>14}")).collect();
-    w.line(format_args!("{nl}{title:<12}{:>11}{header}{:>14}{:>14}", "fired", "max", "mean"));
+    ln!(w, "{title:<12}{:>11}{header}{:>14}{:>14}", "fired", "max", "mean");
     for (label, s) in [("idle", &o.lateness[0]), ("request", &o.lateness[1]), ("sleep", &o.sleep_lateness)] {
         let quantiles: String = QUANTILES.iter().map(|q| format!("{:>14}", ms_from_us(s.quantile(q.2)))).collect();
         let (n, max, mean) = (group(s.count()), ms_from_us(s.max()), ms_from_us(s.mean().map(|m| m.round() as u64)));
-        w.line(format_args!("  {label:<10}{n:>11}{quantiles}{max:>14}{mean:>14}"));
+        ln!(w, "  {label:<10}{n:>11}{quantiles}{max:>14}{mean:>14}");
     }
     if w.verbose {
-        w.line(format_args!(
-            "  (sleep: how late a plain thread::sleep({tick}) woke up meanwhile, on an unpinned thread, counting"
-        ));
-        w.line("  the wake-ups a stall made it miss as a timer thread would: the machine's own scheduling noise)");
+        ln!(w, "  (sleep: how late a plain thread::sleep({tick}) woke up meanwhile, on an unpinned thread, counting");
+        ln!(w, "  the wake-ups a stall made it miss as a timer thread would: the machine's own scheduling noise)");
     }
     if let Some(met) = o.bar_met() {
         let (bar, worst) = (ms(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
@@ -242,28 +215,22 @@ fn lateness(w: &mut Text, o: &Outcome) {
             format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
         );
     }
-    if w.verbose {
-        let earliest = ms_from_us(o.worst_early_ns / 1_000);
-        let early = if o.early == 0 { String::new() } else { format!("; the earliest {earliest} before its deadline") };
-        w.row("early firings", format_args!("{} (must be 0{early})", group(o.early)));
-    }
 }
 
 fn end(w: &mut Text, o: &Outcome) {
     let how =
         if o.unfired_listed.is_some() { "handed back by stop()" } else { "dropped by the timer or with the handles" };
-    let ([idle, request], pending, stop) = (o.unfired, count(o.pending_at_end), secs(o.stop_time));
+    let ([idle, request], pending, stop) = (o.unfired, group(o.pending_at_end as u64), secs(o.stop_time));
     let (unfired, idle, request) = (group(idle + request), group(idle), group(request));
     let end =
         format!("{pending} pending; stop() took {stop}: {unfired} unfired (idle {idle} + request {request}), {how}");
-    w.title(format_args!("{:<width$}{end}", "End of run", width = LABEL + 2));
+    ln!(w, "\n{:<width$}{end}", "End of run", width = LABEL + 2);
+    // The service's other counters are in the self-check's detail.
     let (Some(s), true) = (&o.stats, w.verbose) else { return };
-    w.title("Service stats (service.stats() after stop)");
-    stats_rows(s).iter().for_each(|&(_, label, n)| label.into_iter().for_each(|label| w.row(label, group(n))));
     let run = o.setup + o.steady + o.stop_time;
     let rate = per_sec(s.wakeups as f64 / run.as_secs_f64().max(1e-9));
     let over = format!("over {} of setup, steady state and stop, {} shards", secs(run), o.lanes);
-    w.row("wakeups", format_args!("{} ({rate} {over})", group(s.wakeups)));
+    w.row("service wakeups", format_args!("{} ({rate} {over})", group(s.wakeups)));
 }
 
 /// A metric's value, in its unit.
@@ -290,42 +257,35 @@ fn ratio(r: Option<f64>) -> String {
 /// The ratio table: every run's values, then shardwheel's advantage over each peer; the
 /// headline metrics only unless `verbose`.
 pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
-    let mut w = Text { out: String::new(), verbose };
-    let title = "Comparison: the same scenario on every timer";
-    w.line(format_args!("\n{title}\n{}", "═".repeat(title.chars().count())));
+    let (w, title) = (&mut Text { out: String::new(), verbose }, "Comparison: the same scenario on every timer");
+    ln!(w, "\n{title}\n{}", "═".repeat(title.chars().count()));
     let name = runs.iter().map(|o| o.timer.chars().count() + 2).max().unwrap_or(0);
-    runs.iter().for_each(|o| w.line(format_args!("  {:<name$}{}", o.timer, o.describe)));
+    runs.iter().for_each(|o| _ = writeln!(w.out, "  {:<name$}{}", o.timer, o.describe));
     // Wide enough for "vs <the longest name>" and two spaces.
     let col = runs.iter().map(|o| o.timer.chars().count() + 5).max().unwrap_or(0).max(17);
+    let cells = |cells: Vec<String>| cells.iter().map(|c| format!("{c:>col$}")).collect::<String>();
     let rows: Vec<_> = ratio_rows(runs).into_iter().filter(|r| verbose || r.0.headline).collect();
-    let table = |w: &mut Text, first: &str, names: Vec<String>, cells: &dyn Fn(&RatioRow) -> Vec<String>| {
-        w.line(format_args!("\n  {first:<LABEL$}{}", names.iter().map(|n| format!("{n:>col$}")).collect::<String>()));
-        for row in &rows {
-            w.line(format_args!(
-                "  {:<LABEL$}{}",
-                row.0.label,
-                cells(row).iter().map(|c| format!("{c:>col$}")).collect::<String>()
-            ));
-        }
+    let table = |w: &mut Text, first: &str, names: Vec<String>, row: &dyn Fn(&RatioRow) -> Vec<String>| {
+        ln!(w, "\n  {first:<LABEL$}{}", cells(names));
+        rows.iter().for_each(|r| _ = writeln!(w.out, "  {:<LABEL$}{}", r.0.label, cells(row(r))));
     };
-    table(&mut w, "values", runs.iter().map(|o| o.timer.to_owned()).collect(), &|r| {
+    table(w, "values", runs.iter().map(|o| o.timer.to_owned()).collect(), &|r| {
         r.1.iter().map(|&v| value(r.0, v)).collect()
     });
-    let verdicts: String =
-        runs.iter().map(|o| format!("{:>col$}", if figures::passed(o) { "PASS" } else { "FAIL" })).collect();
-    w.line(format_args!("  {:<LABEL$}{verdicts}", "self-check"));
+    let verdicts = runs.iter().map(|o| (if figures::passed(o) { "PASS" } else { "FAIL" }).to_owned()).collect();
+    ln!(w, "  {:<LABEL$}{}", "self-check", cells(verdicts));
     if runs.len() > 1 {
         let peers = runs[1..].iter().map(|o| format!("vs {}", o.timer)).collect();
-        table(&mut w, "shardwheel's advantage", peers, &|r| r.2.iter().map(|&a| ratio(a)).collect());
-        w.line("  (> 1× means shardwheel does better: peer ÷ shardwheel for costs, shardwheel ÷ peer for rates.");
-        w.line("   Activity is paced at the same rate for every timer; the work each did for it shows in CPU time,");
-        w.line("   the whole process's (getrusage): the simulator's own share is the same in every run.)");
+        table(w, "shardwheel's advantage", peers, &|r| r.2.iter().map(|&a| ratio(a)).collect());
+        ln!(w, "  (> 1× means shardwheel does better: peer ÷ shardwheel for costs, shardwheel ÷ peer for rates.");
+        ln!(w, "   Activity is paced at the same rate for every timer; the work each did for it shows in CPU time,");
+        ln!(w, "   the whole process's (getrusage): the simulator's own share is the same in every run.)");
     }
     for o in runs.iter().skip(1).filter(|o| !figures::passed(o)) {
-        w.line(format_args!("\n  Self-check of {}:", o.timer));
+        ln!(w, "\n  Self-check of {}:", o.timer);
         w.checks(&figures::checks(o));
     }
-    w.out
+    std::mem::take(&mut w.out)
 }
 
 fn percentiles(s: &Snapshot) -> Value {
@@ -337,7 +297,6 @@ fn percentiles(s: &Snapshot) -> Value {
 fn run_json(o: &Outcome) -> Value {
     let (c, rate, checks) = (&o.counts, |n: u64| o.steady_rate(n), figures::checks(o));
     let ([fired_idle, fired_request], [unfired_idle, unfired_request]) = (o.fired, o.unfired);
-    let stats = |s: Stats| stats_rows(&s).iter().map(|&(key, _, n)| (key.to_owned(), json!(n))).collect::<Map<_, _>>();
     json!({
         "timer": o.timer, "description": o.describe, "lanes": o.lanes,
         "setup": {
@@ -366,10 +325,10 @@ fn run_json(o: &Outcome) -> Value {
         },
         "memory": {
             "heap_bytes_before": o.heap_before, "heap_bytes_after": o.heap_after,
-            "heap_bytes_per_connection": o.heap_per_connection(), "heap_bytes_at_end": o.heap_at_end,
-            "heap_bytes_per_connection_at_end": o.heap_per_connection_at_end(),
+            "heap_bytes_per_connection": o.heap_per_connection(o.heap_after), "heap_bytes_at_end": o.heap_at_end,
+            "heap_bytes_per_connection_at_end": o.heap_per_connection(o.heap_at_end),
             "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
-            "timer_bytes_per_timeout": o.timer_bytes_per_timeout(),
+            "timer_bytes_per_timeout": o.timer_bytes(),
             "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
             "rss_bytes_per_connection": o.rss_per_connection(),
         },
@@ -378,7 +337,10 @@ fn run_json(o: &Outcome) -> Value {
             "unfired_handed_back": o.unfired_listed, "unfired_idle": unfired_idle,
             "unfired_request": unfired_request, "stop_seconds": o.stop_time.as_secs_f64(),
         },
-        "stats": o.stats.map(stats),
+        "stats": o.stats.map(|s| json!({
+            "scheduled": s.scheduled, "expired": s.expired, "cancelled": s.cancelled, "unfired": s.unfired,
+            "pending": s.pending, "rejected": s.rejected, "panicked": s.panicked, "wakeups": s.wakeups, "queued": s.queued,
+        })),
         "self_check": {
             "passed": checks.iter().all(|c| c.ok),
             "checks": checks.iter().map(|c| json!({"key": c.key, "what": c.what, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
@@ -393,16 +355,13 @@ fn compare_json(runs: &[Outcome]) -> Value {
     let by_timer = |runs: &[Outcome], xs: &[Option<f64>]| -> Map<_, _> {
         runs.iter().zip(xs).map(|(o, x)| (o.timer.to_owned(), json!(x.filter(|v| v.is_finite())))).collect()
     };
-    let metrics: Vec<Value> = ratio_rows(runs)
-        .iter()
-        .map(|(m, values, advantage)| {
-            json!({
-                "key": m.key, "label": m.label, "unit": m.unit, "higher_is_better": m.higher_is_better(),
-                "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
-            })
+    let metric = |(m, values, advantage): &RatioRow| {
+        json!({
+            "key": m.key, "label": m.label, "unit": m.unit, "higher_is_better": m.higher_is_better(),
+            "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
         })
-        .collect();
-    json!({ "baseline": runs[0].timer, "metrics": metrics })
+    };
+    json!({ "baseline": runs[0].timer, "metrics": ratio_rows(runs).iter().map(metric).collect::<Vec<_>>() })
 }
 
 /// The JSON report, pretty-printed; `compare` adds the ratio rows.
@@ -410,14 +369,9 @@ pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: boo
     let config: Map<_, _> =
         config_rows(config, 0).into_iter().map(|(key, value, ..)| (key.to_owned(), value)).collect();
     let report = json!({
-        "tool": "shardwheel-sim",
-        "version": env!("CARGO_PKG_VERSION"),
-        "config": config,
-        "warnings": warnings,
-        "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
-        "compare": compare.then(|| compare_json(runs)),
-        "notes": Vec::<String>::new(),
-        "passed": runs.iter().all(figures::passed),
+        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config, "warnings": warnings,
+        "runs": runs.iter().map(run_json).collect::<Vec<_>>(), "compare": compare.then(|| compare_json(runs)),
+        "notes": Vec::<String>::new(), "passed": runs.iter().all(figures::passed),
     });
     serde_json::to_string_pretty(&report).expect("a JSON value serializes")
 }
@@ -434,18 +388,13 @@ pub(crate) mod tests {
         let (idle, request, ms) = (Histogram::new(), Histogram::new(), Duration::from_millis);
         (0..100).for_each(|v| idle.record(v * 10 * scale));
         (0..10).for_each(|v| request.record(v * 50 * scale));
-        let mut o = Outcome {
-            timer,
-            describe: format!("{timer}, made up"),
-            lanes: 2,
-            connections: 1_000,
-            ..Outcome::default()
-        };
+        let mut o = Outcome { timer, describe: format!("{timer}, made up"), lanes: 2, ..Outcome::default() };
+        o.connections = 1_000;
         (o.tick, o.setup, o.steady, o.stop_time, o.total) = (ms(1), ms(10 * scale), ms(1_000), ms(3), ms(1_020));
         (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
         (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);
         (o.handle_bytes, o.fired, o.lateness) = (16, [100, 10], [idle.snapshot(), request.snapshot()]);
-        (o.pending_at_end, o.unfired, o.unfired_listed) = (Some(940), [900, 40], Some(940));
+        (o.pending_at_end, o.unfired, o.unfired_listed) = (940, [900, 40], Some(940));
         (o.unrun_before_stop, o.drops) = ([0, 29_950], [1_000, 30_000]);
         o.cpu = Some(Usage { user: ms(300 * scale), system: ms(50 * scale) });
         let c = &mut o.counts;
@@ -455,11 +404,11 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn config() -> Config {
-        Config { connections: 1_000, producers: 2, shards: 2, ..Config::default() }
+        crate::args::tests::parse_str("--connections 1000 --producers 2 --shards 2").unwrap().0
     }
 
     #[test]
-    fn the_default_report_fits_a_screen_and_verbose_has_every_table() {
+    fn text_reports_short_verbose_and_compared() {
         let o = outcome("shardwheel", 1);
         let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
         assert!(short.lines().count() <= 30, "{} lines:\n{short}", short.lines().count());
@@ -467,13 +416,8 @@ pub(crate) mod tests {
         for section in ["Configuration", "resident memory", "scheduled 31,000 = fired 110"] {
             assert!(long.contains(section) && !short.contains(section), "{section}:\n{long}");
         }
-        let mut early = outcome("shardwheel", 1);
-        early.early = 1;
+        let early = Outcome { early: 1, ..outcome("shardwheel", 1) };
         assert!(text(&config(), &[], &early, false).contains("[FAIL] no task fired early\n         1 early"));
-    }
-
-    #[test]
-    fn compare_table_has_the_metrics_and_peers() {
         let runs = [outcome("shardwheel", 1), outcome("netty-wheel", 3)];
         let (short, long) = (compare_text(&runs, false), compare_text(&runs, true));
         for m in METRICS {
@@ -483,42 +427,30 @@ pub(crate) mod tests {
         assert_eq!([ratio(Some(5.871)), ratio(Some(f64::INFINITY)), ratio(None)], ["5.87×", "∞", "—"]);
     }
 
-    fn parsed(runs: &[Outcome], compare: bool) -> Value {
-        serde_json::from_str(&json(&config(), &["careful".to_owned()], runs, compare)).expect("valid JSON")
-    }
-
-    fn keys(v: &Value) -> Vec<&str> {
-        v.as_object().unwrap().keys().map(String::as_str).collect()
-    }
-
     #[test]
-    fn json_shape() {
-        let v = parsed(&[outcome("shardwheel", 1)], false);
-        assert_eq!(keys(&v), ["compare", "config", "notes", "passed", "runs", "tool", "version", "warnings"]);
+    fn json_shape_compare_and_a_failed_check() {
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>().join(" ");
+        let bad = Outcome { early: 2, ..outcome("binary-heap", 2) };
+        let runs = [outcome("shardwheel", 1), bad];
+        let v: Value = serde_json::from_str(&json(&config(), &["careful".to_owned()], &runs[..1], false)).unwrap();
+        assert_eq!(keys(&v), "compare config notes passed runs tool version warnings");
         assert_eq!(
             (&v["tool"], &v["passed"], &v["warnings"][0]),
             (&json!("shardwheel-sim"), &json!(true), &json!("careful"))
         );
-        assert!(v["compare"].is_null());
-        assert_eq!((&v["config"]["connections"], &v["config"]["tick_us"]), (&json!(1_000), &json!(1_000)));
+        assert!(v["compare"].is_null() && v["config"]["connections"] == 1_000 && v["config"]["tick_us"] == 1_000);
         let run = &v["runs"][0];
-        let expected = ["cpu", "description", "end", "lanes", "lateness", "memory", "self_check", "setup", "stats"];
-        assert_eq!(keys(run), [&expected[..], &["steady", "timer", "total_seconds"]].concat());
-        assert_eq!(run["steady"]["events"], 30_000);
+        let expected = "cpu description end lanes lateness memory self_check setup stats steady timer total_seconds";
+        assert_eq!((keys(run).as_str(), &run["steady"]["events"]), (expected, &json!(30_000)));
         for kind in ["idle", "request", "all", "sleep_baseline"] {
-            assert_eq!(keys(&run["lateness"][kind]), ["count", "max_us", "mean_us", "p50_us", "p999_us", "p99_us"]);
+            assert_eq!(keys(&run["lateness"][kind]), "count max_us mean_us p50_us p999_us p99_us");
         }
         assert_eq!((&run["lateness"]["all"]["count"], &run["lateness"]["bar_us"]), (&json!(110), &json!(1_500)));
         assert_eq!(run["memory"]["timer_bytes_per_timeout"], 68.0);
         assert!(run["stats"].is_null() && run["lateness"]["sleep_baseline"]["p99_us"].is_null());
         assert_eq!(run["self_check"]["checks"].as_array().unwrap().len(), 3);
-    }
 
-    #[test]
-    fn json_compare_shape_and_a_failed_check() {
-        let mut bad = outcome("binary-heap", 2);
-        bad.early = 2;
-        let v = parsed(&[outcome("shardwheel", 1), bad], true);
+        let v: Value = serde_json::from_str(&json(&config(), &[], &runs, true)).unwrap();
         let metrics = v["compare"]["metrics"].as_array().unwrap();
         assert_eq!((&v["compare"]["baseline"], metrics.len()), (&json!("shardwheel"), METRICS.len()));
         let cpu = metrics.iter().find(|m| m["key"] == "cpu_seconds").unwrap();

@@ -11,14 +11,14 @@ use crate::tally::{Counts, PerKind, Shared};
 use crate::timer::SimTimer;
 use crate::units::group;
 use shardwheel::Stats;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::Ordering::Relaxed;
 use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 /// Everything the reports need about one timer's run. Per-kind figures are `[idle, request]`.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// The timer's name and setup; threads that fire timeouts.
+    /// The timer's name, its setup, and the threads that fire timeouts.
     pub timer: &'static str,
     pub describe: String,
     pub lanes: usize,
@@ -27,14 +27,13 @@ pub struct Outcome {
     /// Time to arm every idle timeout (unpaced), then for the timer to file every arm.
     pub setup: Duration,
     pub settle: Duration,
-    /// Resident and live heap bytes before and after arming (the counting allocator), and
-    /// the live heap once activity stopped.
+    /// Resident and live heap bytes before and after arming, and live heap once activity
+    /// stopped; `size_of` the slot a producer keeps per connection for the idle handle.
     pub rss_before: Option<u64>,
     pub rss_after: Option<u64>,
     pub heap_before: u64,
     pub heap_after: u64,
     pub heap_at_end: u64,
-    /// `size_of` the slot a producer keeps per connection for the idle timeout's handle.
     pub handle_bytes: u64,
     /// The steady state's actual length, and what the producers did.
     pub steady: Duration,
@@ -45,16 +44,15 @@ pub struct Outcome {
     pub worst_early_ns: u64,
     pub lateness: PerKind<Snapshot>,
     pub sleep_lateness: Snapshot,
-    /// `pending()` once activity stopped, if the timer can tell.
-    pub pending_at_end: Option<usize>,
-    /// Tasks dropped unrun from the stop on (the timeouts that never ended); how many
-    /// `stop()` handed back, for the timers that do.
+    /// Timeouts pending once activity stopped; tasks dropped unrun from the stop on (the
+    /// timeouts that never ended); how many `stop()` handed back, for the timers that do;
+    /// tasks dropped unrun before the stop (cancelled, replaced by resets, refused); all
+    /// task drops.
+    pub pending_at_end: usize,
     pub unfired: PerKind<u64>,
     pub unfired_listed: Option<u64>,
-    /// Tasks dropped unrun before the stop: cancelled, replaced by resets, refused.
     pub unrun_before_stop: PerKind<u64>,
     pub stop_time: Duration,
-    /// All task drops, once everything was dropped.
     pub drops: PerKind<u64>,
     /// The service's counters after stop (shardwheel only).
     pub stats: Option<Stats>,
@@ -63,12 +61,14 @@ pub struct Outcome {
     pub total: Duration,
 }
 
-/// Runs the scenario on `timer`; progress goes to `ui` (stderr).
-pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Outcome {
+/// Runs the scenario on `timer`, then stops it; progress goes to stderr, each line led by
+/// the timer's name if `labelled`.
+pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     let (began, cpu_before, shared) = (Instant::now(), measure::cpu_time(), Shared::leak(config.producers));
+    let ui = &mut Progress::new(if labelled { timer.label() } else { "" });
     let mut o = Outcome {
-        timer: timer.name(),
-        describe: timer.describe(),
+        timer: timer.label(),
+        describe: timer.describe(config),
         lanes: timer.lanes(),
         tick: config.tick,
         connections: config.connections as u64,
@@ -79,28 +79,26 @@ pub fn run<T: SimTimer>(config: &Config, timer: &mut T, ui: &mut Progress) -> Ou
     };
     let (connections, producers) = (group(o.connections), config.producers);
     ui.line(&format!("arming {connections} idle timeouts on {producers} producer threads ({})…", o.describe));
-    let (phase, shared_timer) = (Phase::default(), &*timer);
-    let producers = thread::scope(|s| drive(s, config, shared_timer, shared, &phase, ui, &mut o));
+    let (phase, timer_ref) = (Phase::default(), &timer);
+    let producers = thread::scope(|s| drive(s, config, timer_ref, shared, &phase, ui, &mut o));
     producers.iter().for_each(|p| o.counts.add(&p.counts));
 
     // Activity has stopped and every cancel and reset has returned: from here on, a task
     // dropped unrun is one that never ended (the timer drops it, hands it back, or a handle
     // still holds it).
     (o.pending_at_end, o.heap_at_end) = (timer.pending(), measure::heap_live());
-    let pending = o.pending_at_end.map_or("?".to_owned(), |p| group(p as u64));
-    ui.line(&format!("activity stopped; {pending} timeouts pending; stopping the timer…"));
+    ui.line(&format!("activity stopped; {} timeouts pending; stopping the timer…", group(o.pending_at_end as u64)));
     let (before, stopping) = (shared.drops(true), Instant::now());
-    let unfired = timer.stop();
-    (o.stop_time, o.unfired_listed) = (stopping.elapsed(), unfired.as_ref().map(|list| list.len() as u64));
-    drop((unfired, producers));
+    (o.unfired_listed, o.stats) = timer.stop();
+    o.stop_time = stopping.elapsed();
+    drop(producers);
     let after = shared.drops(true);
     (o.unfired, o.unrun_before_stop) = ([after[0] - before[0], after[1] - before[1]], before);
-    (o.fired, o.early) = (shared.expired(), shared.early.load(Ordering::Relaxed));
-    o.worst_early_ns = shared.worst_early_ns.load(Ordering::Relaxed);
+    (o.fired, o.early, o.worst_early_ns) =
+        (shared.expired(), shared.early.load(Relaxed), shared.worst_early_ns.load(Relaxed));
     (o.lateness, o.sleep_lateness) =
         (shared.lateness.each_ref().map(|h| h.snapshot()), shared.sleep_lateness.snapshot());
-    (o.drops, o.stats, o.cpu) = (shared.drops(false), timer.stats(), measure::cpu_since(cpu_before));
-    o.total = began.elapsed();
+    (o.drops, o.cpu, o.total) = (shared.drops(false), measure::cpu_since(cpu_before), began.elapsed());
     o
 }
 
@@ -110,7 +108,7 @@ struct StopOnDrop<'a>(&'a Phase);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.stop.store(true, Ordering::Relaxed);
+        self.0.stop.store(true, Relaxed);
     }
 }
 
@@ -126,14 +124,14 @@ fn drive<'s, T: SimTimer>(
     o: &mut Outcome,
 ) -> Vec<Producer<T>> {
     let (_stop_on_unwind, arming) = (StopOnDrop(phase), Instant::now());
-    ui.arming(o.connections);
+    ui.start_bar(o.connections, false);
     let mut producers: Vec<_> = (0..config.producers)
         .map(|p| {
             let body = move || {
-                timer.producer_context(|| {
+                timer.enter(|| {
                     let mut producer = Producer::new(p, shared, timer, config);
                     producer.arm_idle(timer);
-                    phase.armed.fetch_add(1, Ordering::Relaxed);
+                    phase.armed.fetch_add(1, Relaxed);
                     if phase.wait_for_start() {
                         producer.steady(timer, phase);
                     }
@@ -144,19 +142,32 @@ fn drive<'s, T: SimTimer>(
         })
         .collect();
     wait_armed(shared, ui, phase, &mut producers);
-    o.setup = arming.elapsed();
     let settling = Instant::now();
-    timer.settle();
+    o.setup = settling - arming;
+    timer.settle_arms();
     (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), measure::rss_bytes(), measure::heap_live());
     ui.finish();
-    let (setup, secs) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
-    ui.line(&format!("armed in {setup:.3} s; steady state for {secs:.1} s"));
+    ui.line(&format!(
+        "armed in {:.3} s; steady state for {:.1} s",
+        o.setup.as_secs_f64(),
+        config.duration.as_secs_f64()
+    ));
 
     let steady_start = Instant::now();
     phase.steady_start.set(steady_start).expect("set once");
-    let baseline = baseline(s, config.tick, shared, phase);
+    // The baseline: how late a plain `thread::sleep(tick)` wakes up meanwhile, with the
+    // wake-ups a stall made it miss (as a timer thread would miss them).
+    let (tick, us) = (config.tick, config.tick.as_micros() as u64);
+    let baseline = thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, move || {
+        while !phase.stop.load(Relaxed) {
+            let slept = Instant::now();
+            thread::sleep(tick);
+            shared.sleep_lateness.record_corrected(slept.elapsed().saturating_sub(tick).as_micros() as u64, us);
+        }
+    });
+    let baseline = baseline.expect("spawn the baseline thread");
     progress(config, shared, timer, steady_start, ui);
-    phase.stop.store(true, Ordering::Relaxed);
+    phase.stop.store(true, Relaxed);
     baseline.join().expect("the baseline thread does not panic");
     let producers = producers.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
     o.steady = steady_start.elapsed();
@@ -166,9 +177,9 @@ fn drive<'s, T: SimTimer>(
 /// Waits until every producer has armed its idle timeouts, moving the bar. A producer that
 /// ends before (it panicked) has its panic passed on, once the others are told to stop.
 fn wait_armed<T>(shared: &Shared, ui: &Progress, phase: &Phase, producers: &mut Vec<ScopedJoinHandle<'_, T>>) {
-    while phase.armed.load(Ordering::Relaxed) < producers.len() {
+    while phase.armed.load(Relaxed) < producers.len() {
         if let Some(i) = producers.iter().position(|h| h.is_finished()) {
-            phase.stop.store(true, Ordering::Relaxed);
+            phase.stop.store(true, Relaxed);
             let panic = producers.swap_remove(i).join().err().expect("a producer ends after the steady state");
             std::panic::resume_unwind(panic);
         }
@@ -178,45 +189,26 @@ fn wait_armed<T>(shared: &Shared, ui: &Progress, phase: &Phase, producers: &mut 
     }
 }
 
-/// The baseline thread: how late a plain `thread::sleep(tick)` wakes up during the steady
-/// state, with the wake-ups a stall made it miss (as a timer thread would miss them).
-fn baseline<'s>(
-    s: &'s Scope<'s, '_>,
-    tick: Duration,
-    shared: &'static Shared,
-    phase: &'s Phase,
-) -> ScopedJoinHandle<'s, ()> {
-    let body = move || {
-        while !phase.stop.load(Ordering::Relaxed) {
-            let slept = Instant::now();
-            thread::sleep(tick);
-            let over = slept.elapsed().saturating_sub(tick);
-            shared.sleep_lateness.record_corrected(over.as_micros() as u64, tick.as_micros() as u64);
-        }
-    };
-    thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, body).expect("spawn the baseline thread")
-}
-
-/// Progress until the steady state is over: the bar moves ten times a second; the rates are
-/// taken once a second.
+/// Progress until the steady state is over: the bar moves ten times a second; the rates of
+/// arms, resets, cancels and expiries are taken once a second.
 fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Instant, ui: &mut Progress) {
-    ui.steady(config.duration);
-    let end = start + config.duration;
-    let mut prev = (start, shared.counts(), shared.expired());
+    ui.start_bar(config.duration.as_millis() as u64, true);
+    let (end, totals) = (start + config.duration, |c: Counts, [idle, request]: PerKind<u64>| {
+        [c.scheduled(), c.resets_ok, c.cancels_ok, idle + request]
+    });
+    let mut prev = (start, totals(shared.counts(), shared.expired()));
     for second in 1u32.. {
         let target = (start + Duration::from_secs(u64::from(second))).min(end);
         while let Some(left) = target.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
             thread::sleep(left.min(Duration::from_millis(100)));
             ui.position(start.elapsed().as_millis() as u64);
         }
-        let (now, counts, expired) = (Instant::now(), shared.counts(), shared.expired());
-        let (c, p, secs) = (&counts, &prev.1, now.duration_since(prev.0).as_secs_f64().max(1e-9));
-        let totals = [c.scheduled(), c.resets_ok, c.cancels_ok, expired[0] + expired[1]];
-        let before = [p.scheduled(), p.resets_ok, p.cancels_ok, prev.2[0] + prev.2[1]];
-        let rates = [0, 1, 2, 3].map(|i| (totals[i] - before[i]) as f64 / secs);
-        let max_late_us = shared.interval_max_us.swap(0, Ordering::Relaxed);
+        let (now, counts) = (Instant::now(), totals(shared.counts(), shared.expired()));
+        let secs = now.duration_since(prev.0).as_secs_f64().max(1e-9);
+        let rates = [0, 1, 2, 3].map(|i| (counts[i] - prev.1[i]) as f64 / secs);
+        let max_late_us = shared.interval_max_us.swap(0, Relaxed);
         ui.second(now.duration_since(start), rates, max_late_us, timer.pending());
-        prev = (now, counts, expired);
+        prev = (now, counts);
         if target >= end {
             break;
         }

@@ -4,7 +4,7 @@
 //! `Relaxed`: they carry no data, and exact values are read after joining their writers.
 
 use crate::histogram::Histogram;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,7 +14,7 @@ pub type PerKind<T> = [T; 2];
 /// Defines [`Counts`]: a field per counter, and their sum.
 macro_rules! counts {
     ($($field:ident),* $(,)?) => {
-        /// What one producer did (or all of them, summed).
+        /// What one producer did (or all of them, summed); see `counts!` for each counter.
         #[derive(Clone, Copy, Debug, Default)]
         pub struct Counts {
             $(pub $field: u64,)*
@@ -89,10 +89,6 @@ pub struct Shared {
     pub sleep_lateness: Histogram,
 }
 
-fn load(pair: &PerKind<AtomicU64>) -> PerKind<u64> {
-    pair.each_ref().map(|a| a.load(Ordering::Relaxed))
-}
-
 impl Shared {
     pub fn leak(producers: usize) -> &'static Shared {
         Box::leak(Box::new(Shared {
@@ -109,19 +105,20 @@ impl Shared {
 
     /// Every producer's published counts, summed.
     pub fn counts(&self) -> Counts {
-        let mut total = Counts::default();
-        self.producers.iter().for_each(|p| total.add(&p.published.lock().unwrap_or_else(|e| e.into_inner())));
-        total
+        self.producers.iter().fold(Counts::default(), |mut total, p| {
+            total.add(&p.published.lock().unwrap_or_else(|e| e.into_inner()));
+            total
+        })
     }
 
     /// Tasks dropped (`unrun`: only those dropped without having run), summed over producers.
     pub fn drops(&self, unrun: bool) -> PerKind<u64> {
-        let of = |p: &ProducerTally| load(if unrun { &p.unrun } else { &p.dropped });
-        self.producers.iter().map(of).fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
+        let of = |p: &ProducerTally, k: usize| (if unrun { &p.unrun } else { &p.dropped })[k].load(Relaxed);
+        [0, 1].map(|k| self.producers.iter().map(|p| of(p, k)).sum())
     }
 
     pub fn expired(&self) -> PerKind<u64> {
-        load(&self.fired)
+        self.fired.each_ref().map(|a| a.load(Relaxed))
     }
 
     /// Nanoseconds from the time origin to `at`.
@@ -169,19 +166,19 @@ impl Task {
     /// The timeout fired: measure how late, count it, drop the task.
     pub fn run(mut self) {
         let deadline = match &self.what {
-            What::Idle { table, at } => table.0[*at as usize].load(Ordering::Relaxed),
+            What::Idle { table, at } => table.0[*at as usize].load(Relaxed),
             What::Request { deadline_ns } => *deadline_ns,
         };
         let (shared, kind) = (self.shared, self.kind());
         let now = shared.nanos(Instant::now());
-        shared.fired[kind].fetch_add(1, Ordering::Relaxed);
+        shared.fired[kind].fetch_add(1, Relaxed);
         if now < deadline {
-            shared.early.fetch_add(1, Ordering::Relaxed);
-            shared.worst_early_ns.fetch_max(deadline - now, Ordering::Relaxed);
+            shared.early.fetch_add(1, Relaxed);
+            shared.worst_early_ns.fetch_max(deadline - now, Relaxed);
         } else {
             let late_us = (now - deadline) / 1_000;
             shared.lateness[kind].record(late_us);
-            shared.interval_max_us.fetch_max(late_us, Ordering::Relaxed);
+            shared.interval_max_us.fetch_max(late_us, Relaxed);
         }
         self.ran = true;
     }
@@ -190,9 +187,9 @@ impl Task {
 impl Drop for Task {
     fn drop(&mut self) {
         let (tally, kind) = (&self.shared.producers[self.producer as usize], self.kind());
-        tally.dropped[kind].fetch_add(1, Ordering::Relaxed);
+        tally.dropped[kind].fetch_add(1, Relaxed);
         if !self.ran {
-            tally.unrun[kind].fetch_add(1, Ordering::Relaxed);
+            tally.unrun[kind].fetch_add(1, Relaxed);
         }
     }
 }

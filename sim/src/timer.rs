@@ -1,224 +1,160 @@
-//! The timer interface the scenario drives ([`SimTimer`]): shardwheel behind it, and the peers
-//! of `--compare` (the benchmarks' own, from `shardwheel-peers`) through [`Bench`], so that
-//! every timer runs literally the same workload. tokio's cancel is `JoinHandle::abort`, a win
-//! if the task had not finished: one racing the task's run may count a win although the task
-//! ran, which the self-check would show.
+//! The timers the scenario drives: shardwheel and the peers of `--compare`, all through the
+//! benchmarks' own adapters (`shardwheel-peers`), so that every timer runs literally the same
+//! workload, driven as the benchmarks drive it. [`SimTimer`] adds what the scenario needs
+//! beyond [`Peer`]. tokio's cancel is `JoinHandle::abort`: one racing the task's run may count
+//! a win although the task ran, which the self-check would show.
 
 use crate::args::Config;
-use crate::run_one;
-use crate::scenario::Outcome;
 use crate::tally::Task;
-use shardwheel::{BuildError, Stats, Timeout, TimerService};
-use shardwheel_peers::{Peer, heap::HeapPeer, netty::NettyPeer, tokio_timers::TokioTaskPeer};
+use shardwheel::{BuildError, Stats, TimerService};
+use shardwheel_peers::{
+    Peer, heap::HeapPeer, netty::NettyPeer, shardwheel::ShardwheelPeer, tokio_timers::TokioTaskPeer,
+};
 use std::time::Duration;
 
-/// A timer service as the connection scenario uses it.
+/// A [`Peer`] as the connection scenario uses it.
 ///
-/// The contract, which the self-check verifies: a task armed with [`arm`](SimTimer::arm) ends
-/// exactly once: it runs ([`Task::run`], not before its deadline), or a `cancel` returns true
-/// for it, or a `reset` replaces it, or it is dropped by [`stop`](SimTimer::stop) or with its
-/// handle; once `stop` returns, no task runs any more.
-pub trait SimTimer: Sync {
-    /// What `arm` returns, owned by the producer thread that armed it; what `stop` hands back
-    /// for each timeout that never ended.
-    type Handle: Send;
-    type Unfired;
+/// The contract, which the self-check verifies: a task armed with [`arm_on`](SimTimer::arm_on)
+/// ends exactly once: it runs ([`Task::run`], not before its deadline), or a `cancel` returns
+/// true for it, or a reset replaces it, or it is dropped by [`stop`](SimTimer::stop) or with
+/// its handle; once `stop` returns, no task runs any more.
+pub trait SimTimer: Peer + Sync + Sized {
+    /// The name in tables and JSON (the peer's own, unless it says otherwise).
+    fn label(&self) -> &'static str {
+        self.name()
+    }
 
-    /// The name in tables and JSON; one line on how it is set up.
-    fn name(&self) -> &'static str;
-    fn describe(&self) -> String;
+    /// One line on how it is set up.
+    fn describe(&self, config: &Config) -> String;
 
-    /// Threads that fire timeouts: `arm` addresses lanes `0..lanes()` (one queue: ignored).
+    /// Threads that fire timeouts: `arm_on` addresses lanes `0..lanes()` (one queue: ignored).
     fn lanes(&self) -> usize {
         1
     }
 
-    /// Runs a producer thread's `f` inside whatever context the timer needs (tokio: its runtime).
-    fn producer_context<R>(&self, f: impl FnOnce() -> R) -> R {
-        f()
-    }
-
     /// Arms `task` to run once `delay` has passed, preferably on `lane`; `None`: refused.
-    fn arm(&self, lane: usize, delay: Duration, task: Task) -> Option<Self::Handle>;
+    fn arm_on(&self, _lane: usize, delay: Duration, task: Task) -> Option<Self::Handle> {
+        Some(self.arm(delay, move || task.run()))
+    }
 
-    /// Moves a pending timeout's deadline to `delay` from now; false if it had ended. A timer
-    /// without a reset of its own cancels and arms again, with the task `fresh` builds.
-    fn reset(&self, handle: &mut Self::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool;
+    /// [`Peer::reset`], with the task `fresh` builds for a peer that cancels and arms again
+    /// (built only then: shardwheel's reset builds none).
+    fn reset_with(&self, handle: &mut Self::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool {
+        let task = fresh();
+        self.reset(handle, delay, move || task.run())
+    }
 
-    /// Cancels a pending timeout; true iff this call won (the task will never run).
-    fn cancel(&self, handle: Self::Handle) -> bool;
+    fn pending(&self) -> usize;
 
-    /// Timeouts pending now, if the timer can tell.
-    fn pending(&self) -> Option<usize>;
+    /// Waits until the arms so far have reached the structure that holds them, before the
+    /// memory is measured and the steady state starts: [`Peer::settle`] by default.
+    fn settle_arms(&self) {
+        self.settle();
+    }
 
-    /// Waits until every arm so far has reached the structure that holds it (then the memory
-    /// is measured).
-    fn settle(&self) {}
-
-    /// Stops the timer and joins its threads; hands back what never ended (`None`: a timer
-    /// that drops it instead).
-    fn stop(&mut self) -> Option<Vec<Self::Unfired>>;
-
-    /// The service's own counters, if it keeps them.
-    fn stats(&self) -> Option<Stats> {
-        None
+    /// Stops the timer, joins its threads and drops what never ended: how many timeouts it
+    /// handed back, and its own counters then. Default: dropping it, which tells neither.
+    fn stop(self) -> (Option<u64>, Option<Stats>) {
+        (None, None)
     }
 }
 
-/// shardwheel's [`TimerService`]: one shard (thread and wheel) per lane. `settle` keeps its
-/// default: a sleeping shard may leave its last few arms in its mailbox until its next
-/// wake-up; they change the memory figure by a thousandth.
-#[derive(Debug)]
-pub struct Shardwheel {
-    service: TimerService,
-    pinned: bool,
+/// shardwheel's `TimerService` as the command line sets it up, one shard per lane.
+pub fn shardwheel(c: &Config) -> Result<ShardwheelPeer, BuildError> {
+    let builder = TimerService::builder().shards(c.shards).tick(c.tick).pin_threads(c.pin_threads);
+    Ok(ShardwheelPeer::from_service(builder.thread_name("sim-timer").build()?))
 }
 
-impl Shardwheel {
-    pub fn new(config: &Config) -> Result<Shardwheel, BuildError> {
-        let builder = TimerService::builder().shards(config.shards).tick(config.tick);
-        let service = builder.pin_threads(config.pin_threads).thread_name("sim-timer").build()?;
-        Ok(Shardwheel { service, pinned: config.pin_threads })
-    }
-}
-
-impl SimTimer for Shardwheel {
-    type Handle = Timeout;
-    type Unfired = shardwheel::Unfired;
-
-    fn name(&self) -> &'static str {
-        "shardwheel"
-    }
-
-    fn describe(&self) -> String {
-        let pinned = if self.pinned { "pinned" } else { "unpinned" };
-        let (shards, tick) = (self.service.shard_count(), self.service.tick().as_micros());
+impl SimTimer for ShardwheelPeer {
+    fn describe(&self, c: &Config) -> String {
+        let (shards, tick, pinned) = (c.shards, c.tick.as_micros(), if c.pin_threads { "pinned" } else { "unpinned" });
         format!(
             "shardwheel TimerService: {shards} shards ({pinned} threads), tick {tick} µs, schedule_on the producer's shard"
         )
     }
 
     fn lanes(&self) -> usize {
-        self.service.shard_count()
+        self.service().shard_count()
     }
 
-    fn arm(&self, lane: usize, delay: Duration, task: Task) -> Option<Timeout> {
-        self.service.schedule_on(lane, delay, move || task.run()).ok()
+    fn arm_on(&self, lane: usize, delay: Duration, task: Task) -> Option<Self::Handle> {
+        self.service().schedule_on(lane, delay, move || task.run()).ok()
     }
 
-    fn reset(&self, handle: &mut Timeout, delay: Duration, _fresh: impl FnOnce() -> Task) -> bool {
+    fn reset_with(&self, handle: &mut Self::Handle, delay: Duration, _fresh: impl FnOnce() -> Task) -> bool {
         handle.reset(delay)
     }
 
-    fn cancel(&self, handle: Timeout) -> bool {
-        handle.cancel()
+    fn pending(&self) -> usize {
+        self.service().pending()
     }
 
-    fn pending(&self) -> Option<usize> {
-        Some(self.service.pending())
-    }
+    /// Not the peer's settle, which sleeps 5 ms after the mailboxes drain: that pause, before
+    /// the steady state, leaves the last connections of a tight round-robin (CI's run) without
+    /// activity past their idle timeout. A sleeping shard may keep its last few arms in its
+    /// mailbox until its next wake-up; they change the memory figure by a thousandth.
+    fn settle_arms(&self) {}
 
-    fn stop(&mut self) -> Option<Vec<shardwheel::Unfired>> {
-        Some(self.service.stop().expect("stop() from the main thread, not a shard's"))
-    }
-
-    fn stats(&self) -> Option<Stats> {
-        Some(self.service.stats())
-    }
-}
-
-/// A benchmark peer behind [`SimTimer`], driven as the benchmarks drive it: its own `arm`,
-/// `cancel` and `reset` (cancel + arm again where the peer has no reset, with a fresh task).
-/// Stopping is dropping: the peer joins its threads and drops what it still holds.
-pub struct Bench<P: Peer> {
-    peer: Option<P>,
-    name: &'static str,
-    describe: String,
-    /// Reads the peer's count of pending timeouts.
-    pending: fn(&P) -> usize,
-}
-
-impl<P: Peer> Bench<P> {
-    fn peer(&self) -> &P {
-        self.peer.as_ref().expect("the peer runs until stop")
+    fn stop(self) -> (Option<u64>, Option<Stats>) {
+        let unfired = self.service().stop().expect("stop() from the main thread, not a shard's").len() as u64;
+        (Some(unfired), Some(self.service().stats()))
     }
 }
 
-impl<P: Peer + Sync> SimTimer for Bench<P> {
-    type Handle = P::Handle;
-    type Unfired = ();
-
-    fn name(&self) -> &'static str {
-        self.name
+impl SimTimer for NettyPeer {
+    /// One wheel of Netty's default `ticksPerWheel`, 512 buckets, ticking as shardwheel does.
+    fn describe(&self, c: &Config) -> String {
+        format!(
+            "Netty-architecture HashedWheelTimer: one wheel of 512 buckets with rounds, tick {} µs, one worker, MPSC \
+             queues for arms and cancels; reset = {}",
+            c.tick.as_micros(),
+            self.reset_kind()
+        )
     }
 
-    fn describe(&self) -> String {
-        self.describe.clone()
-    }
-
-    fn producer_context<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.peer().enter(f)
-    }
-
-    fn arm(&self, _lane: usize, delay: Duration, task: Task) -> Option<P::Handle> {
-        Some(self.peer().arm(delay, move || task.run()))
-    }
-
-    fn reset(&self, handle: &mut P::Handle, delay: Duration, fresh: impl FnOnce() -> Task) -> bool {
-        let task = fresh();
-        self.peer().reset(handle, delay, move || task.run())
-    }
-
-    fn cancel(&self, handle: P::Handle) -> bool {
-        self.peer().cancel(handle)
-    }
-
-    fn pending(&self) -> Option<usize> {
-        self.peer.as_ref().map(self.pending)
-    }
-
-    fn settle(&self) {
-        self.peer().settle();
-    }
-
-    fn stop(&mut self) -> Option<Vec<()>> {
-        drop(self.peer.take());
-        None
+    fn pending(&self) -> usize {
+        NettyPeer::pending(self).max(0) as usize
     }
 }
 
-/// Runs the scenario on `peer`, described by `what` and how it resets.
-fn run<P: Peer + Sync>(
-    config: &Config,
-    name: &'static str,
-    peer: P,
-    what: String,
-    pending: fn(&P) -> usize,
-) -> Outcome {
-    let describe = format!("{what}; reset = {}", peer.reset_kind());
-    run_one(config, Bench { peer: Some(peer), name, describe, pending }, name)
+impl SimTimer for HeapPeer {
+    fn describe(&self, _: &Config) -> String {
+        let how = "Mutex<BinaryHeap> + Condvar, one worker, as ScheduledThreadPoolExecutor; cancel marks, the entry \
+                   leaves the heap at its deadline";
+        format!("{how}; reset = {}", self.reset_kind())
+    }
+
+    fn pending(&self) -> usize {
+        self.entries()
+    }
 }
 
-/// Buckets of the Netty-style wheel: Netty's default `ticksPerWheel`.
-const NETTY_BUCKETS: usize = 512;
+impl SimTimer for TokioTaskPeer {
+    fn label(&self) -> &'static str {
+        "tokio"
+    }
 
-/// Runs the scenario on every peer, in table order, after shardwheel's run (`runs[0]`).
-pub fn run_peers(config: &Config, runs: &mut Vec<Outcome>) {
-    let (tick, workers) = (config.tick.as_micros(), config.shards);
-    let netty = format!(
-        "Netty-architecture HashedWheelTimer: one wheel of {NETTY_BUCKETS} buckets with rounds, tick {tick} µs, one \
-         worker, MPSC queues for arms and cancels"
-    );
-    let pending = |p: &NettyPeer| p.pending().max(0) as usize;
-    runs.push(run(config, "netty-wheel", NettyPeer::with(config.tick, NETTY_BUCKETS), netty, pending));
-    let heap = "Mutex<BinaryHeap> + Condvar, one worker, as ScheduledThreadPoolExecutor; cancel marks, the entry \
-                leaves the heap at its deadline";
-    runs.push(run(config, "Mutex<BinaryHeap>", HeapPeer::new(), heap.into(), HeapPeer::entries));
-    let tokio = format!(
-        "tokio multi-thread runtime, {workers} workers: a task per timeout doing sleep_until(deadline).await, then \
-         the work; cancel = JoinHandle::abort"
-    );
-    runs.push(run(config, "tokio", TokioTaskPeer::with_workers(workers), tokio, TokioTaskPeer::alive));
+    fn describe(&self, c: &Config) -> String {
+        format!(
+            "tokio multi-thread runtime, {} workers: a task per timeout doing sleep_until(deadline).await, then the \
+             work; cancel = JoinHandle::abort; reset = {}",
+            c.shards,
+            self.reset_kind()
+        )
+    }
+
+    fn pending(&self) -> usize {
+        self.alive()
+    }
+}
+
+/// Runs the scenario on every peer, in table order, after shardwheel's run (`runs[0]`); tokio
+/// has as many workers as shardwheel has shards.
+pub fn run_peers(config: &Config, runs: &mut Vec<crate::scenario::Outcome>) {
+    use crate::scenario::run;
+    runs.push(run(config, NettyPeer::with(config.tick, 512), true));
+    runs.push(run(config, HeapPeer::new(), true));
+    runs.push(run(config, TokioTaskPeer::with_workers(config.shards), true));
 }
 
 #[cfg(test)]
@@ -235,15 +171,17 @@ mod tests {
             --duration-secs 0.5";
         let config = crate::args::tests::parse_str(args).unwrap().0;
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
-        let mut runs = vec![run_one(&config, Shardwheel::new(&config).unwrap(), "shardwheel")];
+        let mut runs = vec![crate::scenario::run(&config, shardwheel(&config).unwrap(), true)];
         run_peers(&config, &mut runs);
-        assert_eq!(runs.len(), 4);
+        assert_eq!(
+            runs.iter().map(|o| o.timer).collect::<Vec<_>>(),
+            ["shardwheel", "netty-wheel", "Mutex<BinaryHeap>", "tokio"]
+        );
         for o in &runs {
             let c = &o.counts;
             assert!(passed(o), "{}: {:#?}", o.timer, checks(o));
-            assert!(o.fired[0] > 0 && o.fired[1] > 0, "{}: nothing fired", o.timer);
-            assert!(c.cancels_ok > 0 && c.resets_ok > 0 && c.resets_failed == 0, "{}: {c:?}", o.timer);
-            assert!(o.unfired[0] + o.unfired[1] > 0, "{}: nothing was pending at the stop", o.timer);
+            assert!(o.fired[0] > 0 && o.fired[1] > 0 && c.cancels_ok > 0 && c.resets_ok > 0, "{}: {c:?}", o.timer);
+            assert!(c.resets_failed == 0 && o.unfired[0] + o.unfired[1] > 0, "{}: {c:?}", o.timer);
         }
     }
 }

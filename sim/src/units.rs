@@ -58,11 +58,6 @@ pub fn percent(f: f64) -> String {
     format!("{:.3} %", f * 100.0)
 }
 
-/// A count that may be unknown.
-pub fn count(n: Option<usize>) -> String {
-    n.map_or("n/a".to_owned(), |n| group(n as u64))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
