@@ -71,6 +71,27 @@ fn remote_cancel_races_local_expiry() {
     });
 }
 
+/// A remote cancel ∥ the owner's cancel of the same pending timer: exactly one wins (the
+/// owner's cancel must be a CAS once a remote exists), the payload is dropped exactly once.
+#[test]
+fn remote_cancel_races_owner_cancel() {
+    model("local: remote cancel ∥ owner cancel", || {
+        let mut wheel = LocalWheel::new();
+        let (payload, drops) = counted();
+        let key = wheel.arm(Duration::from_secs(1), payload);
+        let remote = wheel.remote();
+        let cancel = loom::thread::spawn(move || remote.cancel(key));
+        let mine = wheel.cancel(key);
+        let theirs = cancel.join().unwrap();
+        assert!(mine.is_some() != theirs, "exactly one cancel wins");
+        drop(mine);
+        wheel.drain_remote();
+        assert!(wheel.is_empty());
+        assert!(wheel.get(key).is_none());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
 /// A remote reset to a later deadline ∥ the owner's expiry at the old one: either the timer
 /// fired and the reset returned false, or the reset returned true and the timer does not
 /// fire at the old deadline (it waits for the new one), even if its message comes late.

@@ -218,6 +218,12 @@ MUTATIONS = [
         Ok(())""",
      """        Ok(())""",
      "loom_local", "remote_arm_races_wheel_drop"),
+    ("M40", "the owner's cancel is a load and a store, not a CAS, with a remote handle out", "src/local/mod.rs",
+     """        if !self.remote_made.get() {
+            // `find` saw it pending""",
+     """        if true {
+            // `find` saw it pending""",
+     "loom_local", "remote_cancel_races_owner_cancel"),
 ]
 
 

@@ -202,7 +202,8 @@ impl StateCell {
 /// └────────────────┴──────────────────────────────┴─────┘       2 CANCELLED (by a remote)
 ///
 ///   owner arm: VACANT(g) ──store──▶ PENDING(g, 0)
-///   owner cancel / expiry: PENDING(g, 0 or any) ──▶ VACANT(g+1)          (one CAS decides)
+///   owner cancel / expiry: PENDING(g, 0 or any) ──▶ VACANT(g+1)          (one CAS decides;
+///                          a load and a store while no remote has ever existed)
 ///   remote cancel: PENDING(g, r) ──CAS──▶ CANCELLED(g, r) ──owner, later──▶ VACANT(g+1)
 ///   remote reset: PENDING(g, r) ──CAS──▶ PENDING(g, r+1); the owner applies it: r-1
 /// ```

@@ -30,8 +30,9 @@
 //!
 //! The slot words are atomics because a [`RemoteWheel`] may CAS them. Until the first
 //! [`LocalWheel::remote`] call none exists and no other thread can reach a word, so the owner
-//! reads and writes them with plain loads and stores (`Relaxed`: the same instructions as
-//! ordinary memory on x86 and ARM) and never a read-modify-write. From then on, the owner's
+//! reads and writes them with loads and stores only (`Acquire` loads and `Relaxed` stores:
+//! ordinary `mov`s on x86, an `ldar` for the load on ARM) and never a read-modify-write: a
+//! cancel is the look-up's load and one store, an expiry a load and a store. From then on, the owner's
 //! cancel and expiry are each one uncontended CAS on the word (a `lock cmpxchg` on a line
 //! the owner just read, a few nanoseconds), so that a remote cancel is decided exactly, and
 //! `poll_expired` first drains the remote commands when a flag the remotes set says some
@@ -270,7 +271,8 @@ impl<T> LocalWheel<T> {
         let key = self.wheel.insert(Entry::new(deadline, payload));
         let index = key.into_raw() - FIRST_KEY;
         #[cfg(test)]
-        let word = self.slots.ensure(index, &self.shared.directory).filter(|_| (index as usize) < self.slot_limit);
+        let word =
+            if (index as usize) < self.slot_limit { self.slots.ensure(index, &self.shared.directory) } else { None };
         #[cfg(not(test))]
         let word = self.slots.ensure(index, &self.shared.directory);
         match word {

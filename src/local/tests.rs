@@ -573,3 +573,77 @@ fn remote_arms_past_the_slot_limit_are_dropped_not_a_panic() {
     assert_eq!(wheel.dropped_remote_arms(), 3);
     assert!(wheel.is_empty());
 }
+
+#[test]
+fn a_remote_made_mid_expiry_takes_over_the_rest() {
+    // The first expiries take the exclusive path (plain load and store on the slot word);
+    // a remote made between two polls of the same due batch must switch the rest to the CAS
+    // path, so that its cancel is exact.
+    let mut wheel = LocalWheel::new();
+    let now = wheel.now();
+    let keys: Vec<TimerKey> = (0..4u32).map(|i| wheel.arm_at(now, i)).collect();
+    assert_eq!(wheel.poll_expired(now), Some((keys[0], 0)));
+    let remote = wheel.remote();
+    assert!(remote.cancel(keys[2]), "pending: the remote cancel wins");
+    assert!(!remote.cancel(keys[0]), "already fired on the exclusive path: stale");
+    assert_eq!(wheel.poll_expired(now), Some((keys[1], 1)));
+    assert_eq!(wheel.poll_expired(now), Some((keys[3], 3)), "the cancelled one is skipped");
+    assert_eq!(wheel.poll_expired(now), None);
+    assert!(wheel.is_empty());
+    assert_eq!(wheel.cancel(keys[2]), None);
+    // The slots are reused at their next generation; the old keys stay stale.
+    let again = wheel.arm_at(now, 9);
+    assert!(keys.iter().all(|&k| k != again && wheel.get(k).is_none()));
+    assert_eq!(wheel.cancel(again), Some(9));
+}
+
+#[test]
+fn a_ready_timer_reset_later_does_not_fire_and_forged_keys_far_out_are_stale() {
+    let mut wheel = LocalWheel::new();
+    let now = wheel.now();
+    let a = wheel.arm_at(now, 'a');
+    let b = wheel.arm_at(now, 'b');
+    assert_eq!(wheel.poll_expired(now), Some((a, 'a')));
+    // `b` is on the ready list (a poll is under way at `now`): a reset to later moves it.
+    assert!(wheel.reset_at(b, now + Duration::from_millis(5)));
+    assert_eq!(wheel.poll_expired(now), None);
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(4)), None);
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(5)), Some((b, 'b')));
+    // Forged keys at and past the last slot, and where `index + FIRST_KEY` would wrap.
+    let c = wheel.arm(Duration::from_secs(1), 'c');
+    for index in
+        [slots::MAX_SLOTS as u32 - 1, slots::MAX_SLOTS as u32, u32::MAX - FIRST_KEY, u32::MAX - FIRST_KEY + 1, u32::MAX]
+    {
+        for generation in [c.generation, 0, u32::MAX] {
+            let key = TimerKey { index, generation };
+            assert_eq!(wheel.get(key), None);
+            assert_eq!(wheel.deadline(key), None);
+            assert!(!wheel.reset_at(key, now));
+            assert_eq!(wheel.cancel(key), None);
+        }
+    }
+    assert_eq!(wheel.cancel(c), Some('c'));
+}
+
+#[test]
+fn a_loser_of_the_expiry_cas_does_not_end_the_poll() {
+    // A remote cancel and a remote reset whose notices wait behind a full drain budget: the
+    // expiry CAS meets them (`Cancelled`, `ResetInFlight`) and must go on to the next due
+    // timer in the same call, not report "nothing due".
+    let mut wheel = LocalWheel::<u32>::new();
+    let start = wheel.now();
+    let remote = wheel.remote();
+    let cancelled = wheel.arm_at(start, 1);
+    let moved = wheel.arm_at(start, 2);
+    let fires = wheel.arm_at(start, 3);
+    for _ in 0..DRAIN_BUDGET {
+        remote.arm_at(start + Duration::from_secs(3600), 0).unwrap();
+    }
+    assert!(remote.cancel(cancelled));
+    assert!(remote.reset_at(moved, start + Duration::from_secs(60)));
+    assert_eq!(wheel.poll_expired(start), Some((fires, 3)), "past both losers");
+    assert_eq!(wheel.poll_expired(start), None);
+    assert_eq!(wheel.get(cancelled), None);
+    assert_eq!(wheel.poll_expired(start + Duration::from_secs(59)), None, "the reset holds");
+    assert_eq!(wheel.poll_expired(start + Duration::from_secs(60)), Some((moved, 2)));
+}

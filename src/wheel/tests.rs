@@ -356,3 +356,37 @@ fn a_deadline_moved_earlier_comes_out_at_the_next_cascade() {
 fn nodes_are_16_bytes() {
     assert_eq!(std::mem::size_of::<slab::Node<std::ptr::NonNull<u8>>>(), 16);
 }
+
+#[test]
+fn pop_due_never_hands_out_a_ready_entry_whose_deadline_moved_later() {
+    // The inline fast path of `pop_due` takes the ready list's front: it must check the
+    // deadline the entry reports now, as `step` does, not trust the list it is on.
+    let mut wheel = Wheel::new();
+    assert_eq!(wheel.pop_due(100), None);
+    let moving = Rc::new(Cell::new(50));
+    let a = wheel.insert(Moving(moving.clone())); // at or before elapsed: the ready list
+    let b = wheel.insert(Moving(Rc::new(Cell::new(100)))); // behind it, due
+    moving.set(200); // a lazy reset to later, while on the ready list
+    assert_eq!(wheel.pop_due(100), Some(b), "the moved front is re-filed, the next one fires");
+    wheel.take(b);
+    assert_eq!(wheel.pop_due(100), None, "never before its new deadline");
+    assert_eq!(wheel.pop_due(199), None);
+    assert_eq!(wheel.pop_due(200), Some(a));
+}
+
+#[test]
+fn a_past_deadline_inserted_mid_slot_fires_behind_the_slot_s_older_entries() {
+    // `place_at`'s guard: while a slot is under way, an entry already due joins that slot's
+    // tail (not the ready list, which is served first), so insertion order holds.
+    let mut wheel = Wheel::new();
+    for (deadline, id) in [(64, 'a'), (64, 'b'), (100, 'c')] {
+        wheel.insert(At(deadline, id)); // level 1, slot 1: mixed deadlines
+    }
+    let mut out = Vec::new();
+    assert!(wheel.poll(64, 1, &mut out), "budget spent with the slot under way");
+    assert_eq!(values(&out), ['a']);
+    wheel.insert(At(10, 'd')); // already past
+    out.clear();
+    wheel.poll(64, usize::MAX, &mut out);
+    assert_eq!(values(&out), ['b', 'd'], "d was inserted after b, at the same effective tick");
+}
