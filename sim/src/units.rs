@@ -4,15 +4,7 @@ use std::time::Duration;
 
 /// `1234567` → `"1,234,567"`.
 pub fn group(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    indicatif::HumanCount(n).to_string()
 }
 
 /// `template` with each `{}` replaced by the next of `numbers`, grouped.
