@@ -1,6 +1,8 @@
-//! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`):
-//! the text report (one screen; every table with `--verbose`) with its ratio table, and the
-//! same as one JSON object (`--json`), both from the figures of `figures.rs`.
+//! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`).
+//! Every figure of a run is gathered once, in the JSON object [`run_json`] builds: `--json`
+//! prints it, and `--verbose` renders the same object as text after the one-screen report, so
+//! the two cannot disagree. The ratio table (`--compare`) comes from `figures::METRICS`, in
+//! text and JSON alike.
 //!
 //! JSON shape (durations in seconds unless the key says `_ms`, `_us` or `_ns`; lateness in
 //! µs; a figure that could not be measured is `null`):
@@ -18,7 +20,7 @@ use crate::args::Config;
 use crate::figures::{self, Check, METRICS, Metric, SIM_BYTES_PER_CONNECTION};
 use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
-use crate::units::{group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
+use crate::units::{group, ms, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
@@ -73,25 +75,27 @@ impl Text {
 pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
     let (w, c) = (&mut Text { out: String::new(), verbose }, config);
     ln!(w, "shardwheel-sim — connection simulator ({})", o.timer);
-    if verbose {
-        ln!(w, "\nConfiguration");
-        w.row("timer", &o.describe);
-        config_rows(c, o.counts.quiet).iter().filter(|r| !r.2.is_empty()).for_each(|r| w.row(r.2, &r.3));
-    } else {
-        let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
-        let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
-        let (n, p, secs) = (group(o.connections), c.producers, secs(c.duration));
-        ln!(w, "  {}", o.describe);
-        ln!(
-            w,
-            "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {secs}"
-        );
-    }
+    let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
+    let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
+    let (n, p, run) = (group(o.connections), c.producers, secs(c.duration));
+    ln!(w, "  {}", o.describe);
+    ln!(
+        w,
+        "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {run}"
+    );
     warnings.iter().for_each(|warning| _ = writeln!(w.out, "  WARNING: {warning}"));
     setup(w, o);
     steady(w, c, o);
     lateness(w, o);
     end(w, o);
+    if verbose {
+        ln!(w, "\nEvery figure (as --json gives them; seconds unless the key says otherwise)");
+        figure(w, "config", &config_json(config), 2);
+        let run = run_json(o);
+        for key in ["setup", "steady", "cpu", "lateness", "memory", "end", "stats"] {
+            figure(w, key, &run[key], 2);
+        }
+    }
     let (verdict, total) = (if figures::passed(o) { "PASS" } else { "FAIL" }, secs(o.total));
     let more = if verbose { "" } else { "; --verbose for every table" };
     ln!(w, "\nSelf-check: {verdict}  (total run time {total}, setup and teardown included{more})");
@@ -99,30 +103,46 @@ pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) ->
     std::mem::take(&mut w.out)
 }
 
-/// The settings, as the verbose configuration table and the JSON `config` list them: key,
-/// value, label ("": JSON only) and text. `quiet`: the connections chosen to go quiet.
-fn config_rows(c: &Config, quiet: u64) -> [(&'static str, Value, &'static str, String); 13] {
-    let (each, rate) = (group(c.connections_of(0) as u64), per_sec(c.rate_per_producer()));
-    let producers = format!("{} threads, {each} connections and {rate} events each", c.producers);
-    let (n, response, period) = (group(c.in_flight as u64), ms(c.response_delay()), secs(c.round_robin_period()));
-    let (in_flight, quiet) = (format!("{n} per producer (response after ~{response})"), group(quiet));
-    let rate = format!("{} (each active connection every {period})", per_sec(c.rate as f64));
-    let (idle, request, fraction) = (c.idle_timeout, c.request_timeout, percent(c.idle_fraction));
-    [
-        ("connections", json!(c.connections), "connections", group(c.connections as u64)),
-        ("producers", json!(c.producers), "producers", producers),
-        ("shards", json!(c.shards), "", String::new()),
-        ("tick_us", json!(c.tick.as_micros() as u64), "tick", ms_setting(c.tick)),
-        ("pin_threads", json!(c.pin_threads), "", String::new()),
-        ("idle_timeout_ms", json!(idle.as_millis() as u64), "idle timeout", ms_setting(idle)),
-        ("idle_fraction", json!(c.idle_fraction), "idle fraction", format!("{fraction} ({quiet} go quiet)")),
-        ("request_timeout_ms", json!(request.as_millis() as u64), "request timeout", ms_setting(request)),
-        ("lost_fraction", json!(c.lost_fraction), "lost fraction", percent(c.lost_fraction)),
-        ("in_flight", json!(c.in_flight), "requests in flight", in_flight),
-        ("rate_per_sec", json!(c.rate), "activity rate", rate),
-        ("duration_secs", json!(c.duration.as_secs_f64()), "duration", format!("{} steady state", secs(c.duration))),
-        ("seed", json!(c.seed), "seed", c.seed.to_string()),
-    ]
+/// The settings, with the two figures that follow from them.
+fn config_json(c: &Config) -> Value {
+    json!({
+        "connections": c.connections, "producers": c.producers, "shards": c.shards,
+        "tick_us": c.tick.as_micros() as u64, "pin_threads": c.pin_threads,
+        "idle_timeout_ms": c.idle_timeout.as_millis() as u64, "idle_fraction": c.idle_fraction,
+        "request_timeout_ms": c.request_timeout.as_millis() as u64, "lost_fraction": c.lost_fraction,
+        "in_flight": c.in_flight, "rate_per_sec": c.rate, "duration_secs": c.duration.as_secs_f64(), "seed": c.seed,
+        "response_delay_ms": c.response_delay().as_secs_f64() * 1e3,
+        "round_robin_period_secs": c.round_robin_period().as_secs_f64(),
+    })
+}
+
+/// `--verbose`: a figure of [`run_json`], or a section of them; a section of numbers only
+/// (a lateness distribution) on one line.
+fn figure(w: &mut Text, key: &str, v: &Value, indent: usize) {
+    let width = LABEL + 4 - indent;
+    match v.as_object() {
+        Some(map) if indent > 2 && map.values().all(|v| !v.is_object()) => {
+            let all: Vec<_> = map.iter().map(|(k, v)| format!("{k} {}", scalar(v))).collect();
+            ln!(w, "{:indent$}{key:<width$}{}", "", all.join(", "));
+        }
+        Some(map) => {
+            ln!(w, "{:indent$}{key}", "");
+            map.iter().for_each(|(k, v)| figure(w, k, v, indent + 2));
+        }
+        None => {
+            ln!(w, "{:indent$}{key:<width$}{}", "", scalar(v));
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match (v, v.as_u64(), v.as_f64()) {
+        (Value::Null, ..) => "n/a".to_owned(),
+        (_, Some(n), _) => group(n),
+        (_, _, Some(f)) if f.abs() >= 1_000.0 => group(f.round() as u64),
+        (_, _, Some(f)) => format!("{f:.3}"),
+        (v, ..) => v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+    }
 }
 
 fn setup(w: &mut Text, o: &Outcome) {
@@ -131,29 +151,10 @@ fn setup(w: &mut Text, o: &Outcome) {
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
     let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
     w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
-    if !w.verbose {
-        return;
-    }
-    if o.settle.as_millis() >= 1 {
-        w.row("arms filed", format_args!("{} after the last arm returned (memory measured then)", ms(o.settle)));
-    }
-    let (heap, sim) = (o.heap_per_connection(o.heap_after), SIM_BYTES_PER_CONNECTION);
-    let parts = format!("simulator {sim} B + handle slot {handle} B + task 32 B + the timer's own; counting allocator");
-    w.row("heap per connection", format_args!("{heap:.0} B ({parts})"));
-    match (o.rss_before, o.rss_after, o.rss_per_connection()) {
-        (Some(before), Some(after), Some(per)) => {
-            let (before, after) = (mib(before), mib(after));
-            w.row(
-                "resident memory (VmRSS)",
-                format_args!("{before} before arming, {after} after: {per:.0} B per connection"),
-            )
-        }
-        _ => w.row("resident memory", "n/a (no /proc/self/statm)"),
-    }
 }
 
 fn steady(w: &mut Text, config: &Config, o: &Outcome) {
-    let (c, verbose, title) = (&o.counts, w.verbose, format!("Steady state ({})", secs(o.steady)));
+    let (c, title) = (&o.counts, format!("Steady state ({})", secs(o.steady)));
     ln!(w, "\n{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2);
     let mut line = |label: &str, total: u64, note: String| {
         let (total, per) = (group(total), per_sec(o.steady_rate(total)));
@@ -165,7 +166,7 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
     line("cancels (cancel() = true)", c.cancels_ok, format!("{} cancel() = false", group(c.cancels_failed)));
     line("expiries, idle timeouts", o.fired[0], format!("{} connections went quiet", group(c.quiet)));
     line("expiries, request timeouts", o.fired[1], format!("{} requests lost", group(c.lost)));
-    if verbose || c.resets_failed > 0 {
+    if c.resets_failed > 0 {
         line("idle expiries of active conns", c.resets_failed, "reset() = false on an active conn (expected 0)".into());
     }
     if c.schedule_failed() > 0 {
@@ -178,34 +179,20 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
             format_args!("{user} user + {system} system = {total} ({per_op:.0} ns per timer op)"),
         );
     }
-    if verbose {
-        let (live, per) = (mib(o.heap_at_end), o.heap_per_connection(o.heap_at_end));
-        let at_end = format!("{live} live: {per:.0} B per connection (in-flight requests, cancelled entries kept)");
-        w.row("heap when activity stopped", at_end);
-    }
 }
 
 fn lateness(w: &mut Text, o: &Outcome) {
-    let tick = ms_setting(o.tick);
-    if w.verbose {
-        ln!(w, "\nExpiry lateness (task ran − requested deadline; resolution 1 µs, buckets ≤ 3 % wide)");
-        ln!(w, "  A timeout fires at the first tick at or after its deadline: expect up to one tick ({tick}) plus");
-        ln!(w, "  the wake-up delay of the timer thread.");
-    }
-    let title = if w.verbose { "" } else { "Lateness" };
-    if !w.verbose {
-        ln!(w,);
-    }
     let header: String = QUANTILES.iter().map(|(_, column, _)| format!("{column:>14}")).collect();
-    ln!(w, "{title:<12}{:>11}{header}{:>14}{:>14}", "fired", "max", "mean");
+    ln!(w, "\nLateness    {:>11}{header}{:>14}{:>14}", "fired", "max", "mean");
     for (label, s) in [("idle", &o.lateness[0]), ("request", &o.lateness[1]), ("sleep", &o.sleep_lateness)] {
         let quantiles: String = QUANTILES.iter().map(|q| format!("{:>14}", ms_from_us(s.quantile(q.2)))).collect();
         let (n, max, mean) = (group(s.count()), ms_from_us(s.max()), ms_from_us(s.mean().map(|m| m.round() as u64)));
         ln!(w, "  {label:<10}{n:>11}{quantiles}{max:>14}{mean:>14}");
     }
     if w.verbose {
-        ln!(w, "  (sleep: how late a plain thread::sleep({tick}) woke up meanwhile, on an unpinned thread, counting");
-        ln!(w, "  the wake-ups a stall made it miss as a timer thread would: the machine's own scheduling noise)");
+        let tick = ms_setting(o.tick);
+        ln!(w, "  (task ran − requested deadline; expect up to a tick, {tick}, plus the timer thread's wake-up;");
+        ln!(w, "  sleep: how late a plain thread::sleep({tick}) woke up meanwhile: the machine's own noise)");
     }
     if let Some(met) = o.bar_met() {
         let (bar, worst) = (ms(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
@@ -225,12 +212,6 @@ fn end(w: &mut Text, o: &Outcome) {
     let end =
         format!("{pending} pending; stop() took {stop}: {unfired} unfired (idle {idle} + request {request}), {how}");
     ln!(w, "\n{:<width$}{end}", "End of run", width = LABEL + 2);
-    // The service's other counters are in the self-check's detail.
-    let (Some(s), true) = (&o.stats, w.verbose) else { return };
-    let run = o.setup + o.steady + o.stop_time;
-    let rate = per_sec(s.wakeups as f64 / run.as_secs_f64().max(1e-9));
-    let over = format!("over {} of setup, steady state and stop, {} shards", secs(run), o.lanes);
-    w.row("service wakeups", format_args!("{} ({rate} {over})", group(s.wakeups)));
 }
 
 /// A metric's value, in its unit.
@@ -366,10 +347,8 @@ fn compare_json(runs: &[Outcome]) -> Value {
 
 /// The JSON report, pretty-printed; `compare` adds the ratio rows.
 pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: bool) -> String {
-    let config: Map<_, _> =
-        config_rows(config, 0).into_iter().map(|(key, value, ..)| (key.to_owned(), value)).collect();
     let report = json!({
-        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config, "warnings": warnings,
+        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config_json(config), "warnings": warnings,
         "runs": runs.iter().map(run_json).collect::<Vec<_>>(), "compare": compare.then(|| compare_json(runs)),
         "notes": Vec::<String>::new(), "passed": runs.iter().all(figures::passed),
     });
@@ -413,7 +392,7 @@ pub(crate) mod tests {
         let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
         assert!(short.lines().count() <= 30, "{} lines:\n{short}", short.lines().count());
         assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
-        for section in ["Configuration", "resident memory", "scheduled 31,000 = fired 110"] {
+        for section in ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"] {
             assert!(long.contains(section) && !short.contains(section), "{section}:\n{long}");
         }
         let early = Outcome { early: 1, ..outcome("shardwheel", 1) };

@@ -1,4 +1,4 @@
-//! How numbers are written: thousands separators, rates, milliseconds, seconds, MiB.
+//! How numbers are written: thousands separators, rates, milliseconds, seconds, percentages.
 
 use std::time::Duration;
 
@@ -40,10 +40,6 @@ pub fn ms_setting(d: Duration) -> String {
 
 pub fn secs(d: Duration) -> String {
     format!("{:.3} s", d.as_secs_f64())
-}
-
-pub fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 pub fn percent(f: f64) -> String {
