@@ -1,8 +1,8 @@
 //! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`).
-//! Every figure of a run is gathered once, in the JSON object [`run_json`] builds: `--json`
+//! Every figure of a run is gathered once, in the JSON object [`figures::of`] builds: `--json`
 //! prints it, and `--verbose` renders the same object as text after the one-screen report, so
-//! the two cannot disagree. The ratio table (`--compare`) comes from `figures::METRICS`, in
-//! text and JSON alike.
+//! the two cannot disagree. The ratio table (`--compare`) reads its rows from the same
+//! objects.
 //!
 //! JSON shape (durations in seconds unless the key says `_ms`, `_us` or `_ns`; lateness in
 //! µs; a figure that could not be measured is `null`):
@@ -17,8 +17,7 @@
 //! ```
 
 use crate::args::Config;
-use crate::figures::{self, Check, METRICS, Metric, SIM_BYTES_PER_CONNECTION};
-use crate::histogram::Snapshot;
+use crate::figures::{self, Check, METRICS, Metric, QUANTILES};
 use crate::scenario::Outcome;
 use crate::units::{group, ms, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
@@ -27,17 +26,13 @@ use std::fmt::Write as _;
 /// Width of the label column.
 const LABEL: usize = 34;
 
-/// Lateness quantiles: JSON key, column, quantile.
-const QUANTILES: [(&str, &str, f64); 3] =
-    [("p50_us", "p50", 0.5), ("p99_us", "p99", 0.99), ("p999_us", "p99.9", 0.999)];
-
 /// A metric with each run's value and shardwheel's advantage over each peer.
 type RatioRow = (&'static Metric, Vec<Option<f64>>, Vec<Option<f64>>);
 
-fn ratio_rows(runs: &[Outcome]) -> Vec<RatioRow> {
+fn ratio_rows(runs: &[Value]) -> Vec<RatioRow> {
     let row = |m: &'static Metric| {
-        let values: Vec<Option<f64>> = runs.iter().map(m.value).collect();
-        let advantage = values[1..].iter().map(|&v| figures::advantage(m, values[0], v)).collect();
+        let values: Vec<Option<f64>> = runs.iter().map(|f| m.value(f)).collect();
+        let advantage = values[1..].iter().map(|&v| m.advantage(values[0], v)).collect();
         (m, values, advantage)
     };
     METRICS.iter().map(row).collect()
@@ -91,7 +86,7 @@ pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) ->
     if verbose {
         ln!(w, "\nEvery figure (as --json gives them; seconds unless the key says otherwise)");
         figure(w, "config", &config_json(config), 2);
-        let run = run_json(o);
+        let run = figures::of(o);
         for key in ["setup", "steady", "cpu", "lateness", "memory", "end", "stats"] {
             figure(w, key, &run[key], 2);
         }
@@ -116,7 +111,7 @@ fn config_json(c: &Config) -> Value {
     })
 }
 
-/// `--verbose`: a figure of [`run_json`], or a section of them; a section of numbers only
+/// `--verbose`: a figure of [`figures::of`], or a section of them; a section of numbers only
 /// (a lateness distribution) on one line.
 fn figure(w: &mut Text, key: &str, v: &Value, indent: usize) {
     let width = LABEL + 4 - indent;
@@ -245,7 +240,10 @@ pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     // Wide enough for "vs <the longest name>" and two spaces.
     let col = runs.iter().map(|o| o.timer.chars().count() + 5).max().unwrap_or(0).max(17);
     let cells = |cells: Vec<String>| cells.iter().map(|c| format!("{c:>col$}")).collect::<String>();
-    let rows: Vec<_> = ratio_rows(runs).into_iter().filter(|r| verbose || r.0.headline).collect();
+    let rows: Vec<_> = ratio_rows(&runs.iter().map(figures::of).collect::<Vec<_>>())
+        .into_iter()
+        .filter(|r| verbose || r.0.headline)
+        .collect();
     let table = |w: &mut Text, first: &str, names: Vec<String>, row: &dyn Fn(&RatioRow) -> Vec<String>| {
         ln!(w, "\n  {first:<LABEL$}{}", cells(names));
         rows.iter().for_each(|r| _ = writeln!(w.out, "  {:<LABEL$}{}", r.0.label, cells(row(r))));
@@ -269,87 +267,27 @@ pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     std::mem::take(&mut w.out)
 }
 
-fn percentiles(s: &Snapshot) -> Value {
-    let mut v = json!({ "count": s.count(), "max_us": s.max(), "mean_us": s.mean() });
-    QUANTILES.iter().for_each(|&(key, _, q)| v[key] = json!(s.quantile(q)));
-    v
-}
-
-fn run_json(o: &Outcome) -> Value {
-    let (c, rate, checks) = (&o.counts, |n: u64| o.steady_rate(n), figures::checks(o));
-    let ([fired_idle, fired_request], [unfired_idle, unfired_request]) = (o.fired, o.unfired);
-    json!({
-        "timer": o.timer, "description": o.describe, "lanes": o.lanes,
-        "setup": {
-            "idle_armed": c.idle_armed, "seconds": o.setup.as_secs_f64(), "arms_per_sec": o.setup_rate(),
-            "settle_seconds": o.settle.as_secs_f64(),
-        },
-        "steady": {
-            "seconds": o.steady.as_secs_f64(), "events": c.events, "request_arms": c.request_armed,
-            "resets_ok": c.resets_ok, "resets_failed": c.resets_failed, "cancels_ok": c.cancels_ok,
-            "cancels_failed": c.cancels_failed, "lost_requests": c.lost, "quiet_connections": c.quiet,
-            "schedule_failed": c.schedule_failed(), "reset_tasks": c.reset_tasks(),
-            "fired_idle": fired_idle, "fired_request": fired_request,
-            "events_per_sec": rate(c.events), "request_arms_per_sec": rate(c.request_armed),
-            "resets_per_sec": rate(c.resets_ok), "cancels_per_sec": rate(c.cancels_ok),
-            "expiries_per_sec": rate(fired_idle + fired_request),
-        },
-        "cpu": o.cpu.map(|u| json!({
-            "user_seconds": u.user.as_secs_f64(), "system_seconds": u.system.as_secs_f64(),
-            "total_seconds": u.total().as_secs_f64(), "ns_per_timer_op": o.cpu_ns_per_op(),
-        })),
-        "lateness": {
-            "idle": percentiles(&o.lateness[0]), "request": percentiles(&o.lateness[1]),
-            "all": percentiles(&o.all_lateness()), "sleep_baseline": percentiles(&o.sleep_lateness),
-            "early": o.early, "worst_early_ns": o.worst_early_ns,
-            "bar_us": o.lateness_bar().as_micros() as u64, "bar_met": o.bar_met(),
-        },
-        "memory": {
-            "heap_bytes_before": o.heap_before, "heap_bytes_after": o.heap_after,
-            "heap_bytes_per_connection": o.heap_per_connection(o.heap_after), "heap_bytes_at_end": o.heap_at_end,
-            "heap_bytes_per_connection_at_end": o.heap_per_connection(o.heap_at_end),
-            "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
-            "timer_bytes_per_timeout": o.timer_bytes(),
-            "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
-            "rss_bytes_per_connection": o.rss_per_connection(),
-        },
-        "end": {
-            "pending_at_end": o.pending_at_end, "unfired": unfired_idle + unfired_request,
-            "unfired_handed_back": o.unfired_listed, "unfired_idle": unfired_idle,
-            "unfired_request": unfired_request, "stop_seconds": o.stop_time.as_secs_f64(),
-        },
-        "stats": o.stats.map(|s| json!({
-            "scheduled": s.scheduled, "expired": s.expired, "cancelled": s.cancelled, "unfired": s.unfired,
-            "pending": s.pending, "rejected": s.rejected, "panicked": s.panicked, "wakeups": s.wakeups, "queued": s.queued,
-        })),
-        "self_check": {
-            "passed": checks.iter().all(|c| c.ok),
-            "checks": checks.iter().map(|c| json!({"key": c.key, "what": c.what, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
-        },
-        "total_seconds": o.total.as_secs_f64(),
-    })
-}
-
 /// The ratio rows: every metric's value per timer, and shardwheel's advantage per peer
 /// (`null` where undefined or infinite).
-fn compare_json(runs: &[Outcome]) -> Value {
+fn compare_json(runs: &[Outcome], figures: &[Value]) -> Value {
     let by_timer = |runs: &[Outcome], xs: &[Option<f64>]| -> Map<_, _> {
         runs.iter().zip(xs).map(|(o, x)| (o.timer.to_owned(), json!(x.filter(|v| v.is_finite())))).collect()
     };
     let metric = |(m, values, advantage): &RatioRow| {
         json!({
-            "key": m.key, "label": m.label, "unit": m.unit, "higher_is_better": m.higher_is_better(),
+            "key": m.key(), "label": m.label, "unit": m.unit, "higher_is_better": m.unit == "/s",
             "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
         })
     };
-    json!({ "baseline": runs[0].timer, "metrics": ratio_rows(runs).iter().map(metric).collect::<Vec<_>>() })
+    json!({ "baseline": runs[0].timer, "metrics": ratio_rows(figures).iter().map(metric).collect::<Vec<_>>() })
 }
 
 /// The JSON report, pretty-printed; `compare` adds the ratio rows.
 pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: bool) -> String {
+    let figures: Vec<Value> = runs.iter().map(figures::of).collect();
     let report = json!({
         "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config_json(config), "warnings": warnings,
-        "runs": runs.iter().map(run_json).collect::<Vec<_>>(), "compare": compare.then(|| compare_json(runs)),
+        "runs": figures, "compare": compare.then(|| compare_json(runs, &figures)),
         "notes": Vec::<String>::new(), "passed": runs.iter().all(figures::passed),
     });
     serde_json::to_string_pretty(&report).expect("a JSON value serializes")
@@ -392,7 +330,9 @@ pub(crate) mod tests {
         let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
         assert!(short.lines().count() <= 30, "{} lines:\n{short}", short.lines().count());
         assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
-        for section in ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"] {
+        for section in
+            ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"]
+        {
             assert!(long.contains(section) && !short.contains(section), "{section}:\n{long}");
         }
         let early = Outcome { early: 1, ..outcome("shardwheel", 1) };
@@ -432,7 +372,7 @@ pub(crate) mod tests {
         let v: Value = serde_json::from_str(&json(&config(), &[], &runs, true)).unwrap();
         let metrics = v["compare"]["metrics"].as_array().unwrap();
         assert_eq!((&v["compare"]["baseline"], metrics.len()), (&json!("shardwheel"), METRICS.len()));
-        let cpu = metrics.iter().find(|m| m["key"] == "cpu_seconds").unwrap();
+        let cpu = metrics.iter().find(|m| m["key"] == "cpu_total_seconds").unwrap();
         assert_eq!(cpu["higher_is_better"], false);
         assert!((cpu["values"]["binary-heap"].as_f64().unwrap() - 0.7).abs() < 1e-9);
         assert!((cpu["advantage"]["binary-heap"].as_f64().unwrap() - 2.0).abs() < 1e-9);
