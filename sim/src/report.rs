@@ -1,8 +1,7 @@
-//! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`).
-//! Every figure of a run is gathered once, in the JSON object [`figures::of`] builds: `--json`
-//! prints it, and `--verbose` renders the same object as text after the one-screen report, so
-//! the two cannot disagree. The ratio table (`--compare`) reads its rows from the same
-//! objects.
+//! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`):
+//! the one-screen text report, and every figure of [`figures::of`], which `--json` prints as
+//! is and `--verbose` renders as text, so that the two cannot disagree. The ratio table
+//! (`--compare`) reads its rows from the same figures.
 //!
 //! JSON shape (durations in seconds unless the key says `_ms`, `_us` or `_ns`; lateness in
 //! µs; a figure that could not be measured is `null`):
@@ -26,18 +25,6 @@ use std::fmt::Write as _;
 /// Width of the label column.
 const LABEL: usize = 34;
 
-/// A metric with each run's value and shardwheel's advantage over each peer.
-type RatioRow = (&'static Metric, Vec<Option<f64>>, Vec<Option<f64>>);
-
-fn ratio_rows(runs: &[Value]) -> Vec<RatioRow> {
-    let row = |m: &'static Metric| {
-        let values: Vec<Option<f64>> = runs.iter().map(|f| m.value(f)).collect();
-        let advantage = values[1..].iter().map(|&v| m.advantage(values[0], v)).collect();
-        (m, values, advantage)
-    };
-    METRICS.iter().map(row).collect()
-}
-
 /// Writes one line to a [`Text`] (a `String`: writing cannot fail).
 macro_rules! ln {
     ($w:expr, $($fmt:tt)*) => {
@@ -45,7 +32,7 @@ macro_rules! ln {
     };
 }
 
-/// The text being written; `verbose` adds the full tables.
+/// The text being written; `verbose` adds every figure and the checks' sums.
 struct Text {
     out: String,
     verbose: bool,
@@ -67,25 +54,22 @@ impl Text {
 }
 
 /// The text report of one run.
-pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
-    let (w, c) = (&mut Text { out: String::new(), verbose }, config);
-    ln!(w, "shardwheel-sim — connection simulator ({})", o.timer);
+pub fn text(c: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
+    let w = &mut Text { out: String::new(), verbose };
     let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
     let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
     let (n, p, run) = (group(o.connections), c.producers, secs(c.duration));
-    ln!(w, "  {}", o.describe);
+    ln!(w, "shardwheel-sim — connection simulator ({})\n  {}", o.timer, o.describe);
     ln!(
         w,
         "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {run}"
     );
     warnings.iter().for_each(|warning| _ = writeln!(w.out, "  WARNING: {warning}"));
-    setup(w, o);
-    steady(w, c, o);
+    setup_and_steady(w, c, o);
     lateness(w, o);
-    end(w, o);
     if verbose {
         ln!(w, "\nEvery figure (as --json gives them; seconds unless the key says otherwise)");
-        figure(w, "config", &config_json(config), 2);
+        figure(w, "config", &config_json(c), 2);
         let run = figures::of(o);
         for key in ["setup", "steady", "cpu", "lateness", "memory", "end", "stats"] {
             figure(w, key, &run[key], 2);
@@ -111,8 +95,8 @@ fn config_json(c: &Config) -> Value {
     })
 }
 
-/// `--verbose`: a figure of [`figures::of`], or a section of them; a section of numbers only
-/// (a lateness distribution) on one line.
+/// `--verbose`: a figure, or a section of them; a section of numbers only (a lateness
+/// distribution) on one line.
 fn figure(w: &mut Text, key: &str, v: &Value, indent: usize) {
     let width = LABEL + 4 - indent;
     match v.as_object() {
@@ -140,16 +124,13 @@ fn scalar(v: &Value) -> String {
     }
 }
 
-fn setup(w: &mut Text, o: &Outcome) {
-    let (armed, took, rate) = (group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
+fn setup_and_steady(w: &mut Text, config: &Config, o: &Outcome) {
+    let (c, armed, took, rate) = (&o.counts, group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
+    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
     ln!(w, "\nSetup");
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
-    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
     w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
-}
-
-fn steady(w: &mut Text, config: &Config, o: &Outcome) {
-    let (c, title) = (&o.counts, format!("Steady state ({})", secs(o.steady)));
+    let title = format!("Steady state ({})", secs(o.steady));
     ln!(w, "\n{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2);
     let mut line = |label: &str, total: u64, note: String| {
         let (total, per) = (group(total), per_sec(o.steady_rate(total)));
@@ -176,6 +157,7 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
     }
 }
 
+/// The lateness table, the design bar, and how the run ended.
 fn lateness(w: &mut Text, o: &Outcome) {
     let header: String = QUANTILES.iter().map(|(_, column, _)| format!("{column:>14}")).collect();
     ln!(w, "\nLateness    {:>11}{header}{:>14}{:>14}", "fired", "max", "mean");
@@ -197,9 +179,6 @@ fn lateness(w: &mut Text, o: &Outcome) {
             format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
         );
     }
-}
-
-fn end(w: &mut Text, o: &Outcome) {
     let how =
         if o.unfired_listed.is_some() { "handed back by stop()" } else { "dropped by the timer or with the handles" };
     let ([idle, request], pending, stop) = (o.unfired, group(o.pending_at_end as u64), secs(o.stop_time));
@@ -234,28 +213,27 @@ fn ratio(r: Option<f64>) -> String {
 /// headline metrics only unless `verbose`.
 pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     let (w, title) = (&mut Text { out: String::new(), verbose }, "Comparison: the same scenario on every timer");
+    let figures: Vec<Value> = runs.iter().map(figures::of).collect();
     ln!(w, "\n{title}\n{}", "═".repeat(title.chars().count()));
     let name = runs.iter().map(|o| o.timer.chars().count() + 2).max().unwrap_or(0);
     runs.iter().for_each(|o| _ = writeln!(w.out, "  {:<name$}{}", o.timer, o.describe));
     // Wide enough for "vs <the longest name>" and two spaces.
     let col = runs.iter().map(|o| o.timer.chars().count() + 5).max().unwrap_or(0).max(17);
-    let cells = |cells: Vec<String>| cells.iter().map(|c| format!("{c:>col$}")).collect::<String>();
-    let rows: Vec<_> = ratio_rows(&runs.iter().map(figures::of).collect::<Vec<_>>())
-        .into_iter()
-        .filter(|r| verbose || r.0.headline)
-        .collect();
-    let table = |w: &mut Text, first: &str, names: Vec<String>, row: &dyn Fn(&RatioRow) -> Vec<String>| {
-        ln!(w, "\n  {first:<LABEL$}{}", cells(names));
-        rows.iter().for_each(|r| _ = writeln!(w.out, "  {:<LABEL$}{}", r.0.label, cells(row(r))));
+    let mut row = |first: &str, cells: &mut dyn Iterator<Item = String>| {
+        let cells: String = cells.map(|c| format!("{c:>col$}")).collect();
+        ln!(w, "{}", format!("  {first:<LABEL$}{cells}").trim_end());
     };
-    table(w, "values", runs.iter().map(|o| o.timer.to_owned()).collect(), &|r| {
-        r.1.iter().map(|&v| value(r.0, v)).collect()
-    });
-    let verdicts = runs.iter().map(|o| (if figures::passed(o) { "PASS" } else { "FAIL" }).to_owned()).collect();
-    ln!(w, "  {:<LABEL$}{}", "self-check", cells(verdicts));
+    let metrics = || METRICS.iter().filter(|m| verbose || m.headline);
+    row("", &mut std::iter::empty());
+    row("values", &mut runs.iter().map(|o| o.timer.to_owned()));
+    metrics().for_each(|m| row(m.label, &mut figures.iter().map(|f| value(m, m.value(f)))));
+    row("self-check", &mut runs.iter().map(|o| (if figures::passed(o) { "PASS" } else { "FAIL" }).to_owned()));
     if runs.len() > 1 {
-        let peers = runs[1..].iter().map(|o| format!("vs {}", o.timer)).collect();
-        table(w, "shardwheel's advantage", peers, &|r| r.2.iter().map(|&a| ratio(a)).collect());
+        row("", &mut std::iter::empty());
+        row("shardwheel's advantage", &mut runs[1..].iter().map(|o| format!("vs {}", o.timer)));
+        for m in metrics() {
+            row(m.label, &mut figures[1..].iter().map(|f| ratio(m.advantage(m.value(&figures[0]), m.value(f)))));
+        }
         ln!(w, "  (> 1× means shardwheel does better: peer ÷ shardwheel for costs, shardwheel ÷ peer for rates.");
         ln!(w, "   Activity is paced at the same rate for every timer; the work each did for it shows in CPU time,");
         ln!(w, "   the whole process's (getrusage): the simulator's own share is the same in every run.)");
@@ -267,28 +245,29 @@ pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     std::mem::take(&mut w.out)
 }
 
-/// The ratio rows: every metric's value per timer, and shardwheel's advantage per peer
-/// (`null` where undefined or infinite).
-fn compare_json(runs: &[Outcome], figures: &[Value]) -> Value {
-    let by_timer = |runs: &[Outcome], xs: &[Option<f64>]| -> Map<_, _> {
-        runs.iter().zip(xs).map(|(o, x)| (o.timer.to_owned(), json!(x.filter(|v| v.is_finite())))).collect()
-    };
-    let metric = |(m, values, advantage): &RatioRow| {
-        json!({
-            "key": m.key(), "label": m.label, "unit": m.unit, "higher_is_better": m.unit == "/s",
-            "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
-        })
-    };
-    json!({ "baseline": runs[0].timer, "metrics": ratio_rows(figures).iter().map(metric).collect::<Vec<_>>() })
-}
-
-/// The JSON report, pretty-printed; `compare` adds the ratio rows.
+/// The JSON report, pretty-printed; `compare` adds the ratio rows: every metric's value per
+/// timer, and shardwheel's advantage per peer (`null` where undefined or infinite).
 pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: bool) -> String {
     let figures: Vec<Value> = runs.iter().map(figures::of).collect();
+    let by_timer = |fs: &[Value], x: &dyn Fn(&Value) -> Option<f64>| -> Map<_, _> {
+        fs.iter()
+            .map(|f| (f["timer"].as_str().unwrap_or_default().to_owned(), json!(x(f).filter(|v| v.is_finite()))))
+            .collect()
+    };
+    let metric = |m: &Metric| {
+        let ours = m.value(&figures[0]);
+        json!({
+            "key": m.key(), "label": m.label, "unit": m.unit, "higher_is_better": m.unit == "/s",
+            "values": by_timer(&figures, &|f| m.value(f)),
+            "advantage": by_timer(&figures[1..], &|f| m.advantage(ours, m.value(f))),
+        })
+    };
+    let compare = compare
+        .then(|| json!({ "baseline": runs[0].timer, "metrics": METRICS.iter().map(metric).collect::<Vec<_>>() }));
     let report = json!({
-        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config_json(config), "warnings": warnings,
-        "runs": figures, "compare": compare.then(|| compare_json(runs, &figures)),
-        "notes": Vec::<String>::new(), "passed": runs.iter().all(figures::passed),
+        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config_json(config),
+        "warnings": warnings, "runs": figures, "compare": compare, "notes": Vec::<String>::new(),
+        "passed": runs.iter().all(figures::passed),
     });
     serde_json::to_string_pretty(&report).expect("a JSON value serializes")
 }
