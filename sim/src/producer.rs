@@ -5,8 +5,8 @@ use crate::args::Config;
 use crate::tally::{Counts, DeadlineTable, Shared, Task, What};
 use crate::timer::SimTimer;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,26 +19,6 @@ const BATCH: Duration = Duration::from_millis(1);
 /// timeout fired while it was active, or could not be armed).
 const NEVER_QUIET: u32 = u32::MAX;
 const CLOSED: u32 = 0;
-
-/// What the main thread and the producers step through together: the start of the steady
-/// state (set once every producer has armed and the memory is measured), the stop flag (the
-/// end of the steady state, or the main thread unwinding), and the producers that have armed.
-#[derive(Debug, Default)]
-pub struct Phase {
-    pub steady_start: OnceLock<Instant>,
-    pub stop: AtomicBool,
-    pub armed: AtomicUsize,
-}
-
-impl Phase {
-    /// Waits for the steady state to start; false if told to stop first.
-    pub fn wait_for_start(&self) -> bool {
-        while self.steady_start.get().is_none() && !self.stop.load(Ordering::Relaxed) {
-            thread::sleep(Duration::from_micros(100));
-        }
-        self.steady_start.get().is_some()
-    }
-}
 
 /// The lanes producer `p` arms on: its own when there are as many lanes as producers (an
 /// event loop with a home shard), spread so every lane serves some producer otherwise.
@@ -208,11 +188,10 @@ impl<T: SimTimer> Producer<T> {
 
     /// Paces activity at this producer's share of the rate until told to stop: sleeps between
     /// batches, catches up in bursts of at most `MAX_BURST` when behind.
-    pub fn steady(&mut self, timer: &T, phase: &Phase) {
-        let start = *phase.steady_start.get().expect("set before the producers start");
+    pub fn steady(&mut self, timer: &T, start: Instant, stop: &AtomicBool) {
         let rate = self.config.rate_per_producer();
         let (batch, mut done) = (((rate * BATCH.as_secs_f64()).ceil() as u64).max(1), 0);
-        while !phase.stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) {
             let due = (start.elapsed().as_secs_f64() * rate) as u64;
             if due <= done {
                 // Ahead of schedule: sleep until the next batch is due.
@@ -228,9 +207,6 @@ impl<T: SimTimer> Producer<T> {
             self.publish();
         }
         self.publish();
-        while !phase.stop.load(Ordering::Relaxed) {
-            thread::sleep(Duration::from_millis(10));
-        }
     }
 }
 
