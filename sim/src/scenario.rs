@@ -148,8 +148,9 @@ fn drive<T: SimTimer>(
             }
         };
         let producers: Vec<_> = (0..config.producers).map(|p| spawn(s, p, timer, arm(p))).collect();
+        // Polled every ms: the setup time (the unpaced arm rate) is only as exact as the poll.
         while !producers.iter().all(|h| h.is_finished()) {
-            thread::sleep(Duration::from_millis(50));
+            thread::sleep(Duration::from_millis(1));
             let c = shared.counts();
             ui.position(c.idle_armed + c.idle_failed);
         }
