@@ -128,8 +128,8 @@ fn join<R>(handle: ScopedJoinHandle<'_, R>) -> R {
 }
 
 /// The threads' part of the run: the producers arm, the memory is measured, then they drive
-/// the steady state while the main thread shows progress. Hands back the producers, whose
-/// handles must live until the timer has stopped.
+/// the steady state. Hands back the producers, whose handles must live until the timer has
+/// stopped.
 fn drive<T: SimTimer>(
     config: &Config,
     timer: &T,
@@ -139,7 +139,23 @@ fn drive<T: SimTimer>(
 ) -> Vec<Producer<T>> {
     let arming = Instant::now();
     ui.start_bar(o.connections, false);
-    let producers: Vec<_> = thread::scope(|s| {
+    let producers = arm(config, timer, shared, ui);
+    let settling = Instant::now();
+    o.setup = settling - arming;
+    timer.settle_arms();
+    (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), measure::rss_bytes(), measure::heap_live());
+    ui.finish();
+    let (setup, duration) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
+    ui.line(&format!("armed in {setup:.3} s; steady state for {duration:.1} s"));
+    let start = Instant::now();
+    let producers = steady(config, timer, shared, ui, producers, start);
+    o.steady = start.elapsed();
+    producers
+}
+
+/// Every producer arms its connections' idle timeouts, on a thread of its own.
+fn arm<T: SimTimer>(config: &Config, timer: &T, shared: &'static Shared, ui: &Progress) -> Vec<Producer<T>> {
+    thread::scope(|s| {
         let arm = |p| {
             move || {
                 let mut producer = Producer::new(p, shared, timer, config);
@@ -155,17 +171,21 @@ fn drive<T: SimTimer>(
             ui.position(c.idle_armed + c.idle_failed);
         }
         producers.into_iter().map(join).collect()
-    });
-    let settling = Instant::now();
-    o.setup = settling - arming;
-    timer.settle_arms();
-    (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), measure::rss_bytes(), measure::heap_live());
-    ui.finish();
-    let (setup, duration) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
-    ui.line(&format!("armed in {setup:.3} s; steady state for {duration:.1} s"));
+    })
+}
 
-    let (start, stop) = (Instant::now(), &AtomicBool::new(false));
-    let producers = thread::scope(|s| {
+/// The steady state from `start`: the producers drive activity, a baseline thread sleeps,
+/// and the main thread shows progress until the duration is over.
+fn steady<T: SimTimer>(
+    config: &Config,
+    timer: &T,
+    shared: &'static Shared,
+    ui: &mut Progress,
+    producers: Vec<Producer<T>>,
+    start: Instant,
+) -> Vec<Producer<T>> {
+    let stop = &AtomicBool::new(false);
+    thread::scope(|s| {
         let _stop_on_unwind = StopOnDrop(stop);
         let steady = |mut producer: Producer<T>| {
             move || {
@@ -190,9 +210,7 @@ fn drive<T: SimTimer>(
         stop.store(true, Relaxed);
         join(baseline);
         producers.into_iter().map(join).collect()
-    });
-    o.steady = start.elapsed();
-    producers
+    })
 }
 
 /// Progress until the steady state is over: the bar moves ten times a second; the rates of
