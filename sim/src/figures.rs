@@ -1,9 +1,10 @@
-//! The figures and checks computed from a run, once, for the text and the JSON report alike:
-//! the self-check, the derived memory, CPU and lateness figures, and the ratio table's metrics.
+//! Every figure of a run, computed once: the self-check, and the run's JSON object ([`of`]),
+//! which `--json` prints, `--verbose` renders as text, and the ratio table reads its rows from.
 
 use crate::histogram::Snapshot;
 use crate::scenario::Outcome;
 use crate::units::{fill, group, ms_from_us};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// The simulator's own bytes per connection, whatever the timer: the requested deadline (8 B)
@@ -85,18 +86,13 @@ impl Outcome {
     /// Live heap per connection added since before arming, read at `heap` (`heap_after`: the
     /// simulator's own 12 B, the handle slot, the task and whatever the timer allocates;
     /// `heap_at_end`: with requests in flight and cancelled entries kept).
-    pub fn heap_per_connection(&self, heap: u64) -> f64 {
+    fn heap_per_connection(&self, heap: u64) -> f64 {
         heap.saturating_sub(self.heap_before) as f64 / self.connections as f64
     }
 
     /// Less the simulator's own bytes: what a pending timeout costs with this timer.
     pub fn timer_bytes(&self) -> f64 {
         (self.heap_per_connection(self.heap_after) - SIM_BYTES_PER_CONNECTION as f64).max(0.0)
-    }
-
-    /// Resident memory per connection added by arming.
-    pub fn rss_per_connection(&self) -> Option<f64> {
-        Some(self.rss_after?.saturating_sub(self.rss_before?) as f64 / self.connections as f64)
     }
 
     /// CPU time per timer operation (arm, reset, cancel, expiry), in ns.
@@ -111,7 +107,7 @@ impl Outcome {
         self.tick + Duration::from_micros(500)
     }
 
-    /// The worse p99 of the two kinds of expiry, if any fired, and whether it met the bar.
+    /// The worse p99 of the two kinds of expiry, if any fired.
     pub fn worst_p99_us(&self) -> Option<u64> {
         self.lateness.iter().filter_map(|s| s.quantile(0.99)).max()
     }
@@ -129,59 +125,122 @@ impl Outcome {
     }
 }
 
-/// One row of the ratio table: a stable key (JSON), its label and unit; whether it is shown
-/// without `--verbose`. Units per second are throughputs (higher is better), others costs.
+/// Lateness quantiles: JSON key, column, quantile.
+pub const QUANTILES: [(&str, &str, f64); 3] =
+    [("p50_us", "p50", 0.5), ("p99_us", "p99", 0.99), ("p999_us", "p99.9", 0.999)];
+
+fn percentiles(s: &Snapshot) -> Value {
+    let mut v = json!({ "count": s.count(), "max_us": s.max(), "mean_us": s.mean() });
+    QUANTILES.iter().for_each(|&(key, _, q)| v[key] = json!(s.quantile(q)));
+    v
+}
+
+/// Every figure of a run (durations in seconds unless the key says otherwise).
+pub fn of(o: &Outcome) -> Value {
+    let rss_per_connection =
+        o.rss_after.zip(o.rss_before).map(|(a, b)| a.saturating_sub(b) as f64 / o.connections as f64);
+    let (c, rate, checks) = (&o.counts, |n: u64| o.steady_rate(n), checks(o));
+    let ([fired_idle, fired_request], [unfired_idle, unfired_request]) = (o.fired, o.unfired);
+    json!({
+        "timer": o.timer, "description": o.describe, "lanes": o.lanes,
+        "setup": {
+            "idle_armed": c.idle_armed, "seconds": o.setup.as_secs_f64(), "arms_per_sec": o.setup_rate(),
+            "settle_seconds": o.settle.as_secs_f64(),
+        },
+        "steady": {
+            "seconds": o.steady.as_secs_f64(), "events": c.events, "request_arms": c.request_armed,
+            "resets_ok": c.resets_ok, "resets_failed": c.resets_failed, "cancels_ok": c.cancels_ok,
+            "cancels_failed": c.cancels_failed, "lost_requests": c.lost, "quiet_connections": c.quiet,
+            "schedule_failed": c.schedule_failed(), "reset_tasks": c.reset_tasks(),
+            "fired_idle": fired_idle, "fired_request": fired_request,
+            "events_per_sec": rate(c.events), "request_arms_per_sec": rate(c.request_armed),
+            "resets_per_sec": rate(c.resets_ok), "cancels_per_sec": rate(c.cancels_ok),
+            "expiries_per_sec": rate(fired_idle + fired_request),
+        },
+        "cpu": o.cpu.map(|u| json!({
+            "user_seconds": u.user.as_secs_f64(), "system_seconds": u.system.as_secs_f64(),
+            "total_seconds": u.total().as_secs_f64(), "ns_per_timer_op": o.cpu_ns_per_op(),
+        })),
+        "lateness": {
+            "idle": percentiles(&o.lateness[0]), "request": percentiles(&o.lateness[1]),
+            "all": percentiles(&o.all_lateness()), "sleep_baseline": percentiles(&o.sleep_lateness),
+            "early": o.early, "worst_early_ns": o.worst_early_ns,
+            "bar_us": o.lateness_bar().as_micros() as u64, "bar_met": o.bar_met(),
+        },
+        "memory": {
+            "heap_bytes_before": o.heap_before, "heap_bytes_after": o.heap_after,
+            "heap_bytes_per_connection": o.heap_per_connection(o.heap_after), "heap_bytes_at_end": o.heap_at_end,
+            "heap_bytes_per_connection_at_end": o.heap_per_connection(o.heap_at_end),
+            "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
+            "timer_bytes_per_timeout": o.timer_bytes(),
+            "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
+            "rss_bytes_per_connection": rss_per_connection,
+        },
+        "end": {
+            "pending_at_end": o.pending_at_end, "unfired": unfired_idle + unfired_request,
+            "unfired_handed_back": o.unfired_listed, "unfired_idle": unfired_idle,
+            "unfired_request": unfired_request, "stop_seconds": o.stop_time.as_secs_f64(),
+        },
+        "stats": o.stats.map(|s| json!({
+            "scheduled": s.scheduled, "expired": s.expired, "cancelled": s.cancelled, "unfired": s.unfired,
+            "pending": s.pending, "rejected": s.rejected, "panicked": s.panicked, "wakeups": s.wakeups, "queued": s.queued,
+        })),
+        "self_check": {
+            "passed": checks.iter().all(|c| c.ok),
+            "checks": checks.iter().map(|c| json!({"key": c.key, "what": c.what, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
+        },
+        "total_seconds": o.total.as_secs_f64(),
+    })
+}
+
+/// One row of the ratio table: its label; where the figure is in [`of`]'s object (its key in
+/// the JSON, with `_` for `/`); its unit ("/s": a throughput, higher is better; others are
+/// costs); whether it shows without `--verbose`.
 #[derive(Clone, Copy, Debug)]
 pub struct Metric {
-    pub key: Text,
-    pub label: Text,
-    pub unit: Text,
+    pub label: &'static str,
+    pub at: &'static str,
+    pub unit: &'static str,
     pub headline: bool,
-    pub value: fn(&Outcome) -> Option<f64>,
 }
 
-impl Metric {
-    pub fn higher_is_better(&self) -> bool {
-        self.unit == "/s"
-    }
+const fn metric(label: &'static str, at: &'static str, unit: &'static str, headline: bool) -> Metric {
+    Metric { label, at, unit, headline }
 }
 
-type Text = &'static str;
-
-const fn metric(key: Text, label: Text, unit: Text, headline: bool, value: fn(&Outcome) -> Option<f64>) -> Metric {
-    Metric { key, label, unit, headline, value }
-}
-
-fn q(o: &Outcome, q: f64) -> Option<f64> {
-    o.all_lateness().quantile(q).map(|v| v as f64)
-}
-
-/// The rows of the ratio table.
 pub const METRICS: &[Metric] = &[
-    metric("setup_arms_per_sec", "arms/s at setup (unpaced)", "/s", true, |o| Some(o.setup_rate())),
-    metric("events_per_sec", "activity events/s achieved", "/s", false, |o| Some(o.steady_rate(o.counts.events))),
-    metric("cancels_per_sec", "cancels/s", "/s", false, |o| Some(o.steady_rate(o.counts.cancels_ok))),
-    metric("cpu_seconds", "CPU time, whole run (user+sys)", "s", true, |o| o.cpu.map(|c| c.total().as_secs_f64())),
-    metric("cpu_ns_per_op", "CPU per timer operation", "ns", true, Outcome::cpu_ns_per_op),
-    metric("lateness_p50_us", "expiry lateness p50", "µs", false, |o| q(o, 0.5)),
-    metric("lateness_p99_us", "expiry lateness p99", "µs", true, |o| q(o, 0.99)),
-    metric("lateness_max_us", "expiry lateness max", "µs", false, |o| o.all_lateness().max().map(|v| v as f64)),
-    metric("timer_bytes_per_timeout", "timer bytes per pending timeout", "B", true, |o| Some(o.timer_bytes())),
-    metric("heap_bytes_per_connection_at_end", "heap per connection at the end", "B", false, |o| {
-        Some(o.heap_per_connection(o.heap_at_end))
-    }),
+    metric("arms/s at setup (unpaced)", "/setup/arms_per_sec", "/s", true),
+    metric("activity events/s achieved", "/steady/events_per_sec", "/s", false),
+    metric("cancels/s", "/steady/cancels_per_sec", "/s", false),
+    metric("CPU time, whole run (user+sys)", "/cpu/total_seconds", "s", true),
+    metric("CPU per timer operation", "/cpu/ns_per_timer_op", "ns", true),
+    metric("expiry lateness p50", "/lateness/all/p50_us", "µs", false),
+    metric("expiry lateness p99", "/lateness/all/p99_us", "µs", true),
+    metric("expiry lateness max", "/lateness/all/max_us", "µs", false),
+    metric("timer bytes per pending timeout", "/memory/timer_bytes_per_timeout", "B", true),
+    metric("heap per connection at the end", "/memory/heap_bytes_per_connection_at_end", "B", false),
 ];
 
-/// shardwheel's advantage over a peer on one metric: `peer / shardwheel` for costs,
-/// `shardwheel / peer` for throughputs, so that > 1 always means shardwheel does better;
-/// `None` when a value is missing or the ratio undefined (0 / 0).
-pub fn advantage(metric: &Metric, ours: Option<f64>, theirs: Option<f64>) -> Option<f64> {
-    let (ours, theirs) = (ours?, theirs?);
-    let (num, den) = if metric.higher_is_better() { (ours, theirs) } else { (theirs, ours) };
-    match (num, den) {
-        (n, d) if d > 0.0 => Some(n / d),
-        (n, _) if n > 0.0 => Some(f64::INFINITY),
-        _ => None,
+impl Metric {
+    pub fn key(&self) -> String {
+        self.at[1..].replace('/', "_")
+    }
+
+    pub fn value(&self, figures: &Value) -> Option<f64> {
+        figures.pointer(self.at).and_then(Value::as_f64)
+    }
+
+    /// shardwheel's advantage over a peer: `peer / shardwheel` for costs, `shardwheel / peer`
+    /// for throughputs, so that > 1 always means shardwheel does better; `None` when a value
+    /// is missing or the ratio undefined (0 / 0).
+    pub fn advantage(&self, ours: Option<f64>, theirs: Option<f64>) -> Option<f64> {
+        let (ours, theirs) = (ours?, theirs?);
+        let (num, den) = if self.unit == "/s" { (ours, theirs) } else { (theirs, ours) };
+        match (num, den) {
+            (n, d) if d > 0.0 => Some(n / d),
+            (n, _) if n > 0.0 => Some(f64::INFINITY),
+            _ => None,
+        }
     }
 }
 
@@ -205,12 +264,14 @@ mod tests {
     }
 
     #[test]
-    fn advantage_is_above_one_when_shardwheel_does_better() {
-        let [rate, cost] = ["setup_arms_per_sec", "cpu_seconds"].map(|k| METRICS.iter().find(|m| m.key == k).unwrap());
-        assert!(rate.higher_is_better() && !cost.higher_is_better());
+    fn metrics_are_found_and_advantage_is_above_one_when_shardwheel_does_better() {
+        let figures = of(&outcome("shardwheel", 1));
+        assert!(METRICS.iter().all(|m| m.value(&figures).is_some()), "{figures:#}");
+        let [rate, cost] = [METRICS[0], METRICS[3]];
+        assert_eq!((rate.key(), cost.key()), ("setup_arms_per_sec".to_owned(), "cpu_total_seconds".to_owned()));
         let ratios = [(cost, 1.0, 3.0), (rate, 3.0, 1.0), (cost, 0.0, 2.0), (cost, 0.0, 0.0)];
-        let ratios = ratios.map(|(m, ours, theirs)| advantage(m, Some(ours), Some(theirs)));
+        let ratios = ratios.map(|(m, ours, theirs)| m.advantage(Some(ours), Some(theirs)));
         assert_eq!(ratios, [Some(3.0), Some(3.0), Some(f64::INFINITY), None]);
-        assert_eq!(advantage(cost, None, Some(1.0)), None);
+        assert_eq!(cost.advantage(None, Some(1.0)), None);
     }
 }

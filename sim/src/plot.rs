@@ -19,24 +19,13 @@ const BINS_PER_DECADE: f64 = 10.0;
 const MIN_US: f64 = 1.0;
 
 /// A histogram re-binned on the log axis: `(bin start µs, bin end µs, % of expiries)`, from
-/// the first bin that holds anything.
+/// the first bin that holds anything. A bucket (at most ~3 % wide; a bin is ~26 %) goes to
+/// the bin of its middle.
 pub fn log_bins(s: &Snapshot) -> Vec<(f64, f64, f64)> {
     let edge = |i: usize| 10f64.powf(i as f64 / BINS_PER_DECADE);
     let bin_of = |us: f64| (us.max(MIN_US).log10() * BINS_PER_DECADE).floor() as usize;
-    let mut bins = vec![0.0; s.max().map_or(0, |max| bin_of(max as f64 + 1.0) + 1)];
-    for (low, high, n) in s.buckets() {
-        // A bucket spans [low, high + 1): its count is shared among the bins it overlaps, in
-        // proportion (buckets are at most ~3 % wide, bins ~26 %, so at most two). An exact
-        // value (below 64 µs every value has its own bucket) goes to its bin.
-        let (a, b, n) = (low as f64, high as f64 + 1.0, n as f64);
-        if low == high {
-            bins[bin_of(a)] += n;
-            continue;
-        }
-        for (i, bin) in bins.iter_mut().enumerate().take(bin_of(b) + 1).skip(bin_of(a)) {
-            *bin += n * (b.min(edge(i + 1)) - a.max(edge(i))).max(0.0) / (b - a);
-        }
-    }
+    let mut bins = vec![0.0; s.max().map_or(0, |max| bin_of(max as f64) + 1)];
+    s.buckets().for_each(|(low, high, n)| bins[bin_of((low + high) as f64 / 2.0)] += n as f64);
     let first = bins.iter().position(|&n| n > 0.0).unwrap_or(0);
     let last = bins.iter().rposition(|&n| n > 0.0).map_or(0, |i| i + 1);
     (first..last).map(|i| (edge(i), edge(i + 1), 100.0 * bins[i] / s.count() as f64)).collect()
@@ -58,9 +47,6 @@ fn outline(bins: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
     let steps = bins.iter().flat_map(|&(start, end, pct)| [(start, pct), (end, pct)]);
     bins.first().map(|b| (b.0, 0.0)).into_iter().chain(steps).chain(bins.last().map(|b| (b.1, 0.0))).collect()
 }
-
-const COLORS: [(u8, u8, u8); 6] =
-    [(31, 119, 180), (214, 39, 40), (44, 160, 44), (148, 103, 189), (255, 127, 14), (127, 127, 127)];
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
@@ -94,8 +80,7 @@ fn panel(
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
     for (k, ((label, snapshot, filled), bins)) in series.iter().zip(&binned).enumerate() {
-        let (r, g, b) = COLORS[k % COLORS.len()];
-        let color = RGBColor(r, g, b);
+        let color = Palette99::pick(k);
         let bars = bins.iter().filter(|_| *filled);
         chart.draw_series(
             bars.map(|&(start, end, pct)| Rectangle::new([(start, 0.0), (end, pct)], color.mix(0.25).filled())),
@@ -176,15 +161,12 @@ mod tests {
     fn bins_cover_every_value_and_sum_to_100_percent() {
         let b = bins(&[0, 1, 5, 900, 1_000, 1_100, 2_000, 50_000]);
         assert!((b.iter().map(|b| b.2).sum::<f64>() - 100.0).abs() < 1e-9, "{b:?}");
-        // 0 and 1 µs land in the first bin; bins are contiguous and reach the largest value.
+        // 0 and 1 µs land in the first bin; bins are contiguous and reach the largest value;
+        // empty bins below the smallest value are left out.
         assert!(b[0].0 == 1.0 && (b[0].2 - 25.0).abs() < 1e-9, "{b:?}");
-        assert!(b.windows(2).all(|w| (w[0].1 - w[1].0).abs() < 1e-9) && b.last().unwrap().1 >= 50_000.0);
-        // Empty bins below the smallest value are left out; a bucket across a bin edge is
-        // shared in proportion: 1,000 µs sits in the bucket 992..=1,007, half below the 1 ms
-        // edge; 1,010 µs in 1,008..=1,023, all above.
-        let (one, two) = (bins(&[1_100]), bins(&[1_000, 1_010]));
-        assert!(one.len() == 1 && one[0].0 <= 1_100.0 && one[0].1 > 1_100.0, "{one:?}");
-        assert!(two.len() == 2 && (two[0].2 - 25.0).abs() < 1e-9 && bins(&[]).is_empty(), "{two:?}");
+        assert!(b.windows(2).all(|w| (w[0].1 - w[1].0).abs() < 1e-9) && b.last().unwrap().1 > 50_000.0);
+        let one = bins(&[1_100]);
+        assert!(one.len() == 1 && one[0].0 <= 1_100.0 && one[0].1 > 1_100.0 && bins(&[]).is_empty(), "{one:?}");
         assert_eq!([1.0, 1_000.0, 1_500.0, 2e6].map(us_label), ["1 µs", "1 ms", "1.5 ms", "2 s"]);
     }
 

@@ -3,7 +3,7 @@
 
 use crate::units::{group, ms_from_us, per_sec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::{IsTerminal, Write as _};
+use std::io::Write as _;
 use std::time::Duration;
 
 /// Writes a line to stderr. Unlike `eprintln!`, never panics: a closed stderr (the reader
@@ -12,27 +12,23 @@ pub fn note(msg: &str) {
     let _ = writeln!(std::io::stderr(), "{msg}");
 }
 
-/// Where a run's progress goes: a bar while one is shown (stderr is a terminal), else lines;
-/// `label` (the timer's name when several run) before every line.
+/// Where a run's progress goes: a bar while one is shown (indicatif hides it when stderr is
+/// not a terminal), else lines; `label` (the timer's name when several run) before each line.
 #[derive(Debug)]
 pub struct Progress {
-    bar: Option<ProgressBar>,
-    fancy: bool,
+    bar: ProgressBar,
     label: String,
 }
 
 impl Progress {
     pub fn new(label: &str) -> Progress {
-        Progress { bar: None, fancy: std::io::stderr().is_terminal(), label: label.to_owned() }
+        Progress { bar: ProgressBar::hidden(), label: label.to_owned() }
     }
 
     /// A line of its own (above the bar, if one is shown).
     pub fn line(&self, msg: &str) {
         let msg = if self.label.is_empty() { msg.to_owned() } else { format!("[{}] {msg}", self.label) };
-        match &self.bar {
-            Some(bar) => bar.println(msg),
-            None => note(&msg),
-        }
+        if self.bar.is_hidden() { note(&msg) } else { self.bar.println(msg) }
     }
 
     /// Shows a bar of `len` steps: idle timeouts to arm, or the steady state's ms.
@@ -43,17 +39,15 @@ impl Progress {
         } else {
             "{prefix:>10} arming  [{bar:30}] {human_pos}/{human_len} idle timeouts"
         };
-        if self.fancy {
-            let style = ProgressStyle::with_template(template).expect("a valid template").progress_chars("█▉▊▋▌▍▎▏ ");
-            let prefix = if self.label.is_empty() { "sim" } else { &self.label };
-            let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(10));
-            self.bar = Some(bar.with_style(style).with_prefix(prefix.to_owned()));
-        }
+        let style = ProgressStyle::with_template(template).expect("a valid template").progress_chars("█▉▊▋▌▍▎▏ ");
+        let prefix = if self.label.is_empty() { "sim" } else { &self.label };
+        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(10));
+        self.bar = bar.with_style(style).with_prefix(prefix.to_owned());
     }
 
     /// Moves the bar: idle timeouts armed so far, or ms into the steady state.
     pub fn position(&self, at: u64) {
-        self.bar.iter().for_each(|bar| bar.set_position(at));
+        self.bar.set_position(at);
     }
 
     /// One second's figures (the rates of arms, resets, cancels and expiries over it, its
@@ -62,21 +56,22 @@ impl Progress {
     pub fn second(&self, elapsed: Duration, rates: [f64; 4], max_late_us: u64, pending: usize) {
         let ([arms, resets, cancels, expiries], late, pending) =
             (rates.map(per_sec), ms_from_us(max_late_us), group(pending as u64));
-        match &self.bar {
-            Some(bar) => bar.set_message(format!(
-                "expiries {expiries} (max late {late})  pending {pending}  arms {arms}  cancels {cancels}"
-            )),
-            None => self.line(&format!(
+        if self.bar.is_hidden() {
+            self.line(&format!(
                 "[{:>5.1} s]  arms {arms:>9}  resets {resets:>9}  cancels {cancels:>9}  expiries {expiries:>8} (max \
                  late {late:>10})  pending {pending:>9}",
                 elapsed.as_secs_f64()
-            )),
+            ));
+        } else {
+            let msg =
+                format!("expiries {expiries} (max late {late})  pending {pending}  arms {arms}  cancels {cancels}");
+            self.bar.set_message(msg);
         }
     }
 
     /// Removes the bar, if one is shown.
     pub fn finish(&mut self) {
-        self.bar.take().iter().for_each(ProgressBar::finish_and_clear);
+        std::mem::replace(&mut self.bar, ProgressBar::hidden()).finish_and_clear();
     }
 }
 

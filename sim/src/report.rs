@@ -1,6 +1,7 @@
 //! The reports of the runs (`runs[0]` shardwheel's, the peers after it with `--compare`):
-//! the text report (one screen; every table with `--verbose`) with its ratio table, and the
-//! same as one JSON object (`--json`), both from the figures of `figures.rs`.
+//! the one-screen text report, and every figure of [`figures::of`], which `--json` prints as
+//! is and `--verbose` renders as text, so that the two cannot disagree. The ratio table
+//! (`--compare`) reads its rows from the same figures.
 //!
 //! JSON shape (durations in seconds unless the key says `_ms`, `_us` or `_ns`; lateness in
 //! µs; a figure that could not be measured is `null`):
@@ -15,31 +16,14 @@
 //! ```
 
 use crate::args::Config;
-use crate::figures::{self, Check, METRICS, Metric, SIM_BYTES_PER_CONNECTION};
-use crate::histogram::Snapshot;
+use crate::figures::{self, Check, METRICS, Metric, QUANTILES};
 use crate::scenario::Outcome;
-use crate::units::{group, mib, ms, ms_from_us, ms_setting, per_sec, percent, secs};
+use crate::units::{group, ms, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
 /// Width of the label column.
 const LABEL: usize = 34;
-
-/// Lateness quantiles: JSON key, column, quantile.
-const QUANTILES: [(&str, &str, f64); 3] =
-    [("p50_us", "p50", 0.5), ("p99_us", "p99", 0.99), ("p999_us", "p99.9", 0.999)];
-
-/// A metric with each run's value and shardwheel's advantage over each peer.
-type RatioRow = (&'static Metric, Vec<Option<f64>>, Vec<Option<f64>>);
-
-fn ratio_rows(runs: &[Outcome]) -> Vec<RatioRow> {
-    let row = |m: &'static Metric| {
-        let values: Vec<Option<f64>> = runs.iter().map(m.value).collect();
-        let advantage = values[1..].iter().map(|&v| figures::advantage(m, values[0], v)).collect();
-        (m, values, advantage)
-    };
-    METRICS.iter().map(row).collect()
-}
 
 /// Writes one line to a [`Text`] (a `String`: writing cannot fail).
 macro_rules! ln {
@@ -48,7 +32,7 @@ macro_rules! ln {
     };
 }
 
-/// The text being written; `verbose` adds the full tables.
+/// The text being written; `verbose` adds every figure and the checks' sums.
 struct Text {
     out: String,
     verbose: bool,
@@ -70,28 +54,27 @@ impl Text {
 }
 
 /// The text report of one run.
-pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
-    let (w, c) = (&mut Text { out: String::new(), verbose }, config);
-    ln!(w, "shardwheel-sim — connection simulator ({})", o.timer);
-    if verbose {
-        ln!(w, "\nConfiguration");
-        w.row("timer", &o.describe);
-        config_rows(c, o.counts.quiet).iter().filter(|r| !r.2.is_empty()).for_each(|r| w.row(r.2, &r.3));
-    } else {
-        let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
-        let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
-        let (n, p, secs) = (group(o.connections), c.producers, secs(c.duration));
-        ln!(w, "  {}", o.describe);
-        ln!(
-            w,
-            "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {secs}"
-        );
-    }
+pub fn text(c: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> String {
+    let w = &mut Text { out: String::new(), verbose };
+    let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
+    let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
+    let (n, p, run) = (group(o.connections), c.producers, secs(c.duration));
+    ln!(w, "shardwheel-sim — connection simulator ({})\n  {}", o.timer, o.describe);
+    ln!(
+        w,
+        "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {run}"
+    );
     warnings.iter().for_each(|warning| _ = writeln!(w.out, "  WARNING: {warning}"));
-    setup(w, o);
-    steady(w, c, o);
+    setup_and_steady(w, c, o);
     lateness(w, o);
-    end(w, o);
+    if verbose {
+        ln!(w, "\nEvery figure (as --json gives them; seconds unless the key says otherwise)");
+        figure(w, "config", &config_json(c), 2);
+        let run = figures::of(o);
+        for key in ["setup", "steady", "cpu", "lateness", "memory", "end", "stats"] {
+            figure(w, key, &run[key], 2);
+        }
+    }
     let (verdict, total) = (if figures::passed(o) { "PASS" } else { "FAIL" }, secs(o.total));
     let more = if verbose { "" } else { "; --verbose for every table" };
     ln!(w, "\nSelf-check: {verdict}  (total run time {total}, setup and teardown included{more})");
@@ -99,61 +82,55 @@ pub fn text(config: &Config, warnings: &[String], o: &Outcome, verbose: bool) ->
     std::mem::take(&mut w.out)
 }
 
-/// The settings, as the verbose configuration table and the JSON `config` list them: key,
-/// value, label ("": JSON only) and text. `quiet`: the connections chosen to go quiet.
-fn config_rows(c: &Config, quiet: u64) -> [(&'static str, Value, &'static str, String); 13] {
-    let (each, rate) = (group(c.connections_of(0) as u64), per_sec(c.rate_per_producer()));
-    let producers = format!("{} threads, {each} connections and {rate} events each", c.producers);
-    let (n, response, period) = (group(c.in_flight as u64), ms(c.response_delay()), secs(c.round_robin_period()));
-    let (in_flight, quiet) = (format!("{n} per producer (response after ~{response})"), group(quiet));
-    let rate = format!("{} (each active connection every {period})", per_sec(c.rate as f64));
-    let (idle, request, fraction) = (c.idle_timeout, c.request_timeout, percent(c.idle_fraction));
-    [
-        ("connections", json!(c.connections), "connections", group(c.connections as u64)),
-        ("producers", json!(c.producers), "producers", producers),
-        ("shards", json!(c.shards), "", String::new()),
-        ("tick_us", json!(c.tick.as_micros() as u64), "tick", ms_setting(c.tick)),
-        ("pin_threads", json!(c.pin_threads), "", String::new()),
-        ("idle_timeout_ms", json!(idle.as_millis() as u64), "idle timeout", ms_setting(idle)),
-        ("idle_fraction", json!(c.idle_fraction), "idle fraction", format!("{fraction} ({quiet} go quiet)")),
-        ("request_timeout_ms", json!(request.as_millis() as u64), "request timeout", ms_setting(request)),
-        ("lost_fraction", json!(c.lost_fraction), "lost fraction", percent(c.lost_fraction)),
-        ("in_flight", json!(c.in_flight), "requests in flight", in_flight),
-        ("rate_per_sec", json!(c.rate), "activity rate", rate),
-        ("duration_secs", json!(c.duration.as_secs_f64()), "duration", format!("{} steady state", secs(c.duration))),
-        ("seed", json!(c.seed), "seed", c.seed.to_string()),
-    ]
+/// The settings, with the two figures that follow from them.
+fn config_json(c: &Config) -> Value {
+    json!({
+        "connections": c.connections, "producers": c.producers, "shards": c.shards,
+        "tick_us": c.tick.as_micros() as u64, "pin_threads": c.pin_threads,
+        "idle_timeout_ms": c.idle_timeout.as_millis() as u64, "idle_fraction": c.idle_fraction,
+        "request_timeout_ms": c.request_timeout.as_millis() as u64, "lost_fraction": c.lost_fraction,
+        "in_flight": c.in_flight, "rate_per_sec": c.rate, "duration_secs": c.duration.as_secs_f64(), "seed": c.seed,
+        "response_delay_ms": c.response_delay().as_secs_f64() * 1e3,
+        "round_robin_period_secs": c.round_robin_period().as_secs_f64(),
+    })
 }
 
-fn setup(w: &mut Text, o: &Outcome) {
-    let (armed, took, rate) = (group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
+/// `--verbose`: a figure, or a section of them; a section of numbers only (a lateness
+/// distribution) on one line.
+fn figure(w: &mut Text, key: &str, v: &Value, indent: usize) {
+    let width = LABEL + 4 - indent;
+    match v.as_object() {
+        Some(map) if indent > 2 && map.values().all(|v| !v.is_object()) => {
+            let all: Vec<_> = map.iter().map(|(k, v)| format!("{k} {}", scalar(v))).collect();
+            ln!(w, "{:indent$}{key:<width$}{}", "", all.join(", "));
+        }
+        Some(map) => {
+            ln!(w, "{:indent$}{key}", "");
+            map.iter().for_each(|(k, v)| figure(w, k, v, indent + 2));
+        }
+        None => {
+            ln!(w, "{:indent$}{key:<width$}{}", "", scalar(v));
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match (v, v.as_u64(), v.as_f64()) {
+        (Value::Null, ..) => "n/a".to_owned(),
+        (_, Some(n), _) => group(n),
+        (_, _, Some(f)) if f.abs() >= 1_000.0 => group(f.round() as u64),
+        (_, _, Some(f)) => format!("{f:.3}"),
+        (v, ..) => v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+    }
+}
+
+fn setup_and_steady(w: &mut Text, config: &Config, o: &Outcome) {
+    let (c, armed, took, rate) = (&o.counts, group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
+    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
     ln!(w, "\nSetup");
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
-    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
     w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
-    if !w.verbose {
-        return;
-    }
-    if o.settle.as_millis() >= 1 {
-        w.row("arms filed", format_args!("{} after the last arm returned (memory measured then)", ms(o.settle)));
-    }
-    let (heap, sim) = (o.heap_per_connection(o.heap_after), SIM_BYTES_PER_CONNECTION);
-    let parts = format!("simulator {sim} B + handle slot {handle} B + task 32 B + the timer's own; counting allocator");
-    w.row("heap per connection", format_args!("{heap:.0} B ({parts})"));
-    match (o.rss_before, o.rss_after, o.rss_per_connection()) {
-        (Some(before), Some(after), Some(per)) => {
-            let (before, after) = (mib(before), mib(after));
-            w.row(
-                "resident memory (VmRSS)",
-                format_args!("{before} before arming, {after} after: {per:.0} B per connection"),
-            )
-        }
-        _ => w.row("resident memory", "n/a (no /proc/self/statm)"),
-    }
-}
-
-fn steady(w: &mut Text, config: &Config, o: &Outcome) {
-    let (c, verbose, title) = (&o.counts, w.verbose, format!("Steady state ({})", secs(o.steady)));
+    let title = format!("Steady state ({})", secs(o.steady));
     ln!(w, "\n{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2);
     let mut line = |label: &str, total: u64, note: String| {
         let (total, per) = (group(total), per_sec(o.steady_rate(total)));
@@ -165,7 +142,7 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
     line("cancels (cancel() = true)", c.cancels_ok, format!("{} cancel() = false", group(c.cancels_failed)));
     line("expiries, idle timeouts", o.fired[0], format!("{} connections went quiet", group(c.quiet)));
     line("expiries, request timeouts", o.fired[1], format!("{} requests lost", group(c.lost)));
-    if verbose || c.resets_failed > 0 {
+    if c.resets_failed > 0 {
         line("idle expiries of active conns", c.resets_failed, "reset() = false on an active conn (expected 0)".into());
     }
     if c.schedule_failed() > 0 {
@@ -178,34 +155,21 @@ fn steady(w: &mut Text, config: &Config, o: &Outcome) {
             format_args!("{user} user + {system} system = {total} ({per_op:.0} ns per timer op)"),
         );
     }
-    if verbose {
-        let (live, per) = (mib(o.heap_at_end), o.heap_per_connection(o.heap_at_end));
-        let at_end = format!("{live} live: {per:.0} B per connection (in-flight requests, cancelled entries kept)");
-        w.row("heap when activity stopped", at_end);
-    }
 }
 
+/// The lateness table, the design bar, and how the run ended.
 fn lateness(w: &mut Text, o: &Outcome) {
-    let tick = ms_setting(o.tick);
-    if w.verbose {
-        ln!(w, "\nExpiry lateness (task ran − requested deadline; resolution 1 µs, buckets ≤ 3 % wide)");
-        ln!(w, "  A timeout fires at the first tick at or after its deadline: expect up to one tick ({tick}) plus");
-        ln!(w, "  the wake-up delay of the timer thread.");
-    }
-    let title = if w.verbose { "" } else { "Lateness" };
-    if !w.verbose {
-        ln!(w,);
-    }
     let header: String = QUANTILES.iter().map(|(_, column, _)| format!("{column:>14}")).collect();
-    ln!(w, "{title:<12}{:>11}{header}{:>14}{:>14}", "fired", "max", "mean");
+    ln!(w, "\nLateness    {:>11}{header}{:>14}{:>14}", "fired", "max", "mean");
     for (label, s) in [("idle", &o.lateness[0]), ("request", &o.lateness[1]), ("sleep", &o.sleep_lateness)] {
         let quantiles: String = QUANTILES.iter().map(|q| format!("{:>14}", ms_from_us(s.quantile(q.2)))).collect();
         let (n, max, mean) = (group(s.count()), ms_from_us(s.max()), ms_from_us(s.mean().map(|m| m.round() as u64)));
         ln!(w, "  {label:<10}{n:>11}{quantiles}{max:>14}{mean:>14}");
     }
     if w.verbose {
-        ln!(w, "  (sleep: how late a plain thread::sleep({tick}) woke up meanwhile, on an unpinned thread, counting");
-        ln!(w, "  the wake-ups a stall made it miss as a timer thread would: the machine's own scheduling noise)");
+        let tick = ms_setting(o.tick);
+        ln!(w, "  (task ran − requested deadline; expect up to a tick, {tick}, plus the timer thread's wake-up;");
+        ln!(w, "  sleep: how late a plain thread::sleep({tick}) woke up meanwhile: the machine's own noise)");
     }
     if let Some(met) = o.bar_met() {
         let (bar, worst) = (ms(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
@@ -215,9 +179,6 @@ fn lateness(w: &mut Text, o: &Outcome) {
             format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
         );
     }
-}
-
-fn end(w: &mut Text, o: &Outcome) {
     let how =
         if o.unfired_listed.is_some() { "handed back by stop()" } else { "dropped by the timer or with the handles" };
     let ([idle, request], pending, stop) = (o.unfired, group(o.pending_at_end as u64), secs(o.stop_time));
@@ -225,12 +186,6 @@ fn end(w: &mut Text, o: &Outcome) {
     let end =
         format!("{pending} pending; stop() took {stop}: {unfired} unfired (idle {idle} + request {request}), {how}");
     ln!(w, "\n{:<width$}{end}", "End of run", width = LABEL + 2);
-    // The service's other counters are in the self-check's detail.
-    let (Some(s), true) = (&o.stats, w.verbose) else { return };
-    let run = o.setup + o.steady + o.stop_time;
-    let rate = per_sec(s.wakeups as f64 / run.as_secs_f64().max(1e-9));
-    let over = format!("over {} of setup, steady state and stop, {} shards", secs(run), o.lanes);
-    w.row("service wakeups", format_args!("{} ({rate} {over})", group(s.wakeups)));
 }
 
 /// A metric's value, in its unit.
@@ -258,25 +213,27 @@ fn ratio(r: Option<f64>) -> String {
 /// headline metrics only unless `verbose`.
 pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     let (w, title) = (&mut Text { out: String::new(), verbose }, "Comparison: the same scenario on every timer");
+    let figures: Vec<Value> = runs.iter().map(figures::of).collect();
     ln!(w, "\n{title}\n{}", "═".repeat(title.chars().count()));
     let name = runs.iter().map(|o| o.timer.chars().count() + 2).max().unwrap_or(0);
     runs.iter().for_each(|o| _ = writeln!(w.out, "  {:<name$}{}", o.timer, o.describe));
     // Wide enough for "vs <the longest name>" and two spaces.
     let col = runs.iter().map(|o| o.timer.chars().count() + 5).max().unwrap_or(0).max(17);
-    let cells = |cells: Vec<String>| cells.iter().map(|c| format!("{c:>col$}")).collect::<String>();
-    let rows: Vec<_> = ratio_rows(runs).into_iter().filter(|r| verbose || r.0.headline).collect();
-    let table = |w: &mut Text, first: &str, names: Vec<String>, row: &dyn Fn(&RatioRow) -> Vec<String>| {
-        ln!(w, "\n  {first:<LABEL$}{}", cells(names));
-        rows.iter().for_each(|r| _ = writeln!(w.out, "  {:<LABEL$}{}", r.0.label, cells(row(r))));
+    let mut row = |first: &str, cells: &mut dyn Iterator<Item = String>| {
+        let cells: String = cells.map(|c| format!("{c:>col$}")).collect();
+        ln!(w, "{}", format!("  {first:<LABEL$}{cells}").trim_end());
     };
-    table(w, "values", runs.iter().map(|o| o.timer.to_owned()).collect(), &|r| {
-        r.1.iter().map(|&v| value(r.0, v)).collect()
-    });
-    let verdicts = runs.iter().map(|o| (if figures::passed(o) { "PASS" } else { "FAIL" }).to_owned()).collect();
-    ln!(w, "  {:<LABEL$}{}", "self-check", cells(verdicts));
+    let metrics = || METRICS.iter().filter(|m| verbose || m.headline);
+    row("", &mut std::iter::empty());
+    row("values", &mut runs.iter().map(|o| o.timer.to_owned()));
+    metrics().for_each(|m| row(m.label, &mut figures.iter().map(|f| value(m, m.value(f)))));
+    row("self-check", &mut runs.iter().map(|o| (if figures::passed(o) { "PASS" } else { "FAIL" }).to_owned()));
     if runs.len() > 1 {
-        let peers = runs[1..].iter().map(|o| format!("vs {}", o.timer)).collect();
-        table(w, "shardwheel's advantage", peers, &|r| r.2.iter().map(|&a| ratio(a)).collect());
+        row("", &mut std::iter::empty());
+        row("shardwheel's advantage", &mut runs[1..].iter().map(|o| format!("vs {}", o.timer)));
+        for m in metrics() {
+            row(m.label, &mut figures[1..].iter().map(|f| ratio(m.advantage(m.value(&figures[0]), m.value(f)))));
+        }
         ln!(w, "  (> 1× means shardwheel does better: peer ÷ shardwheel for costs, shardwheel ÷ peer for rates.");
         ln!(w, "   Activity is paced at the same rate for every timer; the work each did for it shows in CPU time,");
         ln!(w, "   the whole process's (getrusage): the simulator's own share is the same in every run.)");
@@ -288,90 +245,29 @@ pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     std::mem::take(&mut w.out)
 }
 
-fn percentiles(s: &Snapshot) -> Value {
-    let mut v = json!({ "count": s.count(), "max_us": s.max(), "mean_us": s.mean() });
-    QUANTILES.iter().for_each(|&(key, _, q)| v[key] = json!(s.quantile(q)));
-    v
-}
-
-fn run_json(o: &Outcome) -> Value {
-    let (c, rate, checks) = (&o.counts, |n: u64| o.steady_rate(n), figures::checks(o));
-    let ([fired_idle, fired_request], [unfired_idle, unfired_request]) = (o.fired, o.unfired);
-    json!({
-        "timer": o.timer, "description": o.describe, "lanes": o.lanes,
-        "setup": {
-            "idle_armed": c.idle_armed, "seconds": o.setup.as_secs_f64(), "arms_per_sec": o.setup_rate(),
-            "settle_seconds": o.settle.as_secs_f64(),
-        },
-        "steady": {
-            "seconds": o.steady.as_secs_f64(), "events": c.events, "request_arms": c.request_armed,
-            "resets_ok": c.resets_ok, "resets_failed": c.resets_failed, "cancels_ok": c.cancels_ok,
-            "cancels_failed": c.cancels_failed, "lost_requests": c.lost, "quiet_connections": c.quiet,
-            "schedule_failed": c.schedule_failed(), "reset_tasks": c.reset_tasks(),
-            "fired_idle": fired_idle, "fired_request": fired_request,
-            "events_per_sec": rate(c.events), "request_arms_per_sec": rate(c.request_armed),
-            "resets_per_sec": rate(c.resets_ok), "cancels_per_sec": rate(c.cancels_ok),
-            "expiries_per_sec": rate(fired_idle + fired_request),
-        },
-        "cpu": o.cpu.map(|u| json!({
-            "user_seconds": u.user.as_secs_f64(), "system_seconds": u.system.as_secs_f64(),
-            "total_seconds": u.total().as_secs_f64(), "ns_per_timer_op": o.cpu_ns_per_op(),
-        })),
-        "lateness": {
-            "idle": percentiles(&o.lateness[0]), "request": percentiles(&o.lateness[1]),
-            "all": percentiles(&o.all_lateness()), "sleep_baseline": percentiles(&o.sleep_lateness),
-            "early": o.early, "worst_early_ns": o.worst_early_ns,
-            "bar_us": o.lateness_bar().as_micros() as u64, "bar_met": o.bar_met(),
-        },
-        "memory": {
-            "heap_bytes_before": o.heap_before, "heap_bytes_after": o.heap_after,
-            "heap_bytes_per_connection": o.heap_per_connection(o.heap_after), "heap_bytes_at_end": o.heap_at_end,
-            "heap_bytes_per_connection_at_end": o.heap_per_connection(o.heap_at_end),
-            "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
-            "timer_bytes_per_timeout": o.timer_bytes(),
-            "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
-            "rss_bytes_per_connection": o.rss_per_connection(),
-        },
-        "end": {
-            "pending_at_end": o.pending_at_end, "unfired": unfired_idle + unfired_request,
-            "unfired_handed_back": o.unfired_listed, "unfired_idle": unfired_idle,
-            "unfired_request": unfired_request, "stop_seconds": o.stop_time.as_secs_f64(),
-        },
-        "stats": o.stats.map(|s| json!({
-            "scheduled": s.scheduled, "expired": s.expired, "cancelled": s.cancelled, "unfired": s.unfired,
-            "pending": s.pending, "rejected": s.rejected, "panicked": s.panicked, "wakeups": s.wakeups, "queued": s.queued,
-        })),
-        "self_check": {
-            "passed": checks.iter().all(|c| c.ok),
-            "checks": checks.iter().map(|c| json!({"key": c.key, "what": c.what, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
-        },
-        "total_seconds": o.total.as_secs_f64(),
-    })
-}
-
-/// The ratio rows: every metric's value per timer, and shardwheel's advantage per peer
-/// (`null` where undefined or infinite).
-fn compare_json(runs: &[Outcome]) -> Value {
-    let by_timer = |runs: &[Outcome], xs: &[Option<f64>]| -> Map<_, _> {
-        runs.iter().zip(xs).map(|(o, x)| (o.timer.to_owned(), json!(x.filter(|v| v.is_finite())))).collect()
+/// The JSON report, pretty-printed; `compare` adds the ratio rows: every metric's value per
+/// timer, and shardwheel's advantage per peer (`null` where undefined or infinite).
+pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: bool) -> String {
+    let figures: Vec<Value> = runs.iter().map(figures::of).collect();
+    let by_timer = |fs: &[Value], x: &dyn Fn(&Value) -> Option<f64>| -> Map<_, _> {
+        fs.iter()
+            .map(|f| (f["timer"].as_str().unwrap_or_default().to_owned(), json!(x(f).filter(|v| v.is_finite()))))
+            .collect()
     };
-    let metric = |(m, values, advantage): &RatioRow| {
+    let metric = |m: &Metric| {
+        let ours = m.value(&figures[0]);
         json!({
-            "key": m.key, "label": m.label, "unit": m.unit, "higher_is_better": m.higher_is_better(),
-            "values": by_timer(runs, values), "advantage": by_timer(&runs[1..], advantage),
+            "key": m.key(), "label": m.label, "unit": m.unit, "higher_is_better": m.unit == "/s",
+            "values": by_timer(&figures, &|f| m.value(f)),
+            "advantage": by_timer(&figures[1..], &|f| m.advantage(ours, m.value(f))),
         })
     };
-    json!({ "baseline": runs[0].timer, "metrics": ratio_rows(runs).iter().map(metric).collect::<Vec<_>>() })
-}
-
-/// The JSON report, pretty-printed; `compare` adds the ratio rows.
-pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: bool) -> String {
-    let config: Map<_, _> =
-        config_rows(config, 0).into_iter().map(|(key, value, ..)| (key.to_owned(), value)).collect();
+    let compare = compare
+        .then(|| json!({ "baseline": runs[0].timer, "metrics": METRICS.iter().map(metric).collect::<Vec<_>>() }));
     let report = json!({
-        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config, "warnings": warnings,
-        "runs": runs.iter().map(run_json).collect::<Vec<_>>(), "compare": compare.then(|| compare_json(runs)),
-        "notes": Vec::<String>::new(), "passed": runs.iter().all(figures::passed),
+        "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config_json(config),
+        "warnings": warnings, "runs": figures, "compare": compare, "notes": Vec::<String>::new(),
+        "passed": runs.iter().all(figures::passed),
     });
     serde_json::to_string_pretty(&report).expect("a JSON value serializes")
 }
@@ -413,7 +309,9 @@ pub(crate) mod tests {
         let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
         assert!(short.lines().count() <= 30, "{} lines:\n{short}", short.lines().count());
         assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
-        for section in ["Configuration", "resident memory", "scheduled 31,000 = fired 110"] {
+        for section in
+            ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"]
+        {
             assert!(long.contains(section) && !short.contains(section), "{section}:\n{long}");
         }
         let early = Outcome { early: 1, ..outcome("shardwheel", 1) };
@@ -453,7 +351,7 @@ pub(crate) mod tests {
         let v: Value = serde_json::from_str(&json(&config(), &[], &runs, true)).unwrap();
         let metrics = v["compare"]["metrics"].as_array().unwrap();
         assert_eq!((&v["compare"]["baseline"], metrics.len()), (&json!("shardwheel"), METRICS.len()));
-        let cpu = metrics.iter().find(|m| m["key"] == "cpu_seconds").unwrap();
+        let cpu = metrics.iter().find(|m| m["key"] == "cpu_total_seconds").unwrap();
         assert_eq!(cpu["higher_is_better"], false);
         assert!((cpu["values"]["binary-heap"].as_f64().unwrap() - 0.7).abs() < 1e-9);
         assert!((cpu["advantage"]["binary-heap"].as_f64().unwrap() - 2.0).abs() < 1e-9);

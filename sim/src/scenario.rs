@@ -5,13 +5,13 @@
 use crate::args::Config;
 use crate::histogram::Snapshot;
 use crate::measure::{self, Usage};
-use crate::producer::{Phase, Producer};
+use crate::producer::Producer;
 use crate::progress::Progress;
 use crate::tally::{Counts, PerKind, Shared};
 use crate::timer::SimTimer;
 use crate::units::group;
 use shardwheel::Stats;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
@@ -79,8 +79,7 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     };
     let (connections, producers) = (group(o.connections), config.producers);
     ui.line(&format!("arming {connections} idle timeouts on {producers} producer threads ({})…", o.describe));
-    let (phase, timer_ref) = (Phase::default(), &timer);
-    let producers = thread::scope(|s| drive(s, config, timer_ref, shared, &phase, ui, &mut o));
+    let producers = drive(config, &timer, shared, ui, &mut o);
     producers.iter().for_each(|p| o.counts.add(&p.counts));
 
     // Activity has stopped and every cancel and reset has returned: from here on, a task
@@ -102,91 +101,116 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     o
 }
 
-/// Sets the stop flag when dropped: if the main thread unwinds out of the run, the producers
-/// and the baseline thread still finish, so that the scope can join them.
-struct StopOnDrop<'a>(&'a Phase);
+/// Sets the stop flag when dropped: if the main thread unwinds out of the steady state, the
+/// producers and the baseline thread still finish, so that the scope can join them.
+struct StopOnDrop<'a>(&'a AtomicBool);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.stop.store(true, Relaxed);
+        self.0.store(true, Relaxed);
     }
 }
 
-/// The threads' part of the run: arming, the steady state with its progress, and the joins.
-/// Hands back the producers, whose handles must live until the timer has stopped.
-fn drive<'s, T: SimTimer>(
+/// Runs `work` on a producer thread of its own, in the timer's context.
+fn spawn<'s, T: SimTimer>(
     s: &'s Scope<'s, '_>,
-    config: &'s Config,
+    p: usize,
     timer: &'s T,
+    work: impl FnOnce() -> Producer<T> + Send + 's,
+) -> ScopedJoinHandle<'s, Producer<T>> {
+    let thread = thread::Builder::new().name(format!("sim-producer-{p}"));
+    thread.spawn_scoped(s, move || timer.enter(work)).expect("spawn a producer")
+}
+
+/// Joins a thread, passing its panic on.
+fn join<R>(handle: ScopedJoinHandle<'_, R>) -> R {
+    handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The threads' part of the run: the producers arm, the memory is measured, then they drive
+/// the steady state. Hands back the producers, whose handles must live until the timer has
+/// stopped.
+fn drive<T: SimTimer>(
+    config: &Config,
+    timer: &T,
     shared: &'static Shared,
-    phase: &'s Phase,
     ui: &mut Progress,
     o: &mut Outcome,
 ) -> Vec<Producer<T>> {
-    let (_stop_on_unwind, arming) = (StopOnDrop(phase), Instant::now());
+    let arming = Instant::now();
     ui.start_bar(o.connections, false);
-    let mut producers: Vec<_> = (0..config.producers)
-        .map(|p| {
-            let body = move || {
-                timer.enter(|| {
-                    let mut producer = Producer::new(p, shared, timer, config);
-                    producer.arm_idle(timer);
-                    phase.armed.fetch_add(1, Relaxed);
-                    if phase.wait_for_start() {
-                        producer.steady(timer, phase);
-                    }
-                    producer
-                })
-            };
-            thread::Builder::new().name(format!("sim-producer-{p}")).spawn_scoped(s, body).expect("spawn a producer")
-        })
-        .collect();
-    wait_armed(shared, ui, phase, &mut producers);
+    let producers = arm(config, timer, shared, ui);
     let settling = Instant::now();
     o.setup = settling - arming;
     timer.settle_arms();
     (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), measure::rss_bytes(), measure::heap_live());
     ui.finish();
-    ui.line(&format!(
-        "armed in {:.3} s; steady state for {:.1} s",
-        o.setup.as_secs_f64(),
-        config.duration.as_secs_f64()
-    ));
-
-    let steady_start = Instant::now();
-    phase.steady_start.set(steady_start).expect("set once");
-    // The baseline: how late a plain `thread::sleep(tick)` wakes up meanwhile, with the
-    // wake-ups a stall made it miss (as a timer thread would miss them).
-    let (tick, us) = (config.tick, config.tick.as_micros() as u64);
-    let baseline = thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, move || {
-        while !phase.stop.load(Relaxed) {
-            let slept = Instant::now();
-            thread::sleep(tick);
-            shared.sleep_lateness.record_corrected(slept.elapsed().saturating_sub(tick).as_micros() as u64, us);
-        }
-    });
-    let baseline = baseline.expect("spawn the baseline thread");
-    progress(config, shared, timer, steady_start, ui);
-    phase.stop.store(true, Relaxed);
-    baseline.join().expect("the baseline thread does not panic");
-    let producers = producers.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
-    o.steady = steady_start.elapsed();
+    let (setup, duration) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
+    ui.line(&format!("armed in {setup:.3} s; steady state for {duration:.1} s"));
+    let start = Instant::now();
+    let producers = steady(config, timer, shared, ui, producers, start);
+    o.steady = start.elapsed();
     producers
 }
 
-/// Waits until every producer has armed its idle timeouts, moving the bar. A producer that
-/// ends before (it panicked) has its panic passed on, once the others are told to stop.
-fn wait_armed<T>(shared: &Shared, ui: &Progress, phase: &Phase, producers: &mut Vec<ScopedJoinHandle<'_, T>>) {
-    while phase.armed.load(Relaxed) < producers.len() {
-        if let Some(i) = producers.iter().position(|h| h.is_finished()) {
-            phase.stop.store(true, Relaxed);
-            let panic = producers.swap_remove(i).join().err().expect("a producer ends after the steady state");
-            std::panic::resume_unwind(panic);
+/// Every producer arms its connections' idle timeouts, on a thread of its own.
+fn arm<T: SimTimer>(config: &Config, timer: &T, shared: &'static Shared, ui: &Progress) -> Vec<Producer<T>> {
+    thread::scope(|s| {
+        let arm = |p| {
+            move || {
+                let mut producer = Producer::new(p, shared, timer, config);
+                producer.arm_idle(timer);
+                producer
+            }
+        };
+        let producers: Vec<_> = (0..config.producers).map(|p| spawn(s, p, timer, arm(p))).collect();
+        // Polled every ms: the setup time (the unpaced arm rate) is only as exact as the poll.
+        while !producers.iter().all(|h| h.is_finished()) {
+            thread::sleep(Duration::from_millis(1));
+            let c = shared.counts();
+            ui.position(c.idle_armed + c.idle_failed);
         }
-        thread::sleep(Duration::from_millis(50));
-        let c = shared.counts();
-        ui.position(c.idle_armed + c.idle_failed);
-    }
+        producers.into_iter().map(join).collect()
+    })
+}
+
+/// The steady state from `start`: the producers drive activity, a baseline thread sleeps,
+/// and the main thread shows progress until the duration is over.
+fn steady<T: SimTimer>(
+    config: &Config,
+    timer: &T,
+    shared: &'static Shared,
+    ui: &mut Progress,
+    producers: Vec<Producer<T>>,
+    start: Instant,
+) -> Vec<Producer<T>> {
+    let stop = &AtomicBool::new(false);
+    thread::scope(|s| {
+        let _stop_on_unwind = StopOnDrop(stop);
+        let steady = |mut producer: Producer<T>| {
+            move || {
+                producer.steady(timer, start, stop);
+                producer
+            }
+        };
+        let producers: Vec<_> =
+            producers.into_iter().enumerate().map(|(p, pr)| spawn(s, p, timer, steady(pr))).collect();
+        // The baseline: how late a plain `thread::sleep(tick)` wakes up meanwhile, with the
+        // wake-ups a stall made it miss (as a timer thread would miss them).
+        let (tick, us) = (config.tick, config.tick.as_micros() as u64);
+        let baseline = thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, move || {
+            while !stop.load(Relaxed) {
+                let slept = Instant::now();
+                thread::sleep(tick);
+                shared.sleep_lateness.record_corrected(slept.elapsed().saturating_sub(tick).as_micros() as u64, us);
+            }
+        });
+        let baseline = baseline.expect("spawn the baseline thread");
+        progress(config, shared, timer, start, ui);
+        stop.store(true, Relaxed);
+        join(baseline);
+        producers.into_iter().map(join).collect()
+    })
 }
 
 /// Progress until the steady state is over: the bar moves ten times a second; the rates of

@@ -1,7 +1,7 @@
-//! The tasks every timer runs, and what every thread counts: a producer in plain locals
-//! ([`Counts`]), published once per batch; a [`Task`] its firing and lateness in [`Shared`]
-//! when it runs, and its drop in its `Drop`, on whichever thread drops it. All counters are
-//! `Relaxed`: they carry no data, and exact values are read after joining their writers.
+//! What every thread counts: a producer in plain locals ([`Counts`]), published once per
+//! batch; a [`Task`] its firing and lateness in [`Shared`] when it runs, and its drop in its
+//! `Drop`, on whichever thread drops it. All counters are `Relaxed`: they carry no data, and
+//! exact values are read after joining their writers.
 
 use crate::histogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -11,7 +11,7 @@ use std::time::Instant;
 /// A figure per kind of timeout: `[idle, request]`.
 pub type PerKind<T> = [T; 2];
 
-/// Defines [`Counts`]: a field per counter, and their sum.
+/// Defines [`Counts`], a field per counter, and their sum.
 macro_rules! counts {
     ($($field:ident),* $(,)?) => {
         /// What one producer did (or all of them, summed); see `counts!` for each counter.
@@ -55,21 +55,15 @@ impl Counts {
     }
 }
 
-/// A producer's published counts and the drops of its tasks (all of them, and those dropped
-/// without having run), aligned so that no two producers share a cache line.
+/// A producer's published counts (locked once per batch by it, once a second by the main
+/// thread) and the drops of its tasks: all, and those dropped without having run. Aligned so
+/// that no two producers share a cache line.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct ProducerTally {
-    /// Locked once per batch by its producer and once a second by the main thread.
-    published: Mutex<Counts>,
+    pub published: Mutex<Counts>,
     dropped: PerKind<AtomicU64>,
     unrun: PerKind<AtomicU64>,
-}
-
-impl ProducerTally {
-    pub fn publish(&self, c: &Counts) {
-        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = *c;
-    }
 }
 
 /// Everything the threads share, leaked once per run so that tasks hold a `&'static` to it:
@@ -129,7 +123,7 @@ impl Shared {
 
 /// The requested deadlines of a producer's idle timeouts (ns since the time origin), shared
 /// with their tasks; resets move them (`Producer::reset_idle` says why a stale read can only
-/// overstate lateness).
+/// overstate lateness). A newtype, so that the task holds a thin pointer.
 #[derive(Debug)]
 pub struct DeadlineTable(pub Box<[AtomicU64]>);
 
@@ -145,11 +139,10 @@ pub struct Task {
     what: What,
 }
 
+/// An idle timeout's deadline is in the table, since resets move it; a request's never moves.
 #[derive(Debug)]
 pub enum What {
-    /// A connection's idle timeout: its deadline is in the table, since resets move it.
     Idle { table: Arc<DeadlineTable>, at: u32 },
-    /// A request timeout: its deadline never moves.
     Request { deadline_ns: u64 },
 }
 

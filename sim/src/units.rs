@@ -1,18 +1,10 @@
-//! How numbers are written: thousands separators, rates, milliseconds, seconds, MiB.
+//! How numbers are written: thousands separators, rates, milliseconds, seconds, percentages.
 
 use std::time::Duration;
 
 /// `1234567` → `"1,234,567"`.
 pub fn group(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    indicatif::HumanCount(n).to_string()
 }
 
 /// `template` with each `{}` replaced by the next of `numbers`, grouped.
@@ -48,10 +40,6 @@ pub fn ms_setting(d: Duration) -> String {
 
 pub fn secs(d: Duration) -> String {
     format!("{:.3} s", d.as_secs_f64())
-}
-
-pub fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 pub fn percent(f: f64) -> String {
