@@ -30,7 +30,7 @@ use std::process::ExitCode;
 
 /// Counts live heap bytes, for the memory figures; otherwise the system allocator.
 #[global_allocator]
-static ALLOC: measure::CountingAlloc = measure::CountingAlloc;
+static ALLOC: shardwheel_peers::counting::Counting = shardwheel_peers::counting::Counting;
 
 fn main() -> ExitCode {
     // Help and version exit 0; usage errors print clap's message and exit 2.
