@@ -42,8 +42,9 @@ thread_local! {
 }
 
 /// Bytes requested and not yet freed, by requested size, over the whole process (0 unless
-/// [`Counting`] is the global allocator). SeqCst: a benchmark reads it around its work and
-/// wants every allocation before the read counted.
+/// [`Counting`] is the global allocator). Exact once the threads that allocated have been
+/// joined (or otherwise synchronized with), as a benchmark's reading around its work is; the
+/// SeqCst loads add no ordering the counts need.
 pub fn live() -> isize {
     STRIPE_COUNTERS.iter().map(|s| s.live.load(Ordering::SeqCst)).sum::<i64>() as isize
 }

@@ -24,8 +24,9 @@ struct Cli {
 /// The scenario's settings.
 #[derive(Clone, Debug, Args)]
 pub struct Config {
-    /// Simulated connections, each with an idle timeout armed at start
-    #[arg(long, value_name = "N", default_value = "1_000_000", value_parser = whole::<usize>(1, u32::MAX as u64))]
+    /// Simulated connections, each with an idle timeout armed at start (at most 100 M: the
+    /// simulator's own state alone is 16 B each)
+    #[arg(long, value_name = "N", default_value = "1_000_000", value_parser = whole::<usize>(1, 100_000_000))]
     pub connections: usize,
 
     /// Idle timeout of a connection, in ms: activity pushes it out (Timeout::reset)
@@ -112,7 +113,7 @@ the peers a user would pick instead.";
 
 const AFTER_HELP: &str = "\
 Numbers may contain '_' separators (1_000_000).
-Exit status: 0 when every self-check passes, 1 when one fails, 2 for a bad command line.
+Exit status: 0 when every self-check passes, 1 when one fails or the plot cannot be written, 2 for a bad command line.
 
 Examples (from the repository's root):
   cargo run --release                               the default scenario (1,000,000 connections)
@@ -265,7 +266,8 @@ pub(crate) mod tests {
     fn bad_arguments_are_usage_errors_with_status_2() {
         for (bad, says) in [
             ("--connections", "a value is required"),
-            ("--connections abc", "expected a whole number from 1 to 4,294,967,295"),
+            ("--connections abc", "expected a whole number from 1 to 100,000,000"),
+            ("--connections 4294967295", "expected a whole number from 1 to 100,000,000"),
             ("--connections -5", "unexpected argument"),
             ("--nope 1", "unexpected argument '--nope'"),
             ("stray", "unexpected argument 'stray'"),

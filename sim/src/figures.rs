@@ -78,6 +78,12 @@ pub fn passed(o: &Outcome) -> bool {
     checks(o).iter().all(|c| c.ok)
 }
 
+/// Whether the whole run succeeded (exit status 0): every timer passed its self-check, and
+/// the plot, if one was asked for, was written.
+pub fn succeeded(runs: &[Outcome], plotted: bool) -> bool {
+    runs.iter().all(passed) && plotted
+}
+
 impl Outcome {
     pub fn all_lateness(&self) -> Snapshot {
         self.lateness[0].merged(&self.lateness[1])

@@ -87,6 +87,14 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     // still holds it).
     (o.pending_at_end, o.heap_at_end) = (timer.pending(), measure::heap_live());
     ui.line(&format!("activity stopped; {} timeouts pending; stopping the timer…", group(o.pending_at_end as u64)));
+    // A cancel or reset may drop the task it ended later, on the timer's thread (tokio's
+    // abort: a worker drops the aborted task): wait, a second at most, for the drops they owe,
+    // so that none of them is counted as a timeout that never ended.
+    let (c, waiting) = (&o.counts, Instant::now());
+    let owed = [c.reset_tasks() + c.idle_failed, c.cancels_ok + c.request_failed];
+    while shared.drops(true) != owed && waiting.elapsed() < Duration::from_secs(1) {
+        thread::sleep(Duration::from_millis(1));
+    }
     let (before, stopping) = (shared.drops(true), Instant::now());
     (o.unfired_listed, o.stats) = timer.stop();
     o.stop_time = stopping.elapsed();

@@ -185,3 +185,89 @@ mod tests {
         }
     }
 }
+
+/// Timers that break the contract, run through the real scenario: each must fail the
+/// self-check that guards what it breaks, and fail the whole run.
+#[cfg(test)]
+mod broken {
+    use super::*;
+    use crate::figures::{checks, succeeded};
+    use shardwheel_peers::heap::HeapPeer;
+
+    /// How the wrapped heap peer breaks its contract.
+    #[derive(Clone, Copy, Debug)]
+    enum Break {
+        /// Fires every timeout at half its delay.
+        Early,
+        /// Forgets the task: it never runs and is never dropped.
+        Loses,
+        /// A reset arms a new timeout and leaves the old one to fire too.
+        FiresTwice,
+    }
+
+    struct Broken(HeapPeer, Break);
+
+    impl Peer for Broken {
+        type Handle = <HeapPeer as Peer>::Handle;
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        fn arm<F: FnOnce() + Send + 'static>(&self, delay: Duration, task: F) -> Self::Handle {
+            match self.1 {
+                Break::Early => self.0.arm(delay / 2, task),
+                Break::Loses => {
+                    std::mem::forget(task);
+                    self.0.arm(delay, || ())
+                }
+                Break::FiresTwice => self.0.arm(delay, task),
+            }
+        }
+        fn arm_at<F: FnOnce() + Send + 'static>(&self, at: std::time::Instant, task: F) -> Self::Handle {
+            self.0.arm_at(at, task)
+        }
+        fn cancel(&self, handle: Self::Handle) -> bool {
+            self.0.cancel(handle)
+        }
+        fn reset<F: FnOnce() + Send + 'static>(&self, handle: &mut Self::Handle, delay: Duration, task: F) -> bool {
+            match self.1 {
+                Break::FiresTwice => {
+                    *handle = self.0.arm(delay, task);
+                    true
+                }
+                _ => self.0.reset(handle, delay, task),
+            }
+        }
+        fn reset_kind(&self) -> &'static str {
+            "broken"
+        }
+    }
+
+    impl SimTimer for Broken {
+        fn describe(&self, _: &Config) -> String {
+            "broken".into()
+        }
+        fn pending(&self) -> usize {
+            self.0.entries()
+        }
+    }
+
+    #[test]
+    fn every_break_fails_the_check_that_guards_it_and_the_run() {
+        let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
+            --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
+            --duration-secs 0.5";
+        let config = crate::args::tests::parse_str(args).unwrap().0;
+        let cases = [
+            (Break::Early, "never_early"),
+            (Break::Loses, "ended_exactly_once"),
+            (Break::Loses, "dropped_exactly_once"),
+            (Break::FiresTwice, "ended_exactly_once"),
+        ];
+        for (how, guard) in cases {
+            let outcome = crate::scenario::run(&config, Broken(HeapPeer::new(), how), true);
+            let failed: Vec<_> = checks(&outcome).iter().filter(|c| !c.ok).map(|c| c.key).collect();
+            assert!(failed.contains(&guard), "{how:?} must fail {guard}; failed: {failed:?}");
+            assert!(!succeeded(std::slice::from_ref(&outcome), true), "{how:?}: the run must fail");
+        }
+    }
+}
