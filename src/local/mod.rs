@@ -434,8 +434,8 @@ impl<T> LocalWheel<T> {
     /// ```
     #[inline]
     pub fn poll_expired(&mut self, now: Instant) -> Option<(TimerKey, T)> {
-        // Out of line, so that the call a due timer costs stays small: a loop calls this
-        // once per fired timer, and most calls find time unchanged and no remote.
+        // A loop calls this once per fired timer, and most calls find time unchanged and no
+        // remote handle: what those two call for is out of line, so each call stays small.
         if self.remote_made.get() || now > self.now {
             self.prepare_poll(now);
         }

@@ -278,6 +278,8 @@ impl<T: Timed> Wheel<T> {
         self.pop_due_slow(now)
     }
 
+    /// The rest of [`Wheel::pop_due`]: steps (cascades, moves of time, re-filed entries)
+    /// until an entry is due, or nothing is due at `now`.
     #[inline(never)]
     fn pop_due_slow(&mut self, now: u64) -> Option<Key> {
         loop {
