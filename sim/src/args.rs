@@ -153,6 +153,10 @@ pub fn parse(
     args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
 ) -> Result<(Config, Output), clap::Error> {
     let Cli { config, output } = Cli::try_parse_from(args)?;
+    if let Some(plot) = output.plot.as_ref().filter(|p| !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"))) {
+        let why = format!("'{}': the plot is an SVG; give a path ending in .svg", plot.display());
+        return Err(Cli::command().error(ErrorKind::ValueValidation, format!("invalid --plot {why}")));
+    }
     if config.producers > config.connections {
         let why = format!("{} producers for {} connections: each needs one", config.producers, config.connections);
         return Err(Cli::command().error(ErrorKind::ValueValidation, format!("invalid --producers: {why}")));
@@ -280,6 +284,7 @@ pub(crate) mod tests {
             ("--pin-threads maybe", "invalid value 'maybe'"),
             ("--shards 100000", "from 1 to 4,096"),
             ("--plot=", "a value is required for '--plot"),
+            ("--plot lateness.png", "the plot is an SVG"),
         ] {
             let e = parse_str(bad).err().unwrap_or_else(|| panic!("{bad} should be rejected"));
             assert!(e.exit_code() == 2 && e.to_string().contains(says), "{bad}: {e}");

@@ -12,7 +12,7 @@
 //!               "memory", "end", "stats", "self_check", "total_seconds" }, … ],
 //!   "compare": null | { "baseline": "shardwheel", "metrics": [ { "key", "label", "unit",
 //!               "higher_is_better", "values": { timer: x }, "advantage": { peer: r } } ] },
-//!   "notes": […], "passed" }
+//!   "passed" }
 //! ```
 
 use crate::args::Config;
@@ -266,7 +266,7 @@ pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: boo
         .then(|| json!({ "baseline": runs[0].timer, "metrics": METRICS.iter().map(metric).collect::<Vec<_>>() }));
     let report = json!({
         "tool": "shardwheel-sim", "version": env!("CARGO_PKG_VERSION"), "config": config_json(config),
-        "warnings": warnings, "runs": figures, "compare": compare, "notes": Vec::<String>::new(),
+        "warnings": warnings, "runs": figures, "compare": compare,
         "passed": runs.iter().all(figures::passed),
     });
     serde_json::to_string_pretty(&report).expect("a JSON value serializes")
@@ -331,7 +331,7 @@ pub(crate) mod tests {
         let bad = Outcome { early: 2, ..outcome("binary-heap", 2) };
         let runs = [outcome("shardwheel", 1), bad];
         let v: Value = serde_json::from_str(&json(&config(), &["careful".to_owned()], &runs[..1], false)).unwrap();
-        assert_eq!(keys(&v), "compare config notes passed runs tool version warnings");
+        assert_eq!(keys(&v), "compare config passed runs tool version warnings");
         assert_eq!(
             (&v["tool"], &v["passed"], &v["warnings"][0]),
             (&json!("shardwheel-sim"), &json!(true), &json!("careful"))
