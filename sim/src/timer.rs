@@ -162,14 +162,19 @@ mod tests {
     use super::*;
     use crate::figures::{checks, passed};
 
+    /// A short scenario with expiries of both kinds, cancels and resets: half a second.
+    pub(super) fn short_run() -> Config {
+        let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
+            --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
+            --duration-secs 0.5";
+        crate::args::tests::parse_str(args).unwrap().0
+    }
+
     /// Every timer runs a short scenario with expiries of both kinds, cancels and resets, and
     /// passes the self-check: the adapters keep the exactly-once contract.
     #[test]
     fn every_timer_passes_a_short_run() {
-        let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
-            --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
-            --duration-secs 0.5";
-        let config = crate::args::tests::parse_str(args).unwrap().0;
+        let config = tests::short_run();
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
         let mut runs = vec![crate::scenario::run(&config, shardwheel(&config).unwrap(), true)];
         run_peers(&config, &mut runs);
@@ -253,10 +258,7 @@ mod broken {
 
     #[test]
     fn every_break_fails_the_check_that_guards_it_and_the_run() {
-        let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
-            --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
-            --duration-secs 0.5";
-        let config = crate::args::tests::parse_str(args).unwrap().0;
+        let config = tests::short_run();
         let cases = [
             (Break::Early, "never_early"),
             (Break::Loses, "ended_exactly_once"),
