@@ -23,13 +23,17 @@ const_thread_local! {
 }
 
 /// This thread's home shard among `shards`.
+///
+/// Every thread-local here is read with `try_with`: a user's thread-local destructor may
+/// schedule after these are gone, and `with` would panic there (which aborts the process).
+/// A thread being torn down goes to shard 0.
 pub(crate) fn home_shard(shards: usize) -> usize {
-    THREAD_SEQ.with(|seq| seq % shards)
+    THREAD_SEQ.try_with(|seq| seq % shards).unwrap_or(0)
 }
 
 /// The shard of service `service` this thread drives, if any.
 pub(crate) fn driving(service: u64) -> Option<usize> {
-    DRIVING.with(|d| d.get().filter(|&(s, _)| s == service).map(|(_, shard)| shard))
+    DRIVING.try_with(|d| d.get().filter(|&(s, _)| s == service).map(|(_, shard)| shard)).ok().flatten()
 }
 
 /// Marks this thread as the driver of one shard, for the guard's lifetime.

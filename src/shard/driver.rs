@@ -122,26 +122,38 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
 /// entry back if this thread is not free to do so (not this shard's driver, or inside a
 /// turn, as from a task's destructor): the caller then sends it through the mailbox. On
 /// success, the driver's handle for the timeout to hold.
+///
+/// `try_with`, never `with`: a user's thread-local destroyed after this one may schedule
+/// from its destructor, and `with` would panic there, which aborts the process. A thread
+/// whose `LOCAL` is gone is no driver (a driver's is set until `run` returns).
 pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<Arc<ShardHandle>, EntryRef> {
-    LOCAL.with(|l| match l.try_borrow_mut() {
+    let mut entry = Some(entry);
+    let filed = LOCAL.try_with(|l| match l.try_borrow_mut() {
         Ok(mut guard) => match guard.as_mut() {
             Some(local) if std::ptr::eq(Arc::as_ptr(&local.shard), shard) => {
-                local.arm(entry);
-                Ok(local.handle.clone())
+                local.arm(entry.take().expect("taken once"));
+                Some(local.handle.clone())
             }
-            _ => Err(entry),
+            _ => None,
         },
-        Err(_) => Err(entry),
-    })
+        Err(_) => None,
+    });
+    match filed {
+        Ok(Some(handle)) => Ok(handle),
+        _ => Err(entry.expect("not filed, so not taken")),
+    }
 }
 
 /// Whether the calling thread is `shard`'s driver and free to file into its wheel (in a
 /// task's run, not inside a turn, not after the final drain began).
+/// `try_with`, as in `schedule_local`: from a thread-local's destructor, `false`.
 pub(crate) fn drives(shard: &Shard) -> bool {
-    LOCAL.with(|l| match l.try_borrow() {
-        Ok(guard) => guard.as_ref().is_some_and(|local| std::ptr::eq(Arc::as_ptr(&local.shard), shard)),
-        Err(_) => false,
-    })
+    LOCAL
+        .try_with(|l| match l.try_borrow() {
+            Ok(guard) => guard.as_ref().is_some_and(|local| std::ptr::eq(Arc::as_ptr(&local.shard), shard)),
+            Err(_) => false,
+        })
+        .unwrap_or(false)
 }
 
 fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> R {
