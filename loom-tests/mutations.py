@@ -166,12 +166,21 @@ MUTATIONS = [
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
     ("M32", "a hand-over whose cancel lost to the expiry returns Pending", "src/future/sleep.rs",
      """        if !timeout.cancel() {
-            return Poll::Ready(());
+            return match timeout.state() {
+                TimeoutState::Expired => Poll::Ready(Ok(())),
+                _ => Poll::Ready(this.stopped_at(tick)),
+            };
         }""",
      """        if !timeout.cancel() {
             return Poll::Pending;
         }""",
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
+    ("M45", "a re-armed sleep keeps the first waker's identity (a hand-back looks like the same task)", "src/future/sleep.rs",
+     """                self.waker = WakerId::of(waker);""",
+     """                if self.waker == WakerId::NONE {
+                    self.waker = WakerId::of(waker);
+                }""",
+     "loom_sleep", "handed_to_another_task_and_back_wakes_the_first"),
     ("M37", "a run stores its successor without checking that the series still lives", "src/periodic.rs",
      """        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if handle.is_pending() {""",

@@ -114,3 +114,21 @@ fn drop_on_another_thread_races_expiry() {
         assert_eq!(shardwheel::loom_support::live_entries(), 0, "a cell outlived the sleep");
     });
 }
+
+/// A sleep handed to task B and back to task A (polled with waker `a`, then `b`, then `a`
+/// again) ∥ expiry: A, the last to poll, is woken (or sees the expiry); the sleep's record of
+/// which waker its cell holds follows each hand-over.
+#[test]
+fn handed_to_another_task_and_back_wakes_the_first() {
+    model("sleep: handed to B and back to A ∥ expiry", || {
+        let timers = service();
+        let (a, b) = (flag(), flag());
+        let mut sleep = timers.sleep(Duration::ZERO);
+        assert!(poll(&mut sleep, &a).is_pending());
+        if poll(&mut sleep, &b).is_pending() && poll(&mut sleep, &a).is_pending() {
+            wait_then_complete(&mut sleep, &a);
+        }
+        drop(sleep);
+        finish(timers, &[&a, &b]);
+    });
+}

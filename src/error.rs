@@ -191,6 +191,46 @@ impl fmt::Display for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
+/// The service a [`Sleep`](crate::Sleep), [`Interval`](crate::Interval) or
+/// [`WithTimeout`](crate::WithTimeout) waits on was stopped before its deadline: no timer is
+/// left to end the wait, and completing now would be early.
+///
+/// Awaited as futures, they panic with this error's message (as tokio's timers do once
+/// their runtime is shut down), so that neither "timed out" nor "the tick came" is ever
+/// said early, and no task waits forever in silence. The fallible forms return it instead:
+/// [`Sleep::try_poll`](crate::Sleep::try_poll),
+/// [`Interval::try_tick`](crate::Interval::try_tick),
+/// [`WithTimeout::try_poll`](crate::WithTimeout::try_poll).
+///
+/// ```
+/// use shardwheel::{Stopped, TimerService};
+/// use std::time::Duration;
+///
+/// let timers = TimerService::new()?;
+/// let mut sleep = Box::pin(timers.sleep(Duration::from_secs(60)));
+/// timers.stop()?;
+/// let outcome = futures_executor::block_on(std::future::poll_fn(|cx| sleep.as_mut().try_poll(cx)));
+/// assert_eq!(outcome, Err(Stopped::new()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Stopped(());
+
+impl Stopped {
+    /// The one value of the error.
+    pub const fn new() -> Stopped {
+        Stopped(())
+    }
+}
+
+impl fmt::Display for Stopped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the timer service was stopped before the deadline: the wait can never end on time")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
 /// [`LocalWheel::try_arm_at`](crate::LocalWheel::try_arm_at) found the wheel holding its
 /// `max_pending` timers; the payload comes back.
 ///

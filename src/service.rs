@@ -228,6 +228,11 @@ impl TimerService {
         self.inner.shards.iter().all(|s| s.mailbox.is_closed())
     }
 
+    /// Whether the calling thread is one of this service's shard threads (running a task).
+    pub(crate) fn on_own_shard_thread(&self) -> bool {
+        routing::driving(self.inner.id).is_some()
+    }
+
     /// The shard for a call without an explicit one.
     pub(crate) fn route(&self) -> usize {
         routing::driving(self.inner.id).unwrap_or_else(|| routing::home_shard(self.inner.shards.len()))

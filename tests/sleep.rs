@@ -1,5 +1,5 @@
 //! `Sleep` and `timeout`: never early, resets, cancellation by drop, the waker hand-over,
-//! and behaviour after `stop()`, under several executors.
+//! under several executors (after `stop()`: `tests/stopped.rs`).
 
 use shardwheel::{Elapsed, Sleep, TimerService};
 use std::future::Future;
@@ -265,44 +265,6 @@ fn polled_from_two_tasks_in_turn_wakes_the_latest_waker() {
         tokio::spawn(sleep).await.unwrap();
         assert!(start.elapsed() < Duration::from_secs(5));
     });
-}
-
-#[test]
-fn after_stop_a_sleep_completes_at_once() {
-    let timers = service();
-    let flag = Arc::new(Flag::default());
-    // Pending when the service stops: handed back; dropping the task wakes the sleep.
-    let mut pending = timers.sleep(Duration::from_secs(60));
-    assert!(poll_with(&mut pending, &flag).is_pending());
-    let unfired = timers.stop().unwrap();
-    assert_eq!(unfired.len(), 1);
-    assert_eq!(flag.woken(), 0);
-    drop(unfired);
-    assert_eq!(flag.woken(), 1, "dropping the handed-back task wakes the sleep");
-    assert!(poll_with(&mut pending, &flag).is_ready());
-    assert!(pending.is_elapsed());
-    // Handed back and run, or told it was cancelled: each wakes the sleep too.
-    let ways: [fn(Box<dyn shardwheel::TimerTask>); 2] = [|t| t.run(), |t| t.cancelled()];
-    for tell in ways {
-        let timers = service();
-        let flag = Arc::new(Flag::default());
-        let mut pending = timers.sleep(Duration::from_secs(60));
-        assert!(poll_with(&mut pending, &flag).is_pending());
-        let mut unfired = timers.stop().unwrap();
-        assert_eq!(unfired.len(), 1);
-        tell(unfired.pop().unwrap().into_task());
-        assert_eq!(flag.woken(), 1, "the handed-back task was ended without waking its sleep");
-        assert!(poll_with(&mut pending, &flag).is_ready());
-    }
-    // Made or first polled after the stop: completes at once.
-    let mut late = timers.sleep(Duration::from_secs(60));
-    assert!(poll_with(&mut late, &flag).is_ready());
-    assert!(late.is_elapsed());
-    futures_executor::block_on(timers.sleep(Duration::from_secs(60)));
-    assert_eq!(
-        futures_executor::block_on(timers.timeout(Duration::from_secs(60), std::future::pending::<()>())),
-        Err(Elapsed::new())
-    );
 }
 
 #[test]

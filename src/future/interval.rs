@@ -1,5 +1,6 @@
 //! [`Interval`]: ticks at a fixed period, as an async stream of instants.
 
+use crate::error::Stopped;
 use crate::future::Sleep;
 use crate::missed::{Missed, saturating_add};
 use crate::service::TimerService;
@@ -38,8 +39,10 @@ use std::time::{Duration, Instant};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// On a stopped service an interval ticks no more: `tick` stays pending (a loop around it
-/// must not spin), and the task awaiting it should be dropped.
+/// On a [stopped](TimerService::stop) service an interval ticks no more, and says so: a
+/// tick polled after the stop panics with [`Stopped`]'s message (as a [`Sleep`] does), so a
+/// loop around `tick` neither spins nor hangs in silence; [`try_tick`](Interval::try_tick)
+/// returns the error instead.
 pub struct Interval {
     sleep: Sleep,
     /// When the next tick is due.
@@ -124,20 +127,55 @@ impl Interval {
     /// assert!(first <= std::time::Instant::now());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// On a stopped service (see [`Stopped`]; [`try_poll_tick`](Interval::try_poll_tick)
+    /// returns the error instead), and as a [`Sleep`]'s poll does.
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        match self.try_poll_tick(cx) {
+            Poll::Ready(Ok(due)) => Poll::Ready(due),
+            Poll::Ready(Err(stopped)) => panic!("shardwheel Interval: {stopped}"),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next tick, with a stopped service as an error: `Ok(due)`, or
+    /// `Err(Stopped)` once the service is stopped.
+    ///
+    /// ```
+    /// use shardwheel::{Stopped, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_millis(5));
+    /// assert!(futures_executor::block_on(every.try_tick()).is_ok());
+    /// timers.stop()?;
+    /// assert_eq!(futures_executor::block_on(every.try_tick()), Err(Stopped::new()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_tick(&mut self) -> impl Future<Output = Result<Instant, Stopped>> + Send + Sync + Unpin + '_ {
+        std::future::poll_fn(move |cx| self.try_poll_tick(cx))
+    }
+
+    /// Polls for the next tick, with a stopped service as an error (see
+    /// [`try_tick`](Interval::try_tick)).
+    pub fn try_poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, Stopped>> {
         if Instant::now() < self.next {
-            if Pin::new(&mut self.sleep).poll(cx).is_pending() {
-                return Poll::Pending;
+            match Pin::new(&mut self.sleep).try_poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(stopped)) => return Poll::Ready(Err(stopped)),
+                Poll::Ready(Ok(())) => {}
             }
-            // Completed early only if the service stopped: tick no more (no spinning).
-            if Instant::now() < self.next {
-                return Poll::Pending;
-            }
+        } else if self.sleep.service().is_stopped() {
+            // Due by the clock, but no timer is left for the ticks after it: a loop woken by
+            // something else would otherwise tick on, unpaced by any timer.
+            return Poll::Ready(Err(Stopped::new()));
         }
         let due = self.next;
         self.next = self.missed.next(due, self.period, Instant::now());
         self.sleep.reset(self.next);
-        Poll::Ready(due)
+        Poll::Ready(Ok(due))
     }
 
     /// How the interval catches up after ticks it could not keep; [`Missed::Skip`] by
@@ -199,7 +237,63 @@ impl Interval {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset(&mut self) {
-        self.next = saturating_add(Instant::now(), self.period);
+        self.reset_at(saturating_add(Instant::now(), self.period));
+    }
+
+    /// Restarts the schedule: the next tick is due at once, the one after it a period later.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_secs(60));
+    /// futures_executor::block_on(every.tick()); // the first tick, at once
+    /// every.reset_immediately();
+    /// let start = Instant::now();
+    /// futures_executor::block_on(every.tick());
+    /// assert!(start.elapsed() < Duration::from_secs(30));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset_immediately(&mut self) {
+        self.reset_at(Instant::now());
+    }
+
+    /// Restarts the schedule: the next tick is due `after` from now.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_secs(60));
+    /// every.reset_after(Duration::from_millis(10));
+    /// let start = Instant::now();
+    /// futures_executor::block_on(every.tick());
+    /// assert!(start.elapsed() >= Duration::from_millis(10), "never early");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset_after(&mut self, after: Duration) {
+        self.reset_at(saturating_add(Instant::now(), after));
+    }
+
+    /// Restarts the schedule: the next tick is due at `at` (never before it), then one every
+    /// period from there.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_secs(60));
+    /// let at = Instant::now() + Duration::from_millis(10);
+    /// every.reset_at(at);
+    /// assert_eq!(futures_executor::block_on(every.tick()), at);
+    /// assert!(Instant::now() >= at);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset_at(&mut self, at: Instant) {
+        self.next = at;
         self.sleep.reset(self.next);
     }
 }

@@ -53,14 +53,28 @@
 //!
 //! # After `stop`
 //!
-//! A `Sleep` polled (for the first time, or after a [`reset`](Sleep::reset) of a fired one)
-//! on a stopped service completes at once: there is no timer left to wait for, and a future
-//! that never completes would hang its task. A `Sleep` pending when `stop()` is called is
-//! handed back in `stop()`'s list like any timeout; dropping, running, or calling
-//! `cancelled()` on that [`Unfired`](crate::Unfired) task wakes it, and its next poll
-//! completes.
+//! Never early holds after `stop()` too, and a wait that can no longer end is loud, not
+//! silent (tokio's timers panic the same way once their runtime is shut down). A `Sleep`
+//! whose service is stopped before its deadline:
+//!
+//! - first polled after the stop: its arm meets a closed shard (`Shutdown`);
+//! - pending at the stop: `stop()` hands its cell back (CANCELLED), and ending that task
+//!   (dropping, running, or calling `cancelled()` on the [`Unfired`](crate::Unfired)) wakes
+//!   it, so that its task polls again and finds out;
+//!
+//! panics when polled as a `Future`, with [`Stopped`]'s message, and
+//! [`Sleep::try_poll`] returns `Err(Stopped)`. A sleep whose deadline has passed completes
+//! as usual, stopped or not: completing then is on time.
+//!
+//! # On a shard thread
+//!
+//! Only the shard thread can wake a `Sleep` armed on its wheel, so a task running on that
+//! thread that waits for one (`block_on`) would wait for itself, forever. Such a
+//! registration panics (as tokio's `block_on` does inside its runtime); with
+//! [`Builder::offload`](crate::Builder::offload), user tasks run on the pool, where waiting
+//! is fine.
 
-use crate::error::ScheduleError;
+use crate::error::{ScheduleError, Stopped};
 use crate::service::TimerService;
 use crate::task::TimerTask;
 use crate::timeout::{Timeout, TimeoutState};
@@ -91,10 +105,15 @@ use std::time::{Duration, Instant};
 ///
 /// # Panics
 ///
-/// A poll panics if it must register and the shard is full (a service built with
-/// [`max_pending_per_shard`](crate::Builder::max_pending_per_shard)): it can neither wait
-/// (nothing would wake it) nor complete (that would be early). Tokio's `Sleep` panics the
-/// same way when its timer is at capacity.
+/// A poll panics, rather than complete early or wait forever, when:
+///
+/// - the service was [stopped](TimerService::stop) before the deadline, with [`Stopped`]'s
+///   message ([`try_poll`](Sleep::try_poll) returns the error instead);
+/// - it must register and the shard is full (a service built with
+///   [`max_pending_per_shard`](crate::Builder::max_pending_per_shard)). Tokio's `Sleep`
+///   panics the same way when its timer is at capacity;
+/// - it must register from a task running on one of its own service's shard threads
+///   (without [`offload`](crate::Builder::offload)): only that thread could wake it.
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     service: TimerService,
@@ -109,7 +128,7 @@ enum Phase {
     Idle(u64),
     /// Registered: the cell that holds the waker.
     Armed(Timeout),
-    /// The service was stopped when the sleep tried to register: it is complete.
+    /// The service was stopped when the sleep tried to register (its deadline, in ticks).
     Stopped(u64),
 }
 
@@ -253,7 +272,7 @@ impl Sleep {
     }
 
     /// Whether the deadline has come: the shard fired the sleep (even if it has not been
-    /// polled since), or it completed because the service is stopped. `false` before the
+    /// polled since), or, on a stopped service, the deadline has passed. `false` before the
     /// first poll.
     ///
     /// ```
@@ -269,9 +288,82 @@ impl Sleep {
     pub fn is_elapsed(&self) -> bool {
         match &self.phase {
             Phase::Idle(_) => false,
-            Phase::Armed(timeout) => timeout.state() != TimeoutState::Pending,
-            Phase::Stopped(_) => true,
+            Phase::Armed(timeout) => match timeout.state() {
+                TimeoutState::Pending => false,
+                TimeoutState::Expired => true,
+                // Taken back by `stop()`.
+                TimeoutState::Cancelled => self.passed(timeout.entry.state().load().deadline()),
+            },
+            Phase::Stopped(tick) => self.passed(*tick),
         }
+    }
+
+    /// The service this sleep waits on.
+    pub(crate) fn service(&self) -> &TimerService {
+        &self.service
+    }
+
+    /// Whether tick `tick` has begun: a deadline there has come.
+    fn passed(&self, tick: u64) -> bool {
+        self.service.clock().now_tick() >= tick
+    }
+
+    /// Polls the sleep, with a stopped service as an error instead of a panic:
+    /// `Ready(Ok(()))` once the deadline has come, `Ready(Err(Stopped))` if the service was
+    /// stopped before it (see [`Stopped`]), else `Pending` with `cx`'s waker registered.
+    ///
+    /// ```
+    /// use shardwheel::{Stopped, TimerService};
+    /// use std::future::poll_fn;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut soon = Box::pin(timers.sleep(Duration::from_millis(1)));
+    /// assert_eq!(futures_executor::block_on(poll_fn(|cx| soon.as_mut().try_poll(cx))), Ok(()));
+    /// let mut late = Box::pin(timers.sleep(Duration::from_secs(60)));
+    /// timers.stop()?;
+    /// assert_eq!(futures_executor::block_on(poll_fn(|cx| late.as_mut().try_poll(cx))), Err(Stopped::new()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Stopped>> {
+        let this = Pin::into_inner(self);
+        let timeout = match &this.phase {
+            Phase::Stopped(tick) => return Poll::Ready(this.stopped_at(*tick)),
+            Phase::Idle(tick) => return this.arm(*tick, cx.waker()),
+            Phase::Armed(timeout) => timeout,
+        };
+        // The identity first, the state second: see "The waker slot" in the module docs.
+        let same_waker = WakerId::of(cx.waker()) == this.waker;
+        match timeout.state() {
+            TimeoutState::Pending => {}
+            TimeoutState::Expired => return Poll::Ready(Ok(())),
+            // Only `stop()` cancels a cell that the sleep still holds.
+            TimeoutState::Cancelled => {
+                let tick = timeout.entry.state().load().deadline();
+                return Poll::Ready(this.stopped_at(tick));
+            }
+        }
+        if same_waker {
+            return Poll::Pending;
+        }
+        // Another waker (the sleep moved to another task): take the cell back, and arm a new
+        // one for the same tick. A cancel that loses means the sleep just fired, or the
+        // service just stopped: look again.
+        let tick = timeout.entry.state().load().deadline();
+        if !timeout.cancel() {
+            return match timeout.state() {
+                TimeoutState::Expired => Poll::Ready(Ok(())),
+                _ => Poll::Ready(this.stopped_at(tick)),
+            };
+        }
+        this.arm(tick, cx.waker())
+    }
+
+    /// The outcome for a sleep due at `tick` on a stopped service: complete if the deadline
+    /// has come (on time), else the error. Remembers the stop, so later polls need no cell.
+    fn stopped_at(&mut self, tick: u64) -> Result<(), Stopped> {
+        self.phase = Phase::Stopped(tick);
+        if self.passed(tick) { Ok(()) } else { Err(Stopped::new()) }
     }
 
     /// Moves the deadline to `deadline`. A registered sleep that is still pending keeps its
@@ -315,7 +407,14 @@ impl Sleep {
     }
 
     /// Arms a cell for `tick` holding `waker`, on the polling thread's shard.
-    fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<()> {
+    fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
+        if self.service.on_own_shard_thread() {
+            panic!(
+                "a shardwheel Sleep was polled by a task running on one of its own service's \
+                 shard threads: only that thread can wake it, so waiting for it there would \
+                 wait forever (run such tasks with Builder::offload, or on another thread)"
+            );
+        }
         let shard = self.service.route();
         match self.service.schedule_with(shard, |_| tick, WakeTask::new(waker)) {
             Ok(timeout) => {
@@ -325,8 +424,7 @@ impl Sleep {
             }
             Err(ScheduleError::Shutdown(task)) => {
                 task.silence();
-                self.phase = Phase::Stopped(tick);
-                Poll::Ready(())
+                Poll::Ready(self.stopped_at(tick))
             }
             Err(e) => {
                 let message = e.to_string();
@@ -340,28 +438,16 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        let timeout = match &this.phase {
-            Phase::Stopped(_) => return Poll::Ready(()),
-            Phase::Idle(tick) => return this.arm(*tick, cx.waker()),
-            Phase::Armed(timeout) => timeout,
-        };
-        // The identity first, the state second: see "The waker slot" in the module docs.
-        let same_waker = WakerId::of(cx.waker()) == this.waker;
-        if timeout.state() != TimeoutState::Pending {
-            return Poll::Ready(());
+    /// # Panics
+    ///
+    /// If the service was stopped before the deadline (see [`Stopped`]), and in the other
+    /// cases listed on [`Sleep`].
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.try_poll(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Ready(Err(stopped)) => panic!("shardwheel Sleep: {stopped}"),
+            Poll::Pending => Poll::Pending,
         }
-        if same_waker {
-            return Poll::Pending;
-        }
-        // Another waker (the sleep moved to another task): take the cell back, and arm a new
-        // one for the same tick. A cancel that loses means the sleep just fired.
-        if !timeout.cancel() {
-            return Poll::Ready(());
-        }
-        let tick = timeout.entry.state().load().deadline();
-        this.arm(tick, cx.waker())
     }
 }
 

@@ -1,13 +1,13 @@
 //! [`WithTimeout`]: a future raced against a [`Sleep`].
 
-use crate::error::Elapsed;
+use crate::error::{Elapsed, Stopped};
 use crate::future::Sleep;
 use crate::service::TimerService;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A future with a deadline; made by [`TimerService::timeout`]. Completes with the future's
 /// output, or with [`Elapsed`] if the deadline comes first (the future is then dropped with
@@ -19,7 +19,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use shardwheel::TimerService;
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 ///
 /// let timers = TimerService::new()?;
 /// let quick = async { 7 };
@@ -39,7 +39,7 @@ impl TimerService {
     ///
     /// ```
     /// use shardwheel::{Elapsed, TimerService};
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     ///
     /// let timers = TimerService::new()?;
     /// let slow = timers.sleep(Duration::from_secs(60));
@@ -50,6 +50,24 @@ impl TimerService {
     pub fn timeout<F: Future>(&self, delay: Duration, future: F) -> WithTimeout<F> {
         WithTimeout { future, sleep: self.sleep(delay) }
     }
+
+    /// Runs `future` with a deadline at `deadline`: `Ok(output)` if it finishes first,
+    /// `Err(Elapsed)` otherwise (never before `deadline`). Reads no clock.
+    ///
+    /// ```
+    /// use shardwheel::{Elapsed, TimerService};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let deadline = Instant::now() + Duration::from_millis(10);
+    /// let outcome = futures_executor::block_on(timers.timeout_at(deadline, std::future::pending::<()>()));
+    /// assert_eq!(outcome, Err(Elapsed::new()));
+    /// assert!(Instant::now() >= deadline);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timeout_at<F: Future>(&self, deadline: Instant, future: F) -> WithTimeout<F> {
+        WithTimeout { future, sleep: self.sleep_until(deadline) }
+    }
 }
 
 impl<F> WithTimeout<F> {
@@ -57,7 +75,7 @@ impl<F> WithTimeout<F> {
     ///
     /// ```
     /// use shardwheel::TimerService;
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     ///
     /// let timers = TimerService::new()?;
     /// let limited = timers.timeout(Duration::from_secs(1), async { 3 });
@@ -86,10 +104,23 @@ impl<F> WithTimeout<F> {
     }
 }
 
-impl<F: Future> Future for WithTimeout<F> {
-    type Output = Result<F::Output, Elapsed>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+impl<F: Future> WithTimeout<F> {
+    /// Polls with a stopped service as an error instead of a panic: `Ok(Ok(output))`,
+    /// `Ok(Err(Elapsed))` once the deadline has come, or `Err(Stopped)` if the service was
+    /// stopped before it (see [`Stopped`]) while the future was still running.
+    ///
+    /// ```
+    /// use shardwheel::{Stopped, TimerService};
+    /// use std::future::poll_fn;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut limited = Box::pin(timers.timeout(Duration::from_secs(60), std::future::pending::<()>()));
+    /// timers.stop()?;
+    /// assert_eq!(futures_executor::block_on(poll_fn(|cx| limited.as_mut().try_poll(cx))), Err(Stopped::new()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Result<F::Output, Elapsed>, Stopped>> {
         // SAFETY: structural pinning of `future` only: it is never moved out of a pinned
         // `WithTimeout` (`into_inner` takes `self` by value, which needs `Unpin` to get out
         // of a `Pin`), and `WithTimeout` has no `Drop` impl that could move it. `sleep` is
@@ -101,10 +132,28 @@ impl<F: Future> Future for WithTimeout<F> {
             // Done: the deadline's registration goes now, not when the `WithTimeout` is
             // dropped (it would count as pending and wake the task for nothing).
             this.sleep.disarm();
-            return Poll::Ready(Ok(output));
+            return Poll::Ready(Ok(Ok(output)));
         }
-        match Pin::new(&mut this.sleep).poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(Elapsed::new())),
+        match Pin::new(&mut this.sleep).try_poll(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(Err(Elapsed::new()))),
+            Poll::Ready(Err(stopped)) => Poll::Ready(Err(stopped)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<F: Future> Future for WithTimeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    /// # Panics
+    ///
+    /// If the service was stopped before the deadline while the future was still running
+    /// (see [`Stopped`]; [`try_poll`](WithTimeout::try_poll) returns the error instead): an
+    /// `Elapsed` then would be a lie, and waiting on would hang.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.try_poll(cx) {
+            Poll::Ready(Ok(outcome)) => Poll::Ready(outcome),
+            Poll::Ready(Err(stopped)) => panic!("shardwheel timeout: {stopped}"),
             Poll::Pending => Poll::Pending,
         }
     }

@@ -1,0 +1,278 @@
+//! The futures on a stopped service: never early, and loud. A `Sleep`, `timeout` or
+//! `Interval` whose service stops before its deadline panics when awaited (the `try_` forms
+//! return `Stopped`), under each executor; one whose deadline has passed completes. And a
+//! `Sleep` awaited on one of its own service's shard threads panics instead of hanging it.
+
+use shardwheel::{Elapsed, Stopped, TimerService};
+use std::any::Any;
+use std::future::{Future, poll_fn};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+fn service() -> TimerService {
+    TimerService::builder().shards(2).pin_threads(false).build().expect("valid settings")
+}
+
+/// The text of a panic's payload.
+fn message(payload: Box<dyn Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => payload.downcast::<&str>().map(|s| s.to_string()).unwrap_or_default(),
+    }
+}
+
+/// Runs `fut` to completion on futures-executor's `block_on`; the panic message if it
+/// panicked.
+fn block_on_catching<F: Future>(fut: F) -> Result<F::Output, String> {
+    catch_unwind(AssertUnwindSafe(|| futures_executor::block_on(fut))).map_err(message)
+}
+
+/// Runs `fut` as a task on a 2-worker tokio runtime; the panic message if it panicked.
+fn tokio_catching<F: Future<Output: Send + 'static> + Send + 'static>(fut: F) -> Result<F::Output, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    rt.block_on(async { tokio::spawn(fut).await.map_err(|e| message(e.into_panic())) })
+}
+
+/// Asserts that `outcome` is a panic that names the stop.
+fn assert_stopped_panic<T: std::fmt::Debug>(outcome: Result<T, String>, what: &str) {
+    match outcome {
+        Err(m) => assert!(m.contains(&Stopped::new().to_string()), "{what}: panicked, but with {m:?}"),
+        Ok(v) => panic!("{what}: completed ({v:?}) on a stopped service, before its deadline"),
+    }
+}
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct Flag(AtomicUsize);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_sleep_first_polled_after_stop_is_loud_under_each_executor() {
+    let timers = service();
+    timers.stop().unwrap();
+    let mut sleep = pin!(timers.sleep(Duration::from_secs(1)));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())));
+    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())), "and stays so");
+    assert!(!sleep.is_elapsed(), "a second from now has not come");
+
+    // The loop of 1 s sleeps that ran 212 000 times in 200 ms: not one completes.
+    let done = Arc::new(AtomicUsize::new(0));
+    let (t, d) = (timers.clone(), done.clone());
+    assert_stopped_panic(
+        block_on_catching(async move {
+            loop {
+                t.sleep(Duration::from_secs(1)).await;
+                d.fetch_add(1, Ordering::SeqCst);
+            }
+        }),
+        "futures-executor",
+    );
+    let (t, d) = (timers.clone(), done.clone());
+    assert_stopped_panic(
+        tokio_catching(async move {
+            loop {
+                t.sleep(Duration::from_secs(1)).await;
+                d.fetch_add(1, Ordering::SeqCst);
+            }
+        }),
+        "tokio",
+    );
+    assert_eq!(done.load(Ordering::SeqCst), 0, "a sleep completed early");
+}
+
+#[test]
+fn a_sleep_pending_at_stop_is_woken_and_then_loud() {
+    // Handed back by `stop()`, and ended each way a user can end it: each wakes the sleep,
+    // whose next poll says the service stopped.
+    let ways: [fn(shardwheel::Unfired); 3] = [drop, |u| u.into_task().run(), |u| u.into_task().cancelled()];
+    for end in ways {
+        let timers = service();
+        let flag = Arc::new(Flag::default());
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut sleep = pin!(timers.sleep(Duration::from_secs(60)));
+        assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
+        let mut unfired = timers.stop().unwrap();
+        assert_eq!(unfired.len(), 1);
+        assert_eq!(flag.0.load(Ordering::SeqCst), 0);
+        end(unfired.pop().unwrap());
+        assert_eq!(flag.0.load(Ordering::SeqCst), 1, "ending the handed-back task wakes the sleep");
+        assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())));
+        assert!(!sleep.is_elapsed());
+        let panicked = catch_unwind(AssertUnwindSafe(|| sleep.as_mut().poll(&mut cx))).map_err(message);
+        assert_stopped_panic(panicked, "a poll after the wake-up");
+    }
+
+    // A task awaiting a sleep when the service stops: it panics, it neither completes nor
+    // hangs. Under tokio, and under futures-executor on a thread of its own.
+    let timers = service();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let t = timers.clone();
+    let task = rt.spawn(async move { t.sleep(Duration::from_secs(3600)).await });
+    let t = timers.clone();
+    let thread = std::thread::spawn(move || block_on_catching(t.sleep(Duration::from_secs(3600))));
+    assert!(common_wait(|| timers.pending() == 2), "both sleeps register");
+    drop(timers.stop().unwrap());
+    let joined = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await });
+    let joined = joined.expect("the task ends: it does not hang");
+    assert_stopped_panic(joined.map_err(|e| message(e.into_panic())), "tokio");
+    assert_stopped_panic(thread.join().unwrap(), "futures-executor");
+}
+
+/// Polls `cond` every millisecond for up to ten seconds.
+fn common_wait(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}
+
+#[test]
+fn a_sleep_whose_deadline_has_passed_completes_after_stop() {
+    let timers = service();
+    timers.stop().unwrap();
+    let past = Instant::now() - Duration::from_millis(50);
+    let mut sleep = pin!(timers.sleep_until(past));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Ok(())), "on time: complete");
+    assert!(sleep.is_elapsed());
+    assert_eq!(block_on_catching(timers.sleep(Duration::ZERO)), Ok(()));
+}
+
+#[test]
+fn a_timeout_on_a_stopped_service_never_says_elapsed_early() {
+    let timers = service();
+    timers.stop().unwrap();
+    // `timeout(1 h, pending())` said `Elapsed` at once.
+    let t = timers.clone();
+    assert_stopped_panic(
+        block_on_catching(async move { t.timeout(Duration::from_secs(3600), std::future::pending::<()>()).await }),
+        "futures-executor",
+    );
+    let t = timers.clone();
+    assert_stopped_panic(
+        tokio_catching(async move { t.timeout(Duration::from_secs(3600), std::future::pending::<()>()).await }),
+        "tokio",
+    );
+    let mut limited = pin!(timers.timeout(Duration::from_secs(3600), std::future::pending::<()>()));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert_eq!(limited.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())));
+    // A future that is ready wins, stopped or not; a deadline already past is on time.
+    assert_eq!(block_on_catching(timers.timeout(Duration::from_secs(3600), async { 7 })), Ok(Ok(7)));
+    let past = Instant::now() - Duration::from_millis(50);
+    assert_eq!(block_on_catching(timers.timeout_at(past, std::future::pending::<()>())), Ok(Err(Elapsed::new())));
+}
+
+#[test]
+fn an_interval_ticks_no_more_after_stop_even_when_woken_by_another_branch() {
+    let timers = service();
+    let t = timers.clone();
+    // The select loop that ticked 19 times in 100 ms at a 5 ms period after the stop: a
+    // branch that wakes the task every millisecond, beside the interval.
+    let outcome = tokio_catching(async move {
+        let mut every = t.interval(Duration::from_millis(5));
+        every.tick().await;
+        every.tick().await;
+        drop(t.stop().unwrap());
+        let mut ticks = 0;
+        let mut wakes = 0;
+        let end = tokio::time::Instant::now() + Duration::from_millis(100);
+        loop {
+            tokio::select! {
+                tick = every.try_tick() => match tick {
+                    Ok(_) => ticks += 1,
+                    Err(stopped) => return Ok::<_, Stopped>((ticks, wakes, stopped)),
+                },
+                _ = tokio::time::sleep(Duration::from_millis(1)) => {
+                    wakes += 1;
+                    if tokio::time::Instant::now() >= end {
+                        return Ok((ticks, wakes, Stopped::new()));
+                    }
+                }
+            }
+        }
+    });
+    let (ticks, _wakes, _) = outcome.expect("no panic").expect("infallible");
+    assert_eq!(ticks, 0, "the interval ticked after the stop");
+
+    // Awaited plainly, a tick after the stop panics, under each executor; `try_tick` says so.
+    let t = timers.clone();
+    assert_stopped_panic(
+        block_on_catching(async move {
+            let mut every = t.interval(Duration::from_millis(5));
+            loop {
+                every.tick().await;
+            }
+        }),
+        "futures-executor",
+    );
+    let t = timers.clone();
+    assert_stopped_panic(
+        tokio_catching(async move {
+            let mut every = t.interval(Duration::from_millis(5));
+            loop {
+                every.tick().await;
+            }
+        }),
+        "tokio",
+    );
+    let mut every = timers.interval(Duration::from_secs(1));
+    assert_eq!(futures_executor::block_on(every.try_tick()), Err(Stopped::new()));
+    let mut cx = Context::from_waker(Waker::noop());
+    for _ in 0..100 {
+        assert_eq!(every.try_poll_tick(&mut cx), Poll::Ready(Err(Stopped::new())), "no spinning, no ticking");
+    }
+}
+
+#[test]
+fn a_sleep_awaited_on_its_own_shard_thread_panics_instead_of_hanging() {
+    let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let t = timers.clone();
+    timers
+        .schedule(Duration::ZERO, move || {
+            let outcome = block_on_catching(t.sleep(Duration::from_millis(5)));
+            tx.send(outcome).unwrap();
+        })
+        .unwrap();
+    let outcome = rx.recv_timeout(Duration::from_secs(10)).expect("the task ends: the shard does not hang");
+    let m = outcome.expect_err("the sleep cannot complete on its own shard's thread");
+    assert!(m.contains("shard thread"), "{m}");
+    // The shard goes on: a sleep from another thread still completes.
+    futures_executor::block_on(timers.sleep(Duration::from_millis(2)));
+    // A sleep of another service is fine there.
+    let other = service();
+    let (tx, rx) = mpsc::channel();
+    timers
+        .schedule(Duration::ZERO, move || {
+            tx.send(block_on_catching(other.sleep(Duration::from_millis(2)))).unwrap();
+        })
+        .unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(Ok(())));
+}
+
+/// `Sleep` is still usable behind `Pin<&mut>` for the fallible form in a `poll_fn`.
+#[test]
+fn try_poll_composes_with_poll_fn() {
+    let timers = service();
+    let mut sleep = Box::pin(timers.sleep(Duration::from_millis(2)));
+    let start = Instant::now();
+    let outcome = futures_executor::block_on(poll_fn(|cx| Pin::as_mut(&mut sleep).try_poll(cx)));
+    assert_eq!(outcome, Ok(()));
+    assert!(start.elapsed() >= Duration::from_millis(2), "never early");
+}
