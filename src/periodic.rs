@@ -57,6 +57,7 @@ use crate::shard::ShardHandle;
 use crate::state::NEVER;
 use crate::sync::{Arc, Mutex};
 use crate::task::TimerTask;
+use crate::task::sealed::Token;
 use crate::timeout::Timeout;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::{Duration, Instant};
@@ -105,22 +106,22 @@ impl TimerTask for ControlTask {
         self.0.end();
     }
 
-    fn run_unboxed(self) {
+    fn run_unboxed(self, _: Token) {
         self.0.end();
     }
 
-    fn cancelled_unboxed(self) {
+    fn cancelled_unboxed(self, _: Token) {
         self.0.end();
     }
 
     /// Ending a series is the crate's own short work: it stays on the shard with offload.
-    fn runs_on_shard() -> bool {
+    fn runs_on_shard(_: Token) -> bool {
         true
     }
 
     /// A handle the user reset is filed; `stop()` leaves it pending and hands the series
     /// back as its waiting run alone (once).
-    fn left_pending_by_stop() -> bool {
+    fn left_pending_by_stop(_: Token) -> bool {
         true
     }
 }
@@ -188,11 +189,11 @@ impl<F: FnMut() + Send + 'static> TimerTask for Run<F> {
         self.fire();
     }
 
-    fn run_unboxed(mut self) {
+    fn run_unboxed(mut self, _: Token) {
         self.fire();
     }
 
-    fn cancelled_unboxed(self) {}
+    fn cancelled_unboxed(self, _: Token) {}
 }
 
 impl<F: FnMut() + Send + 'static> Drop for Run<F> {

@@ -33,10 +33,35 @@ pub trait TimerTask: Send + 'static {
     fn cancelled(self: Box<Self>) {}
 
     /// Runs the task from where the service stores it, without boxing it first. The default
-    /// boxes it and calls [`run`](TimerTask::run); closures run in place. Not meant to be
-    /// overridden or called outside the crate.
+    /// boxes it and calls [`run`](TimerTask::run); closures run in place.
+    ///
+    /// Sealed, as are the other hidden methods: their signatures name `sealed::Token`,
+    /// which no code outside the crate can name, so none can override or call them (the
+    /// service's promises, such as `stop()` handing back every timeout, rest on them):
+    ///
+    /// ```compile_fail,E0050
+    /// struct Sneaky;
+    /// impl shardwheel::TimerTask for Sneaky {
+    ///     fn run(self: Box<Self>) {}
+    ///     // Would make `stop()` leave the timeout pending instead of handing it back.
+    ///     fn left_pending_by_stop() -> bool {
+    ///         true
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail,E0050
+    /// struct Sneaky;
+    /// impl shardwheel::TimerTask for Sneaky {
+    ///     fn run(self: Box<Self>) {}
+    ///     // Would keep the task on the shard thread under `Builder::offload`.
+    ///     fn runs_on_shard() -> bool {
+    ///         true
+    ///     }
+    /// }
+    /// ```
     #[doc(hidden)]
-    fn run_unboxed(self)
+    fn run_unboxed(self, _: sealed::Token)
     where
         Self: Sized,
     {
@@ -45,7 +70,7 @@ pub trait TimerTask: Send + 'static {
 
     /// As [`run_unboxed`](TimerTask::run_unboxed), for [`cancelled`](TimerTask::cancelled).
     #[doc(hidden)]
-    fn cancelled_unboxed(self)
+    fn cancelled_unboxed(self, _: sealed::Token)
     where
         Self: Sized,
     {
@@ -55,10 +80,9 @@ pub trait TimerTask: Send + 'static {
     /// Whether the task runs on its shard thread even with
     /// [`Builder::offload`](crate::Builder::offload): `true` for the crate's own short tasks
     /// (a `Sleep`'s wake-up, a series' control), so that a busy pool delays no sleep and a
-    /// task on the pool can wait for one. User tasks go to the pool. Not meant to be
-    /// overridden or called outside the crate.
+    /// task on the pool can wait for one. User tasks go to the pool. Sealed.
     #[doc(hidden)]
-    fn runs_on_shard() -> bool
+    fn runs_on_shard(_: sealed::Token) -> bool
     where
         Self: Sized,
     {
@@ -68,9 +92,9 @@ pub trait TimerTask: Send + 'static {
     /// Whether [`TimerService::stop`](crate::TimerService::stop) leaves a timeout with this
     /// task pending instead of handing it back: `true` only for a repeating timer's handle
     /// (filed if the user reset it), whose series `stop()` hands back as its waiting run.
-    /// Not meant to be overridden or called outside the crate.
+    /// Sealed.
     #[doc(hidden)]
-    fn left_pending_by_stop() -> bool
+    fn left_pending_by_stop(_: sealed::Token) -> bool
     where
         Self: Sized,
     {
@@ -78,14 +102,26 @@ pub trait TimerTask: Send + 'static {
     }
 }
 
+/// The seal on [`TimerTask`]'s hidden methods.
+pub(crate) mod sealed {
+    /// A value only the crate can make and a type only the crate can name (it is public,
+    /// in a module that is not): a method that takes one can be neither overridden nor
+    /// called from outside.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Token(());
+
+    /// The one value.
+    pub(crate) const TOKEN: Token = Token(());
+}
+
 impl<F: FnOnce() + Send + 'static> TimerTask for F {
     fn run(self: Box<Self>) {
         (*self)()
     }
 
-    fn run_unboxed(self) {
+    fn run_unboxed(self, _: sealed::Token) {
         self()
     }
 
-    fn cancelled_unboxed(self) {}
+    fn cancelled_unboxed(self, _: sealed::Token) {}
 }

@@ -35,6 +35,7 @@
 use crate::state::{Cancelled, StateCell};
 use crate::sync::{AtomicU32, Ordering, UnsafeCell, fence};
 use crate::task::TimerTask;
+use crate::task::sealed::TOKEN;
 use crate::wheel::{Key, Timed};
 use std::any::TypeId;
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -103,8 +104,8 @@ impl<T: TimerTask> Cell<T> {
         drop_task: Self::drop_task,
         dealloc: Self::dealloc,
         type_id: TypeId::of::<T>,
-        runs_on_shard: T::runs_on_shard,
-        left_pending_by_stop: T::left_pending_by_stop,
+        runs_on_shard: || T::runs_on_shard(TOKEN),
+        left_pending_by_stop: || T::left_pending_by_stop(TOKEN),
     };
 
     /// # Safety
@@ -121,14 +122,14 @@ impl<T: TimerTask> Cell<T> {
     /// As for [`Cell::take`].
     unsafe fn run(ptr: NonNull<Header>) {
         // SAFETY: passed on from the caller.
-        unsafe { Self::take(ptr) }.run_unboxed();
+        unsafe { Self::take(ptr) }.run_unboxed(TOKEN);
     }
 
     /// # Safety
     /// As for [`Cell::take`].
     unsafe fn cancelled(ptr: NonNull<Header>) {
         // SAFETY: passed on from the caller.
-        unsafe { Self::take(ptr) }.cancelled_unboxed();
+        unsafe { Self::take(ptr) }.cancelled_unboxed(TOKEN);
     }
 
     /// # Safety

@@ -77,6 +77,7 @@
 use crate::error::{ScheduleError, Stopped};
 use crate::service::TimerService;
 use crate::task::TimerTask;
+use crate::task::sealed::Token;
 use crate::timeout::{Timeout, TimeoutState};
 use std::fmt;
 use std::future::Future;
@@ -113,7 +114,7 @@ use std::time::{Duration, Instant};
 ///   [`max_pending_per_shard`](crate::Builder::max_pending_per_shard)). Tokio's `Sleep`
 ///   panics the same way when its timer is at capacity;
 /// - it must register from a task running on one of its own service's shard threads
-///   (without [`offload`](crate::Builder::offload)): only that thread could wake it.
+///   (without `Builder::offload`, the `offload` feature): only that thread could wake it.
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     service: TimerService,
@@ -184,19 +185,19 @@ impl TimerTask for WakeTask {
     }
 
     /// Runs in place, unboxed: the drop wakes.
-    fn run_unboxed(self) {
+    fn run_unboxed(self, _: Token) {
         drop(self);
     }
 
     /// The sleep's own cancel (a `Sleep` dropped, moved to another waker, or disarmed):
     /// nothing to wake.
-    fn cancelled_unboxed(self) {
+    fn cancelled_unboxed(self, _: Token) {
         self.silence();
     }
 
     /// A wake-up is the crate's own short work: it runs on the shard even with offload, so
     /// a busy pool delays no sleep (and a task on the pool may block on one).
-    fn runs_on_shard() -> bool {
+    fn runs_on_shard(_: Token) -> bool {
         true
     }
 }
@@ -351,10 +352,7 @@ impl Sleep {
         // service just stopped: look again.
         let tick = timeout.entry.state().load().deadline();
         if !timeout.cancel() {
-            return match timeout.state() {
-                TimeoutState::Expired => Poll::Ready(Ok(())),
-                _ => Poll::Ready(this.stopped_at(tick)),
-            };
+            return Poll::Pending;
         }
         this.arm(tick, cx.waker())
     }
