@@ -15,20 +15,31 @@ pub enum ScheduleError<T> {
     Shutdown(T),
     /// `schedule_on` named a shard index at or beyond `shard_count()`.
     NoSuchShard(T),
+    /// The shard's thread panicked (a bug in shardwheel, never a task's panic, which is
+    /// caught and counted): it takes no more timeouts, and fires none. `stop()` still hands
+    /// back what it held; [`Stats::failed_shards`](crate::Stats::failed_shards) counts such
+    /// shards.
+    ShardFailed(T),
 }
 
 impl<T> ScheduleError<T> {
     /// The task that was not scheduled.
     pub fn into_task(self) -> T {
         match self {
-            ScheduleError::Rejected(t) | ScheduleError::Shutdown(t) | ScheduleError::NoSuchShard(t) => t,
+            ScheduleError::Rejected(t)
+            | ScheduleError::Shutdown(t)
+            | ScheduleError::NoSuchShard(t)
+            | ScheduleError::ShardFailed(t) => t,
         }
     }
 
     /// A reference to the task that was not scheduled.
     pub fn task(&self) -> &T {
         match self {
-            ScheduleError::Rejected(t) | ScheduleError::Shutdown(t) | ScheduleError::NoSuchShard(t) => t,
+            ScheduleError::Rejected(t)
+            | ScheduleError::Shutdown(t)
+            | ScheduleError::NoSuchShard(t)
+            | ScheduleError::ShardFailed(t) => t,
         }
     }
 
@@ -37,6 +48,7 @@ impl<T> ScheduleError<T> {
             ScheduleError::Rejected(_) => "Rejected",
             ScheduleError::Shutdown(_) => "Shutdown",
             ScheduleError::NoSuchShard(_) => "NoSuchShard",
+            ScheduleError::ShardFailed(_) => "ShardFailed",
         }
     }
 }
@@ -53,6 +65,9 @@ impl<T> fmt::Display for ScheduleError<T> {
             ScheduleError::Rejected(_) => "timeout rejected: the shard holds max_pending_per_shard pending timeouts",
             ScheduleError::Shutdown(_) => "timeout not scheduled: the timer service is stopped",
             ScheduleError::NoSuchShard(_) => "timeout not scheduled: no shard with that index",
+            ScheduleError::ShardFailed(_) => {
+                "timeout not scheduled: the shard's thread panicked (a bug in shardwheel) and takes no more timeouts"
+            }
         })
     }
 }

@@ -63,6 +63,9 @@ pub(crate) enum Command {
     /// This entry's deadline moved earlier: file it again (or file it now, if it still
     /// waits on a stage).
     Refile(EntryRef),
+    /// Unit tests only: makes the driver panic, as a bug in it would.
+    #[cfg(test)]
+    Panic,
 }
 
 /// What became of a sent command.

@@ -265,7 +265,7 @@ impl TimerService {
         let index = self.route();
         let shard = self.shard_at(index);
         if shard.mailbox.is_closed() {
-            return Err(ScheduleError::Shutdown(task));
+            return Err(crate::service::closed_error(shard, task));
         }
         // The handle's place under `max_pending_per_shard`; given back by its cancel.
         if !shard.try_reserve() {
@@ -312,6 +312,7 @@ impl<T> ScheduleError<T> {
             ScheduleError::Rejected(t) => ScheduleError::Rejected(f(t)),
             ScheduleError::Shutdown(t) => ScheduleError::Shutdown(f(t)),
             ScheduleError::NoSuchShard(t) => ScheduleError::NoSuchShard(f(t)),
+            ScheduleError::ShardFailed(t) => ScheduleError::ShardFailed(f(t)),
         }
     }
 }

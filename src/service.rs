@@ -198,6 +198,7 @@ impl TimerService {
             stats.cancelled += shard.cancelled();
             stats.pending += shard.pending() as u64;
             stats.queued += shard.mailbox.len() as u64;
+            stats.failed_shards += u64::from(shard.has_failed());
         }
         stats.scheduled = stats.expired + stats.cancelled + stats.unfired + stats.pending;
         stats
@@ -250,7 +251,7 @@ impl TimerService {
         // that follows hands it back in `stop()`'s list, so nothing is refused that `stop()`
         // could return.
         if shard.mailbox.is_closed() && !driver::drives(shard) {
-            return Err(ScheduleError::Shutdown(task));
+            return Err(closed_error(shard, task));
         }
         if !shard.try_reserve() {
             shard.counters.rejected();
@@ -306,8 +307,14 @@ impl TimerService {
             return Ok(timeout);
         };
         timeout.shard.release();
-        Err(ScheduleError::Shutdown(task.downcast::<T>()))
+        Err(closed_error(&timeout.shard, task.downcast::<T>()))
     }
+}
+
+/// The error for a schedule that found `shard`'s mailbox closed: the service stopped, or
+/// the shard's driver failed.
+pub(crate) fn closed_error<T>(shard: &Shard, task: T) -> ScheduleError<T> {
+    if shard.has_failed() { ScheduleError::ShardFailed(task) } else { ScheduleError::Shutdown(task) }
 }
 
 impl Inner {

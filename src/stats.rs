@@ -28,6 +28,9 @@ pub struct Stats {
     pub pending: u64,
     /// Timeouts handed back, unfired, by `stop()`.
     pub unfired: u64,
+    /// Shards whose thread panicked (a bug in shardwheel, never a task's panic): each takes
+    /// no more timeouts ([`ScheduleError::ShardFailed`](crate::ScheduleError::ShardFailed)).
+    pub failed_shards: u64,
     /// Times a shard thread woke from sleep. A shard with nothing to do does not wake; one
     /// whose earliest timeouts were cancelled wakes at most once more, at the tick it had
     /// promised (so that producers need not wake it for every new arm); a thread that armed

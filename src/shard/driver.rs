@@ -79,28 +79,17 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
             taken: Vec::with_capacity(stage::CAPACITY),
         })
     });
-    let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
-    // The wake-up tick last announced to producers (see `keep_promise`).
-    let mut promised = None;
-    while !shard.mailbox.is_closed() {
-        let mut turn = with_local(|local| local.turn(&mut batch));
-        if !batch.is_empty() {
-            match &offload {
-                None => run_tasks(&shard, &mut batch),
-                Some(pool) => offload_tasks(&shard, &mut batch, pool),
-            }
-            // The tasks may have filed timeouts straight into the wheel: decide again.
-            if let Turn::Idle(_) = turn {
-                turn = with_local(|local| local.idle());
-            }
-        }
-        if let Turn::Idle(next) = turn {
-            promised = keep_promise(next, promised, shard.clock.now_tick());
-            sleep(&shard, promised);
-        }
+    // Tasks' panics are caught where they run; one that reaches here is the driver's own (a
+    // bug). A shard that died with its mailbox open would take arms that never fire: close
+    // it, so that later schedules fail (`ScheduleError::ShardFailed`), and hand back what
+    // can still be taken.
+    if catch_unwind(AssertUnwindSafe(|| drive(&shard, offload.as_ref()))).is_err() {
+        shard.fail();
     }
     let mut local = LOCAL.with(|l| l.borrow_mut().take()).expect("the driver's state is set above");
-    let taken_back = local.shut_down();
+    // After a failure the wheel may be mid-change: a second panic hands back nothing more
+    // rather than unwind out of the thread (the panic message is printed either way).
+    let taken_back = catch_unwind(AssertUnwindSafe(|| local.shut_down())).unwrap_or_default();
     // SeqCst, as the mailbox's `closed` it was stored before: this thread saw `closed`, so
     // it sees the flag if the service's last drop set it.
     if shard.abandoned.load(Ordering::SeqCst) {
@@ -116,6 +105,30 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
         return Vec::new();
     }
     taken_back
+}
+
+/// The driver's loop: turns until the mailbox is closed.
+fn drive(shard: &Arc<Shard>, offload: Option<&PlainArc<Pool>>) {
+    let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
+    // The wake-up tick last announced to producers (see `keep_promise`).
+    let mut promised = None;
+    while !shard.mailbox.is_closed() {
+        let mut turn = with_local(|local| local.turn(&mut batch));
+        if !batch.is_empty() {
+            match offload {
+                None => run_tasks(shard, &mut batch),
+                Some(pool) => offload_tasks(shard, &mut batch, pool),
+            }
+            // The tasks may have filed timeouts straight into the wheel: decide again.
+            if let Turn::Idle(_) = turn {
+                turn = with_local(|local| local.idle());
+            }
+        }
+        if let Turn::Idle(next) = turn {
+            promised = keep_promise(next, promised, shard.clock.now_tick());
+            sleep(shard, promised);
+        }
+    }
 }
 
 /// Files a timeout armed on this shard's own thread straight into the wheel. Hands the
@@ -264,6 +277,8 @@ impl Local {
                 Some(Command::Arm(entry)) => self.arm(entry),
                 Some(Command::Unlink(entry)) => self.unlink(entry),
                 Some(Command::Refile(entry)) => self.refile(entry),
+                #[cfg(test)]
+                Some(Command::Panic) => panic!("a panic injected into the shard's driver (a test)"),
                 None => return false,
             }
         }
@@ -485,6 +500,39 @@ fn sleep(shard: &Shard, next: Option<u64>) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::keep_promise;
+    use crate::error::ScheduleError;
+    use crate::mailbox::{Command, Sent};
+    use crate::{TimeoutState, TimerService};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    /// A driver that panics (a bug, injected here) closes its shard: later schedules there
+    /// fail with `ShardFailed` and hand the task back, the other shards go on, and `stop()`
+    /// still hands back what the failed shard held (it used to re-raise the panic, and
+    /// schedules went on into a mailbox nobody read).
+    #[test]
+    fn a_driver_that_panics_closes_its_shard_and_stop_hands_back_what_it_held() {
+        let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
+        let held = timers.schedule_on(0, Duration::from_secs(3600), || {}).unwrap();
+        assert_eq!(timers.shard_at(0).mailbox.send(Command::Panic, None), Sent::Delivered);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while timers.stats().failed_shards == 0 {
+            assert!(Instant::now() < deadline, "the shard is marked failed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(timers.stats().failed_shards, 1);
+        assert!(!timers.is_stopped(), "one shard failed; the service is not stopped");
+        match timers.schedule_on(0, Duration::from_millis(1), || assert_eq!(7, 7)) {
+            Err(ScheduleError::ShardFailed(task)) => task(),
+            other => panic!("expected ShardFailed, got {other:?}"),
+        }
+        let (tx, rx) = mpsc::channel();
+        timers.schedule_on(1, Duration::from_millis(1), move || tx.send(()).unwrap()).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(()), "the other shard still fires");
+        let unfired = timers.stop().expect("stop does not re-raise the shard's panic");
+        assert!(unfired.iter().any(|u| u.timeout().ptr_eq(&held)), "the failed shard's timeout is handed back");
+        assert_eq!(held.state(), TimeoutState::Cancelled);
+    }
 
     #[test]
     fn a_promised_wake_up_is_kept_until_it_passes() {

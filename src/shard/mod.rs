@@ -43,6 +43,9 @@ pub(crate) struct Shard {
     /// what the shard takes back as it stops, so the shard drops it itself (see
     /// `driver::run`).
     pub(crate) abandoned: AtomicBool,
+    /// Set when the shard's driver panicked (a bug): it takes no more timeouts
+    /// (`ScheduleError::ShardFailed`).
+    failed: AtomicBool,
     /// `usize::MAX` when unbounded.
     max_pending: usize,
     pending: CachePadded<AtomicUsize>,
@@ -59,9 +62,22 @@ impl Shard {
             counts: Slots::new(),
             returned: Returned::new(),
             abandoned: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The driver panicked: marks the shard failed, then closes its mailbox, so that a
+    /// schedule that finds it closed also finds why.
+    pub(crate) fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        self.mailbox.close();
+    }
+
+    /// Whether the shard's driver panicked (then its mailbox is closed too).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
     }
 
     /// Whether a `max_pending_per_shard` limit is set (then `pending` is counted in one
