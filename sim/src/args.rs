@@ -266,6 +266,24 @@ pub(crate) mod tests {
         assert!(w.contains("--rate 1,000 is too low") && w.contains("not longer than the idle timeout"), "{w}");
     }
 
+    /// The simulator runs that CI (`.ci/run`) and the README give, as written there, raise no
+    /// warning: a run CI relies on must not be one the simulator says misses its point.
+    #[test]
+    fn the_ci_and_readme_runs_raise_no_warning() {
+        let (ci, readme) = (include_str!("../../.ci/run"), include_str!("../../README.md"));
+        let runs: Vec<_> = [ci, readme]
+            .iter()
+            .flat_map(|text| text.split("cargo run --release -- ").skip(1))
+            .map(|rest| rest.split(['`', '#', '|', '\n']).next().unwrap_or_default())
+            .filter(|args| !args.contains("--help"))
+            .collect();
+        assert!(runs.iter().filter(|args| args.contains("--duration-secs 2")).count() >= 3, "{runs:?}");
+        for args in runs {
+            let config = parse_str(args).unwrap_or_else(|e| panic!("{args}: {e}")).0;
+            assert!(config.warnings().is_empty(), "{args}: {:?}", config.warnings());
+        }
+    }
+
     #[test]
     fn bad_arguments_are_usage_errors_with_status_2() {
         for (bad, says) in [

@@ -2,12 +2,12 @@
 //! sends, paced at its share of the activity rate.
 
 use crate::args::Config;
+use crate::scenario::sleep_until;
 use crate::tally::{Counts, DeadlineTable, Shared, Task, What};
 use crate::timer::SimTimer;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// Most events a producer does between two looks at the clock and the stop flag when it is
@@ -194,9 +194,9 @@ impl<T: SimTimer> Producer<T> {
         while !stop.load(Ordering::Relaxed) {
             let due = (start.elapsed().as_secs_f64() * rate) as u64;
             if due <= done {
-                // Ahead of schedule: sleep until the next batch is due.
-                let next = start + Duration::from_secs_f64((done + batch) as f64 / rate);
-                thread::sleep(next.saturating_duration_since(Instant::now()));
+                // Ahead of schedule: sleep until the next batch is due, or the stop (at a low
+                // rate the next batch may be due long after the end of the run).
+                sleep_until(start + Duration::from_secs_f64((done + batch) as f64 / rate), stop);
                 continue;
             }
             let n = (due - done).min(MAX_BURST);

@@ -25,6 +25,12 @@ use std::fmt::Write as _;
 /// Width of the label column.
 const LABEL: usize = 34;
 
+/// What the self-check's PASS or FAIL is, and what the design bar's "met" or "NOT met" is
+/// not: a reader must not take a bar missed on a loaded machine for a failed run.
+const VERDICT: &str = "— the run's pass/fail verdict (correctness; the exit status follows it)";
+const PERFORMANCE: &str =
+    "(a performance figure: it depends on the machine and its load; not part of the verdict below)";
+
 /// Writes one line to a [`Text`] (a `String`: writing cannot fail).
 macro_rules! ln {
     ($w:expr, $($fmt:tt)*) => {
@@ -77,8 +83,9 @@ pub fn text(c: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> Stri
     }
     let (verdict, total) = (if figures::passed(o) { "PASS" } else { "FAIL" }, secs(o.total));
     let more = if verbose { "" } else { "; --verbose for every table" };
-    ln!(w, "\nSelf-check: {verdict}  (total run time {total}, setup and teardown included{more})");
+    ln!(w, "\nSelf-check: {verdict}  {VERDICT}");
     w.checks(&figures::checks(o));
+    ln!(w, "  (total run time {total}, setup and teardown included{more})");
     std::mem::take(&mut w.out)
 }
 
@@ -169,7 +176,7 @@ fn lateness(w: &mut Text, o: &Outcome) {
     if w.verbose {
         let tick = ms_setting(o.tick);
         ln!(w, "  (task ran − requested deadline; expect up to a tick, {tick}, plus the timer thread's wake-up;");
-        ln!(w, "  sleep: how late a plain thread::sleep({tick}) woke up meanwhile: the machine's own noise)");
+        ln!(w, "  sleep: how late a plain sleep of {tick} woke up meanwhile: the machine's own noise)");
     }
     if let Some(met) = o.bar_met() {
         let (bar, worst) = (ms(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
@@ -178,6 +185,7 @@ fn lateness(w: &mut Text, o: &Outcome) {
             "design bar p99 ≤ 1 tick + 0.5 ms",
             format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
         );
+        ln!(w, "  {PERFORMANCE}");
     }
     let how =
         if o.unfired_listed.is_some() { "handed back by stop()" } else { "dropped by the timer or with the handles" };
@@ -307,7 +315,8 @@ pub(crate) mod tests {
     fn text_reports_short_verbose_and_compared() {
         let o = outcome("shardwheel", 1);
         let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
-        assert!(short.lines().count() <= 30, "{} lines:\n{short}", short.lines().count());
+        // One screen: 31 lines, of which 2 say what the verdict is and what the design bar is.
+        assert!(short.lines().count() <= 31, "{} lines:\n{short}", short.lines().count());
         assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
         for section in
             ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"]
@@ -323,6 +332,20 @@ pub(crate) mod tests {
         }
         assert!(short.contains("vs netty-wheel") && short.contains("3.00×"), "{short}");
         assert_eq!([ratio(Some(5.871)), ratio(Some(f64::INFINITY)), ratio(None)], ["5.87×", "∞", "—"]);
+    }
+
+    /// A design bar missed, with the self-check passed: the report says which line is the
+    /// verdict, and that the bar is a performance figure that fails nothing.
+    #[test]
+    fn the_verdict_and_the_design_bar_are_told_apart() {
+        let o = outcome("shardwheel", 10);
+        assert_eq!((o.bar_met(), figures::passed(&o)), (Some(false), true));
+        let short = text(&config(), &[], &o, false);
+        let lines: Vec<_> = short.lines().collect();
+        let bar = lines.iter().position(|l| l.contains("design bar") && l.contains("NOT met")).expect(&short);
+        assert!(lines[bar + 1].contains("a performance figure: it depends on the machine"), "{short}");
+        assert!(lines[bar + 1].contains("not part of the verdict"), "{short}");
+        assert!(short.contains("Self-check: PASS  — the run's pass/fail verdict (correctness; the exit status"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::timer::SimTimer;
 use crate::units::group;
 use shardwheel::Stats;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::thread::{self, Scope, ScopedJoinHandle};
+use std::thread::{self, Scope, ScopedJoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 /// Everything the reports need about one timer's run. Per-kind figures are `[idle, request]`.
@@ -109,13 +109,37 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     o
 }
 
-/// Sets the stop flag when dropped: if the main thread unwinds out of the steady state, the
-/// producers and the baseline thread still finish, so that the scope can join them.
-struct StopOnDrop<'a>(&'a AtomicBool);
+/// The end of the steady state: when dropped, sets the stop flag and wakes every thread that
+/// waits for it (the producers between batches, the baseline within its tick), so that the
+/// scope joins them at once, whatever they were sleeping for: a tick may be an hour, a slow
+/// producer's next batch seconds away. Dropped when the duration is over, and if the main
+/// thread unwinds out of the steady state.
+struct Stop<'a> {
+    flag: &'a AtomicBool,
+    sleepers: Vec<Thread>,
+}
 
-impl Drop for StopOnDrop<'_> {
+impl Drop for Stop<'_> {
     fn drop(&mut self) {
-        self.0.store(true, Relaxed);
+        // Relaxed: `unpark` synchronizes-with the `park_timeout` it wakes (std's guarantee),
+        // so the woken thread sees the flag set; one not parked sees it at its next load.
+        self.flag.store(true, Relaxed);
+        self.sleepers.iter().for_each(Thread::unpark);
+    }
+}
+
+/// Sleeps until `deadline` unless the stop comes first; true if `deadline` was reached.
+/// `park_timeout`, not `thread::sleep`: the [`Stop`] unparks the thread. A wake-up before
+/// either (spurious, or a stale unpark) parks again for the rest.
+pub fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Relaxed) {
+            return false;
+        }
+        match deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
+            Some(left) => thread::park_timeout(left),
+            None => return true,
+        }
     }
 }
 
@@ -156,8 +180,8 @@ fn drive<T: SimTimer>(
     let (setup, duration) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
     ui.line(&format!("armed in {setup:.3} s; steady state for {duration:.1} s"));
     let start = Instant::now();
-    let producers = steady(config, timer, shared, ui, producers, start);
-    o.steady = start.elapsed();
+    let (producers, lasted) = steady(config, timer, shared, ui, producers, start);
+    o.steady = lasted;
     producers
 }
 
@@ -183,7 +207,8 @@ fn arm<T: SimTimer>(config: &Config, timer: &T, shared: &'static Shared, ui: &Pr
 }
 
 /// The steady state from `start`: the producers drive activity, a baseline thread sleeps,
-/// and the main thread shows progress until the duration is over.
+/// and the main thread shows progress until the duration is over. Hands back the producers
+/// and how long the activity lasted: until the last producer stopped.
 fn steady<T: SimTimer>(
     config: &Config,
     timer: &T,
@@ -191,33 +216,40 @@ fn steady<T: SimTimer>(
     ui: &mut Progress,
     producers: Vec<Producer<T>>,
     start: Instant,
-) -> Vec<Producer<T>> {
-    let stop = &AtomicBool::new(false);
+) -> (Vec<Producer<T>>, Duration) {
+    let flag = &AtomicBool::new(false);
     thread::scope(|s| {
-        let _stop_on_unwind = StopOnDrop(stop);
+        let mut stop = Stop { flag, sleepers: Vec::with_capacity(producers.len() + 1) };
         let steady = |mut producer: Producer<T>| {
             move || {
-                producer.steady(timer, start, stop);
+                producer.steady(timer, start, flag);
                 producer
             }
         };
-        let producers: Vec<_> =
-            producers.into_iter().enumerate().map(|(p, pr)| spawn(s, p, timer, steady(pr))).collect();
-        // The baseline: how late a plain `thread::sleep(tick)` wakes up meanwhile, with the
-        // wake-ups a stall made it miss (as a timer thread would miss them).
+        let mut handles = Vec::with_capacity(producers.len());
+        for (p, producer) in producers.into_iter().enumerate() {
+            handles.push(spawn(s, p, timer, steady(producer)));
+            stop.sleepers.push(handles[p].thread().clone());
+        }
+        // The baseline: how late a plain sleep of a tick wakes up meanwhile, with the wake-ups
+        // a stall made it miss (as a timer thread would miss them). A tick cut short by the
+        // stop is not recorded.
         let (tick, us) = (config.tick, config.tick.as_micros() as u64);
         let baseline = thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, move || {
-            while !stop.load(Relaxed) {
-                let slept = Instant::now();
-                thread::sleep(tick);
+            let mut slept = Instant::now();
+            while sleep_until(slept + tick, flag) {
                 shared.sleep_lateness.record_corrected(slept.elapsed().saturating_sub(tick).as_micros() as u64, us);
+                slept = Instant::now();
             }
         });
         let baseline = baseline.expect("spawn the baseline thread");
+        stop.sleepers.push(baseline.thread().clone());
         progress(config, shared, timer, start, ui);
-        stop.store(true, Relaxed);
+        drop(stop);
+        let producers = handles.into_iter().map(join).collect();
+        let lasted = start.elapsed();
         join(baseline);
-        producers.into_iter().map(join).collect()
+        (producers, lasted)
     })
 }
 
@@ -246,4 +278,50 @@ fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Ins
         }
     }
     ui.finish();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::figures::{checks, passed};
+    use crate::timer::{shardwheel, tests::short_run};
+    use std::sync::mpsc;
+
+    /// Runs the short scenario on shardwheel with `change` applied, on a thread of its own:
+    /// the outcome, or a failure if the run is not over `grace` after its steady state's end.
+    fn run_within(change: impl FnOnce(&mut Config), grace: Duration) -> (Config, Outcome) {
+        let mut config = short_run();
+        change(&mut config);
+        let ((tx, rx), c) = (mpsc::channel(), config.clone());
+        // The send fails only if the wait below gave up: the test has failed already.
+        thread::spawn(move || _ = tx.send(run(&c, shardwheel(&c).unwrap(), true)));
+        let (duration, tick) = (config.duration, config.tick);
+        match rx.recv_timeout(duration + grace) {
+            Ok(o) => (config, o),
+            Err(_) => panic!("a run of {duration:?} with tick {tick:?} still going {grace:?} after its end"),
+        }
+    }
+
+    /// A tick longer than the run (10 s, and the largest allowed, an hour) neither stretches
+    /// the steady state nor the run (the baseline's sleep of a tick is cut short by the stop),
+    /// and the rate is reported over the time the activity ran.
+    #[test]
+    fn a_tick_longer_than_the_run_does_not_stretch_it() {
+        for tick in [Duration::from_secs(10), shardwheel::Builder::MAX_TICK] {
+            let (config, o) = run_within(|c| c.tick = tick, Duration::from_secs(3));
+            let (steady, rate) = (o.steady.as_secs_f64(), o.steady_rate(o.counts.events) / config.rate as f64);
+            assert!((0.5..0.75).contains(&steady), "tick {tick:?}: steady state {steady} s, asked 0.5 s");
+            assert!((0.7..1.01).contains(&rate), "tick {tick:?}: {rate} of the target rate reported");
+            assert!(passed(&o), "tick {tick:?}: {:#?}", checks(&o));
+        }
+    }
+
+    /// A rate so low that a producer's next batch is due long after the end (here 2 s after
+    /// the start, the run lasting 0.5 s) does not stretch the run: the stop wakes it.
+    #[test]
+    fn a_producer_waiting_for_its_next_batch_stops_with_the_run() {
+        let (_, o) = run_within(|c| c.rate = 1, Duration::from_secs(1));
+        assert!(o.steady < Duration::from_millis(750), "steady state {:?}, asked 0.5 s", o.steady);
+        assert!(passed(&o), "{:#?}", checks(&o));
+    }
 }

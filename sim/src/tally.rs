@@ -69,7 +69,7 @@ pub struct ProducerTally {
 /// Everything the threads share, leaked once per run so that tasks hold a `&'static` to it:
 /// the time origin (deadlines are ns since it), the tasks that ran, those that ran early and
 /// the earliest (ns before its deadline), the largest lateness (µs) since the progress line
-/// last took it, the lateness histograms, and how late a plain `thread::sleep(tick)` woke up
+/// last took it, the lateness histograms, and how late a plain sleep of a tick woke up
 /// meanwhile (corrected for coordinated omission: the operating system's share).
 #[derive(Debug)]
 pub struct Shared {

@@ -158,12 +158,12 @@ pub fn run_peers(config: &Config, runs: &mut Vec<crate::scenario::Outcome>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::figures::{checks, passed};
 
     /// A short scenario with expiries of both kinds, cancels and resets: half a second.
-    pub(super) fn short_run() -> Config {
+    pub(crate) fn short_run() -> Config {
         let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
             --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
             --duration-secs 0.5";
