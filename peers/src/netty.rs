@@ -183,6 +183,9 @@ impl Drop for NettyPeer {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Relaxed);
         if let Some(worker) = self.worker.take() {
+            // The worker parks for up to a tick: wake it, so that a long tick (the
+            // simulator allows an hour) does not hold the drop for that long.
+            worker.thread().unpark();
             let _ = worker.join();
         }
     }
@@ -225,7 +228,9 @@ impl Worker {
             if now >= deadline {
                 return Some(now);
             }
-            std::thread::sleep(Duration::from_nanos(deadline - now));
+            // Parked rather than slept, so that the drop can wake it (`Drop for NettyPeer`);
+            // a spurious wake-up just goes round the loop again.
+            std::thread::park_timeout(Duration::from_nanos(deadline - now));
         }
     }
 
