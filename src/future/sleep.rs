@@ -352,7 +352,10 @@ impl Sleep {
         // service just stopped: look again.
         let tick = timeout.entry.state().load().deadline();
         if !timeout.cancel() {
-            return Poll::Pending;
+            return match timeout.state() {
+                TimeoutState::Expired => Poll::Ready(Ok(())),
+                _ => Poll::Ready(this.stopped_at(tick)),
+            };
         }
         this.arm(tick, cx.waker())
     }
