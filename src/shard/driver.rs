@@ -50,6 +50,8 @@ struct Local {
     due_stages: Vec<Arc<Stage>>,
     /// Scratch for a stage's entries as it is taken.
     taken: Vec<EntryRef>,
+    /// Arms read from the mail while a stage was still due, to file once none is (`turn`).
+    deferred: Vec<EntryRef>,
 }
 
 const_thread_local! {
@@ -77,6 +79,7 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
             stages: StageWheel::new(),
             due_stages: Vec::with_capacity(STAGE_BUDGET),
             taken: Vec::with_capacity(stage::CAPACITY),
+            deferred: Vec::new(),
         })
     });
     // Tasks' panics are caught where they run; one that reaches here is the driver's own (a
@@ -184,14 +187,22 @@ enum Turn {
 impl Local {
     /// One turn: the due stages first (they hold the oldest arms of their threads), then
     /// the mail, then the wheel, each within its budget.
+    ///
+    /// Every source gets its share of every turn, so none can starve another: many threads
+    /// whose stages are always due must not hold up cancel and earlier-reset notices (the
+    /// mail), and a flood of mail must not hold up the stages. One order is kept: an arm
+    /// sent through the mail (the rare arm that cannot go on a stage) waits while a stage is
+    /// still due, since that stage may hold older arms of the same thread, which must be
+    /// filed first (`deferred`). Notices need no such wait: an unlink or refile of an entry
+    /// not yet filed is settled by the entry's state word when it is (`refile`, `arm`).
     fn turn(&mut self, batch: &mut Vec<OwnedTask>) -> Turn {
         let now = self.shard.clock.now_tick();
         let more_stages = self.take_due_stages(now);
-        // A stage still due must be taken before newer mail from its thread is filed.
-        let more_announced = !more_stages && self.drain_announcements(MAILBOX_BUDGET, now);
-        let more_mail = !more_stages && !more_announced && self.drain_mailbox(MAILBOX_BUDGET);
+        let more_announced = self.drain_announcements(MAILBOX_BUDGET, now);
+        let arms_may_file = !more_stages && !more_announced;
+        let more_mail = self.drain_mailbox(MAILBOX_BUDGET, arms_may_file);
         let more_due = self.expire(now, batch);
-        if more_stages || more_announced || more_mail || more_due {
+        if more_stages || more_announced || more_mail || more_due || !self.deferred.is_empty() {
             return Turn::Busy;
         }
         self.idle()
@@ -270,10 +281,21 @@ impl Local {
         true
     }
 
-    /// Applies up to `budget` commands; `true` if mail may remain.
-    fn drain_mailbox(&mut self, budget: usize) -> bool {
+    /// Applies up to `budget` commands; `true` if mail may remain. Arms are filed only if
+    /// `arms_may_file` (no stage is still due); until then they wait in `deferred`, in the
+    /// order they came, and are filed first when they may.
+    fn drain_mailbox(&mut self, budget: usize, arms_may_file: bool) -> bool {
+        if arms_may_file && !self.deferred.is_empty() {
+            let mut deferred = std::mem::take(&mut self.deferred);
+            for entry in deferred.drain(..) {
+                self.arm(entry);
+            }
+            // Keep the buffer's capacity.
+            self.deferred = deferred;
+        }
         for _ in 0..budget {
             match self.shard.mailbox.pop() {
+                Some(Command::Arm(entry)) if !arms_may_file => self.deferred.push(entry),
                 Some(Command::Arm(entry)) => self.arm(entry),
                 Some(Command::Unlink(entry)) => self.unlink(entry),
                 Some(Command::Refile(entry)) => self.refile(entry),
@@ -389,6 +411,8 @@ impl Local {
         while let Some(stage) = self.shard.mailbox.pop_stage() {
             stage.close(&mut staged);
         }
+        // The arms held back from the mail came before whatever is still in it.
+        staged.append(&mut self.deferred);
         while let Some(cmd) = self.shard.mailbox.pop() {
             if let Command::Arm(entry) = cmd {
                 staged.push(entry);
@@ -505,6 +529,70 @@ mod tests {
     use crate::{TimeoutState, TimerService};
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
+
+    /// Every source gets a share of every turn: with more stages due than a turn takes, the
+    /// mail (here an earlier reset's refile notice) is still read in the same turn. The
+    /// turn used to skip the mail while any stage was still due, so threads whose stages
+    /// were always due could hold cancel and reset notices back without bound.
+    #[test]
+    fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
+        use crate::clock::Clock;
+        use crate::entry::EntryRef;
+        use crate::shard::{Shard, ShardHandle};
+        use crate::stage::Stage;
+        use crate::state::Reset;
+        use crate::sync::Arc;
+
+        let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
+        let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
+        let mut local = super::Local {
+            shard: shard.clone(),
+            handle: ShardHandle::new(shard.clone()),
+            wheel: crate::wheel::Wheel::new(),
+            due: Vec::new(),
+            stages: super::StageWheel::new(),
+            due_stages: Vec::new(),
+            taken: Vec::new(),
+            deferred: Vec::new(),
+        };
+        // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
+        let now = shard.clock.now_tick();
+        let (entry, handle) = EntryRef::new_pair(now + 3_600_000, || {});
+        local.arm(entry);
+        assert_eq!(handle.state().try_reset(now), Reset::Earlier);
+        shard.mailbox.send(Command::Refile(handle.clone()), Some(now));
+        // An arm through the mail waits while stages are due (they may hold its thread's
+        // older arms), and is filed after them.
+        let (armed, armed_handle) = EntryRef::new_pair(now, || {});
+        shard.mailbox.send(Command::Arm(armed), Some(now));
+        // Twice as many due stages as a turn takes, each holding one due timeout.
+        let stages: Vec<_> = (0..2 * super::STAGE_BUDGET)
+            .map(|_| {
+                let stage = Arc::new(Stage::new());
+                let (entry, _handle) = EntryRef::new_pair(0, || {});
+                assert!(matches!(stage.push(entry, 0), crate::stage::Push::Staged(_)));
+                local.stages.file(&stage);
+                stage
+            })
+            .collect();
+        let mut batch = Vec::new();
+        assert!(matches!(local.turn(&mut batch), super::Turn::Busy), "stages are left for the next turn");
+        assert_eq!(shard.mailbox.len(), 0, "the mail was read in the same turn");
+        assert!(!batch.is_empty());
+        assert_eq!(local.deferred.len(), 1, "the arm waits for the due stages");
+        // The refiled timeout is due now: the next turns fire it.
+        for _ in 0..4 {
+            local.turn(&mut batch);
+        }
+        assert_eq!(handle.state().load(), crate::state::State::Expired { deadline: now });
+        assert!(local.deferred.is_empty());
+        assert_eq!(armed_handle.state().load(), crate::state::State::Expired { deadline: now });
+        drop(batch);
+        for stage in &stages {
+            assert!(stage.is_empty());
+        }
+        drop(local.shut_down());
+    }
 
     /// A driver that panics (a bug, injected here) closes its shard: later schedules there
     /// fail with `ShardFailed` and hand the task back, the other shards go on, and `stop()`
