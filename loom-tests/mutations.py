@@ -157,10 +157,10 @@ MUTATIONS = [
             return Poll::Pending;""",
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
     ("M31", "a cancelled sleep wakes its waker", "src/future/sleep.rs",
-     """    fn cancelled_unboxed(self) {
+     """    fn cancelled_unboxed(self, _: Token) {
         self.silence();
     }""",
-     """    fn cancelled_unboxed(self) {
+     """    fn cancelled_unboxed(self, _: Token) {
         drop(self);
     }""",
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
