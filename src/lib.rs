@@ -138,6 +138,13 @@ pub mod loom_support {
     pub fn reset_clock() {
         crate::clock::mock::reset();
         crate::loom_live::reset();
+        crate::periodic::loom_ends::reset();
+    }
+
+    /// How many series ended (`cancel()` and the like) while one of their runs was under way
+    /// (started, so allowed to call the closure after the `cancel()` returned).
+    pub fn series_ended_under_way() -> usize {
+        crate::periodic::loom_ends::under_way()
     }
 
     /// Timeout entries allocated and not yet freed.
