@@ -60,7 +60,9 @@
 //! - **Futures** for any executor: [`TimerService::sleep`], [`TimerService::sleep_until`],
 //!   [`TimerService::timeout`] and [`TimerService::interval`]. With the `hyper` cargo feature,
 //!   [`TimerService`] is a `hyper::rt::Timer`.
-//! - **Periodic timers**: [`TimerService::schedule_repeating`], one handle for the series.
+//! - **Periodic timers**: [`TimerService::schedule_repeating`], one handle for the series;
+//!   its lock-free `cancel()` returning `true` means no run that had not started calls the
+//!   closure again (one already under way finishes, and none follows).
 //! - **Offload**: with the `offload` cargo feature, `Builder::offload` runs expired tasks on a
 //!   rayon pool instead of the shard thread.
 //! - **Embedded mode**: a thread-per-core event loop owns a [`LocalWheel`] of typed payloads

@@ -375,8 +375,12 @@ impl TimerService {
     /// - A `period` shorter than the service's [`tick`](TimerService::tick), zero included,
     ///   is clamped to one tick (never a busy loop).
     /// - The handle stays [`Pending`](crate::TimeoutState::Pending) while the series lives.
-    ///   [`cancel`](Timeout::cancel) stops it: `true` iff this call ended it; a run already
-    ///   under way finishes, and none follows. [`reset`](Timeout::reset) on the handle sets
+    ///   [`cancel`](Timeout::cancel) stops it, lock-free: `true` iff this call ended it. Then
+    ///   no run that had not started calls the closure again: a run waiting, or already due
+    ///   (in the shard's batch, on the pool's queue), drops it unrun. A run that had started
+    ///   (at most one) may still be calling the closure, or about to, when `cancel` returns;
+    ///   it finishes, and none follows. `cancel` never waits for it, so the closure may
+    ///   cancel its own series. [`reset`](Timeout::reset) on the handle sets
     ///   when the series ends (it never does by default; [`deadline`](Timeout::deadline)
     ///   says when).
     /// - A run that panics ends the series (the handle is then cancelled); the panic is
