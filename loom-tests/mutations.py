@@ -181,19 +181,43 @@ MUTATIONS = [
                     self.waker = WakerId::of(waker);
                 }""",
      "loom_sleep", "handed_to_another_task_and_back_wakes_the_first"),
-    ("M37", "a run stores its successor without checking that the series still lives", "src/periodic.rs",
-     """        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if handle.is_pending() {""",
-     """        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if true {""",
+    ("M37", "a run publishes its successor with a blind store, not a CAS (ignores an ended series)", "src/periodic.rs",
+     """        match self.state.compare_exchange(RUNNING, WAITING, Ordering::Release, Ordering::Relaxed) {""",
+     """        match Ok::<u32, u32>(self.state.swap(WAITING, Ordering::Release)) {""",
      "loom_periodic", "cancel_races_a_run_firing"),
-    ("M38", "a run checks the handle before taking the lock (check, then act)", "src/periodic.rs",
-     """        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if handle.is_pending() {""",
-     """        let pending = handle.is_pending();
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if pending {""",
+    ("M38", "the series' end reads the word, then stores ENDED (check, then act)", "src/periodic.rs",
+     """        if self.state.swap(ENDED, Ordering::Acquire) == WAITING {""",
+     """        let was = self.state.load(Ordering::Acquire);
+        self.state.store(ENDED, Ordering::Relaxed);
+        if was == WAITING {""",
      "loom_periodic", "cancel_races_a_run_firing"),
+    # A series' run already in the shard's batch must not call the closure after `cancel()`
+    # returned `true` (loom-tests/periodic.rs, `cancel_races_re_arm_and_the_next_run`).
+    ("M60", "a run's start ignores an ended series (a blind swap to RUNNING)", "src/periodic.rs",
+     """        match self.state.compare_exchange(WAITING, RUNNING, Ordering::Acquire, Ordering::Acquire) {""",
+     """        match Ok::<u32, u32>(self.state.swap(RUNNING, Ordering::Acquire)) {""",
+     "loom_periodic", "cancel_races_re_arm_and_the_next_run"),
+    ("M61", "a run checks that the series lives, then starts (check, then act)", "src/periodic.rs",
+     """        match self.state.compare_exchange(WAITING, RUNNING, Ordering::Acquire, Ordering::Acquire) {""",
+     """        let seen = self.state.load(Ordering::Acquire);
+        let decided = if seen == WAITING {
+            self.state.store(RUNNING, Ordering::Relaxed);
+            Ok(seen)
+        } else {
+            Err(seen)
+        };
+        match decided {""",
+     "loom_periodic", "cancel_races_re_arm_and_the_next_run"),
+    ("M62", "a run whose start failed (the series ended) calls the closure anyway", "src/periodic.rs",
+     """            // The series ended before this run started: the closure is dropped unrun.
+            return;""",
+     """            task();
+            return;""",
+     "loom_periodic", "cancel_races_re_arm_and_the_next_run"),
+    ("M63", "the series' end cancels the waiting run but leaves the word WAITING (a fired run still starts)", "src/periodic.rs",
+     """        if self.state.swap(ENDED, Ordering::Acquire) == WAITING {""",
+     """        if self.state.load(Ordering::Acquire) == WAITING {""",
+     "loom_periodic", "cancel_races_re_arm_and_the_next_run"),
     ("M14", "expiry's CAS weakened from AcqRel to Relaxed", "src/state.rs",
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::AcqRel, Ordering::Acquire)""",
      """compare_exchange(cur, pack(EXPIRED, deadline), Ordering::Relaxed, Ordering::Relaxed)""",

@@ -60,7 +60,9 @@
 //! - **Futures** for any executor: [`TimerService::sleep`], [`TimerService::sleep_until`],
 //!   [`TimerService::timeout`] and [`TimerService::interval`]. With the `hyper` cargo feature,
 //!   [`TimerService`] is a `hyper::rt::Timer`.
-//! - **Periodic timers**: [`TimerService::schedule_repeating`], one handle for the series.
+//! - **Periodic timers**: [`TimerService::schedule_repeating`], one handle for the series;
+//!   its lock-free `cancel()` returning `true` means no run that had not started calls the
+//!   closure again (one already under way finishes, and none follows).
 //! - **Offload**: with the `offload` cargo feature, `Builder::offload` runs expired tasks on a
 //!   rayon pool instead of the shard thread.
 //! - **Embedded mode**: a thread-per-core event loop owns a [`LocalWheel`] of typed payloads
@@ -138,6 +140,13 @@ pub mod loom_support {
     pub fn reset_clock() {
         crate::clock::mock::reset();
         crate::loom_live::reset();
+        crate::periodic::loom_ends::reset();
+    }
+
+    /// How many series ended (`cancel()` and the like) while one of their runs was under way
+    /// (started, so allowed to call the closure after the `cancel()` returned).
+    pub fn series_ended_under_way() -> usize {
+        crate::periodic::loom_ends::under_way()
     }
 
     /// Timeout entries allocated and not yet freed.

@@ -3,47 +3,73 @@
 //! A timeout's state word ends once (CANCELLED and EXPIRED are final, `state.rs`), and that
 //! is what makes one CAS decide every race. So a series is not one cell re-armed again and
 //! again (that would need EXPIRED → PENDING, and a `cancel()` that lost to an expiry could
-//! no longer say the series is over). It is two kinds of cell:
+//! no longer say the series is over). It is two kinds of cell and one word:
 //!
 //! ```text
 //!  handle (the Timeout returned) ──▶ control cell: PENDING at NEVER while the series lives,
-//!                                    never filed in a wheel; task: ControlTask ─┐
-//!                                                                               ▼
-//!                                         Control { current: Mutex<Option<Timeout>> }
-//!                                                                               │ the one run
-//!  run k: a one-shot timeout on the same shard (task: Run, holding the closure) ◀┘ waiting
-//!    fires ──▶ control still pending? run the closure ──▶ schedule run k+1 (the closure moves
-//!              into its cell) ──▶ make it `current`, unless the series ended meanwhile
+//!                                    never filed; task: ControlTask ─┐
+//!                                                                    ▼
+//!                         Control { state: RUNNING | WAITING | ENDED, waiting: the run armed }
+//!                                                                    │
+//!  run k: a one-shot timeout on the same shard (task: Run, holding ◀─┘ the one run waiting
+//!  the closure) fires ──▶ start (WAITING → RUNNING)? run the closure ──▶ arm run k+1
+//!  (the closure moves into its cell) ──▶ publish it (RUNNING → WAITING), unless ENDED
 //! ```
 //!
-//! - The handle's state word says whether the series lives: PENDING while it does,
+//! Who touches what:
+//! - The handle's state word says whether `cancel()` won: PENDING while the series lives,
 //!   CANCELLED once it ended (a `cancel()`, a run that panicked, the service gone). Its
-//!   deadline is `NEVER`, and it is never filed, so the shard never fires it.
-//! - `cancel()` on the handle is the ordinary CAS; the control task's `cancelled()`, run by
-//!   the winner, takes the waiting run out of `current` and cancels it. A run that fires
-//!   first checks the handle (still pending?) before it calls the closure.
-//! - **cancel ∥ re-arm.** The run schedules its successor, then, under `current`'s lock,
-//!   stores it if the handle is still pending, or cancels it if not. The canceller takes the
-//!   lock only after its CAS. So either the run saw PENDING and stored the successor before
-//!   the canceller took the lock (the canceller takes and cancels it), or the run saw the
-//!   CAS (the run cancels it itself): the successor is cancelled exactly once, and never
-//!   left behind. The lock is held for a load and a store, never around user code. Runs are
-//!   numbered: a run can fire (and store its own successor) before the run that scheduled
-//!   it has stored it, so `current` only ever moves to a higher number.
+//!   deadline is `NEVER` and it is never filed, so the shard never fires it (unless the user
+//!   [`reset`](crate::Timeout::reset) it: then its expiry ends the series).
+//! - `Control::state`, one atomic word, says where the series stands, and decides every race
+//!   between the canceller and the runs. `Control::waiting`, a plain cell, holds the waiting
+//!   run's handle; whoever the word names owns it: the run under way while it is `RUNNING`
+//!   (also `schedule_repeating`, which is "run 0"), whoever moves it out of `WAITING` next.
+//!
+//! ```text
+//!   RUNNING ──publish (the run under way, after arming the next)──▶ WAITING
+//!      ▲                                                               │
+//!      └──────────start (the waiting run, once it fired)───────────────┘
+//!   any ──end (whoever ended the handle: cancel's winner, a panic, ...)──▶ ENDED (final)
+//! ```
+//!
+//! - **cancel.** Lock-free: the handle's CAS decides what `cancel()` returns, and its winner
+//!   runs `ControlTask::cancelled`, which swaps the word to ENDED (`Control::end`), before
+//!   `cancel()` returns. Nothing on either side waits. If the swap found WAITING, the
+//!   canceller owns the waiting run and cancels it (or, if it already fired, its start will
+//!   fail). If it found RUNNING, the run under way owns the cell and will cancel its own
+//!   successor.
+//! - **cancel ∥ run (start).** A run that fired calls the closure only if its CAS
+//!   WAITING → RUNNING wins. After `end` no start wins: a run waiting in the wheel, one in the
+//!   shard's batch, one queued on the pool: none calls the closure. A start that came before
+//!   `end` (at most one: runs never overlap) is under way; it may call the closure after
+//!   `cancel()` returned (that is what `true` cannot rule out without waiting for user code).
+//! - **cancel ∥ re-arm (publish).** The run writes its successor into the cell, then CASes
+//!   RUNNING → WAITING. If `end` came first the CAS fails and the run cancels the successor
+//!   itself; if the CAS came first, `end` finds WAITING and cancels it. Exactly once, never
+//!   left behind.
+//! - **A successor never fires before it is published**, so there is never more than one run
+//!   between start and publish, and no run can find the word RUNNING at its start. On the
+//!   shard's own thread this holds by itself (the shard fires nothing while the run under
+//!   way holds its thread); from any other thread (the pool with offload, the thread that
+//!   calls `schedule_repeating`) the run is armed at `NEVER` and moved to its due time by a
+//!   reset after it is published (`arm`): one more notice to the shard.
 //! - **A run that panics** ends the series (its handle is cancelled), and the panic goes on
 //!   to the shard, which catches it and counts it in [`Stats::panicked`](crate::Stats).
-//! - **`stop()`** hands back the waiting run, once: its task is the series. Running it runs
-//!   the closure once more (its successor is refused, which ends the series); dropping it
-//!   ends the series. Until then the handle stays pending. A run under way on the shard as
-//!   `stop()` closes it files its successor straight into the wheel (the shard's own thread,
-//!   before its final drain: `driver::drives`), and the drain hands that one back. A handle
-//!   that was [`reset`](crate::Timeout::reset) is filed, but the drain leaves it pending
-//!   rather than handing it back: one per series either way. The exception is offload: a
-//!   run under way on the pool when the shard closes has its successor refused, and
-//!   `stop()` (which does not wait for the pool) hands back nothing for that series; it
-//!   ends.
+//! - **`stop()`** hands back the waiting run, once: its task is the series (the word stays
+//!   WAITING). Running it runs the closure once more (its successor is refused, which ends
+//!   the series); dropping it ends the series. Until then the handle stays pending. A run
+//!   under way on the shard as `stop()` closes it files its successor straight into the
+//!   wheel (the shard's own thread, before its final drain: `driver::drives`), and the drain
+//!   hands that one back. A handle that was [`reset`](crate::Timeout::reset) is filed, but
+//!   the drain leaves it pending rather than handing it back: one per series either way. The
+//!   exception is offload: a run under way on the pool when the shard closes has its
+//!   successor refused, and `stop()` (which does not wait for the pool) hands back nothing
+//!   for that series; it ends.
 //! - A run dropped without running (cancelled, handed back and dropped, or dropped by a
 //!   service that is gone) ends the series: its drop cancels the handle.
+//!
+//! No lock: the shard side takes none, and `cancel()` never waits for the shard or a run.
 //!
 //! Counting: the handle counts as one pending timeout while the series lives, and each run
 //! as one more (so a live series is 2 in [`pending`](TimerService::pending)); each run that
@@ -54,47 +80,153 @@ use crate::error::ScheduleError;
 use crate::missed::{Missed, saturating_add};
 use crate::service::{TimerService, WeakTimerService};
 use crate::shard::ShardHandle;
+use crate::shard::driver;
 use crate::state::NEVER;
-use crate::sync::{Arc, Mutex};
+use crate::sync::{Arc, AtomicU32, Ordering, UnsafeCell};
 use crate::task::TimerTask;
 use crate::task::sealed::Token;
 use crate::timeout::Timeout;
+use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::{Duration, Instant};
 
-/// What a series' handle and its runs share: the run waiting now, and its number in the
-/// series.
+/// `Control::state`: a run (or `schedule_repeating`) is under way and owns `waiting`.
+const RUNNING: u32 = 0;
+/// `Control::state`: `waiting` holds the run armed next; no run is under way.
+const WAITING: u32 = 1;
+/// `Control::state`: the series is over (final).
+const ENDED: u32 = 2;
+
+/// What a series' handle and its runs share: where the series stands, and the run waiting.
 struct Control {
-    current: Mutex<(u64, Option<Timeout>)>,
+    state: AtomicU32,
+    /// Owned by whoever `state` names (module docs): never touched by two threads at once.
+    waiting: UnsafeCell<Option<Timeout>>,
 }
 
+// SAFETY: `waiting` is the only field that is not `Sync`; it is only ever reached by the one
+// thread that `state` hands it to (the run under way while RUNNING, the thread whose CAS or
+// swap moved the word out of WAITING), with that hand-over ordered by the word's
+// Release/Acquire pairs (see `publish`, `start`, `end`). `Timeout` itself is `Send`.
+unsafe impl Sync for Control {}
+
 impl Control {
-    /// The series ended: cancel the run waiting, if any.
-    fn end(&self) {
-        let waiting = self.current.lock().unwrap_or_else(|e| e.into_inner()).1.take();
-        if let Some(run) = waiting {
-            run.cancel();
+    /// A series being made: RUNNING, its maker ("run 0") owns the cell until it publishes
+    /// the first run.
+    fn new() -> Control {
+        Control { state: AtomicU32::new(RUNNING), waiting: UnsafeCell::new(None) }
+    }
+
+    /// Moves `cell`'s content out, for its owner.
+    fn take(&self) -> Option<Timeout> {
+        // SAFETY: every caller owns the cell by the word's rules (module docs): no other
+        // thread reads or writes it until the caller's next transition of `state`.
+        self.waiting.with_mut(|cell| unsafe { (*cell).take() })
+    }
+
+    /// For the run under way (RUNNING): makes `next`, which it just armed and which cannot
+    /// fire before this call, the waiting run. If the series ended meanwhile, cancels
+    /// `next` instead. Returns whether `next` is now the waiting run.
+    fn publish(&self, next: Timeout) -> bool {
+        // SAFETY: RUNNING, and the caller is the run under way: it owns the cell (`end`
+        // does not touch it while RUNNING, and no other run can start).
+        self.waiting.with_mut(|cell| unsafe { *cell = Some(next) });
+        // Release on success: pairs with the Acquire of `start`'s CAS and of `end`'s swap,
+        // whichever takes the cell next, so that they read the handle written above.
+        // Relaxed on failure: the only value it can meet is ENDED, and then the cell is
+        // still ours, last written by this thread.
+        match self.state.compare_exchange(RUNNING, WAITING, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => true,
+            Err(actual) => {
+                debug_assert_eq!(actual, ENDED, "only `end` moves the word while a run is under way");
+                // `end` found RUNNING and left the cell (and so the successor) to us.
+                if let Some(next) = self.take() {
+                    next.cancel();
+                }
+                false
+            }
         }
     }
 
-    /// Makes `next`, run number `seq`, the run waiting, unless the series ended meanwhile
-    /// (see "cancel ∥ re-arm" in the module docs). A run can fire, and store its own
-    /// successor, before the run that scheduled it gets here: the numbers keep the newest.
-    fn follow(&self, seq: u64, next: Timeout, handle: &Timeout) {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if handle.is_pending() {
-            if seq > current.0 {
-                *current = (seq, Some(next));
+    /// For a run that fired: WAITING → RUNNING. `true` iff the run may call the closure;
+    /// `false` once the series ended (the run then drops the closure unrun).
+    fn start(&self) -> bool {
+        // Acquire (success): pairs with `publish`'s Release, to read the cell it wrote.
+        // Acquire (failure): nothing is read after it, but a run that finds the series over
+        // also sees what the thread that ended it did before (as `Timeout::state` does).
+        match self.state.compare_exchange(WAITING, RUNNING, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => {
+                // The run's own handle: it fired, there is nothing left to cancel.
+                drop(self.take());
+                true
             }
-            return;
+            Err(actual) => {
+                debug_assert_eq!(actual, ENDED, "a run fires only after it was published");
+                false
+            }
         }
-        drop(current);
-        next.cancel();
+    }
+
+    /// The series ended (the handle left PENDING): no run starts from now on; the run
+    /// waiting, if any, is cancelled here. Never waits.
+    fn end(&self) {
+        // Acquire: pairs with `publish`'s Release, to read the cell if the word was WAITING.
+        // No Release needed: no thread reads the cell after seeing ENDED except the run
+        // under way, which owns it and wrote it last itself.
+        if self.state.swap(ENDED, Ordering::Acquire) == WAITING {
+            #[cfg(loom)]
+            loom_ends::record(false);
+            if let Some(waiting) = self.take() {
+                // `false` if it already fired (its start will fail) or `stop()` took it.
+                waiting.cancel();
+            }
+        } else {
+            #[cfg(loom)]
+            loom_ends::record(true);
+        }
+    }
+}
+
+impl fmt::Debug for Control {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Relaxed: a snapshot for a human; it decides nothing.
+        let state = match self.state.load(Ordering::Relaxed) {
+            RUNNING => "running",
+            WAITING => "waiting",
+            _ => "ended",
+        };
+        f.debug_struct("Control").field("state", &format_args!("{state}")).finish_non_exhaustive()
+    }
+}
+
+/// Under loom: how many series ended while a run (or the series' maker) was under way, so a
+/// model can tell a run that started before the cancel (allowed to call the closure after
+/// `cancel()` returned) from one that did not. A plain thread-local: loom runs a model's
+/// threads on one OS thread.
+#[cfg(loom)]
+pub(crate) mod loom_ends {
+    use std::cell::Cell;
+
+    std::thread_local! {
+        static UNDER_WAY: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn record(under_way: bool) {
+        UNDER_WAY.with(|n| n.set(n.get() + usize::from(under_way)));
+    }
+
+    pub(crate) fn under_way() -> usize {
+        UNDER_WAY.with(Cell::get)
+    }
+
+    pub(crate) fn reset() {
+        UNDER_WAY.with(|n| n.set(0));
     }
 }
 
 /// The task of a series' handle: it never runs on its own (its cell is never filed); a
 /// winning `cancel()` (or, for a handle the user reset, its expiry) ends the series.
+#[derive(Debug)]
 struct ControlTask(Arc<Control>);
 
 impl TimerTask for ControlTask {
@@ -126,7 +258,7 @@ impl TimerTask for ControlTask {
     }
 }
 
-/// One run of a series: a one-shot timeout that calls the closure and schedules the next.
+/// One run of a series: a one-shot timeout that calls the closure and arms the next.
 struct Run<F: FnMut() + Send + 'static> {
     /// `None` once it moved on to the next run (or back to the caller).
     task: Option<F>,
@@ -134,18 +266,29 @@ struct Run<F: FnMut() + Send + 'static> {
     control: Arc<Control>,
     service: WeakTimerService,
     shard: usize,
-    /// This run's number in the series, from 1.
-    seq: u64,
     /// When this run was due (not when it fired).
     due: Instant,
     period: Duration,
     missed: Missed,
 }
 
+impl<F: FnMut() + Send + 'static> fmt::Debug for Run<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run")
+            .field("control", &self.control)
+            .field("shard", &self.shard)
+            .field("due", &self.due)
+            .field("period", &self.period)
+            .field("missed", &self.missed)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<F: FnMut() + Send + 'static> Run<F> {
     fn fire(&mut self) {
         let Some(mut task) = self.task.take() else { return };
-        if !self.handle.is_pending() {
+        if !self.control.start() {
+            // The series ended before this run started: the closure is dropped unrun.
             return;
         }
         if let Err(panic) = catch_unwind(AssertUnwindSafe(&mut task)) {
@@ -160,12 +303,9 @@ impl<F: FnMut() + Send + 'static> Run<F> {
             return;
         };
         let next = self.successor(task, next_due);
-        match service.schedule_with(self.shard, |clock| clock.deadline_at(next_due), next) {
-            Ok(timeout) => self.control.follow(self.seq + 1, timeout, &self.handle),
-            // Refused (the service stopped, or the shard is full): dropping the run ends the
-            // series.
-            Err(refused) => drop(refused),
-        }
+        // Refused (the service stopped, or the shard is full): dropping the run ends the
+        // series.
+        let _ = arm(&service, self.shard, next_due, next, &self.control);
     }
 
     /// The next run: `task`, due at `due`.
@@ -176,12 +316,31 @@ impl<F: FnMut() + Send + 'static> Run<F> {
             control: self.control.clone(),
             service: self.service.clone(),
             shard: self.shard,
-            seq: self.seq + 1,
             due,
             period: self.period,
             missed: self.missed,
         }
     }
+}
+
+/// Arms `run` on shard `shard`, due at `due`, and publishes it as the series' waiting run
+/// (`Control::publish`), so that it cannot fire before it is published: on the shard's own
+/// thread it is filed at `due` (the shard fires nothing while this thread runs a task);
+/// from any other thread it is filed at `NEVER`, and moved to `due` once published.
+fn arm<F: FnMut() + Send + 'static>(
+    service: &TimerService,
+    shard: usize,
+    due: Instant,
+    run: Run<F>,
+    control: &Control,
+) -> Result<(), ScheduleError<Run<F>>> {
+    let on_shard = driver::drives(service.shard_at(shard));
+    let timeout = service.schedule_with(shard, |clock| if on_shard { clock.deadline_at(due) } else { NEVER }, run)?;
+    if control.publish(timeout.clone()) && !on_shard {
+        // `false` if the series ended since, or `stop()` took it back: either is final.
+        timeout.reset_at(due);
+    }
+    Ok(())
 }
 
 impl<F: FnMut() + Send + 'static> TimerTask for Run<F> {
@@ -217,8 +376,12 @@ impl TimerService {
     /// - A `period` shorter than the service's [`tick`](TimerService::tick), zero included,
     ///   is clamped to one tick (never a busy loop).
     /// - The handle stays [`Pending`](crate::TimeoutState::Pending) while the series lives.
-    ///   [`cancel`](Timeout::cancel) stops it: `true` iff this call ended it; a run already
-    ///   under way finishes, and none follows. [`reset`](Timeout::reset) on the handle sets
+    ///   [`cancel`](Timeout::cancel) stops it, lock-free: `true` iff this call ended it. Then
+    ///   no run that had not started calls the closure again: a run waiting, or already due
+    ///   (in the shard's batch, on the pool's queue), drops it unrun. A run that had started
+    ///   (at most one) may still be calling the closure, or about to, when `cancel` returns;
+    ///   it finishes, and none follows. `cancel` never waits for it, so the closure may
+    ///   cancel its own series. [`reset`](Timeout::reset) on the handle sets
     ///   when the series ends (it never does by default; [`deadline`](Timeout::deadline)
     ///   says when).
     /// - A run that panics ends the series (the handle is then cancelled); the panic is
@@ -272,7 +435,7 @@ impl TimerService {
             shard.counters.rejected();
             return Err(ScheduleError::Rejected(task));
         }
-        let control = Arc::new(Control { current: Mutex::new((0, None)) });
+        let control = Arc::new(Control::new());
         // The handle's cell: never handed to the shard, so its second reference goes now.
         let (entry, _never_filed) = EntryRef::new_pair(NEVER, ControlTask(control.clone()));
         let handle = Timeout { entry, shard: ShardHandle::new(shard.clone()) };
@@ -283,16 +446,14 @@ impl TimerService {
             control: control.clone(),
             service: self.downgrade(),
             shard: index,
-            seq: 1,
             due,
             period: period.max(self.tick()),
             missed,
         };
-        match self.schedule_with(index, |clock| clock.deadline_at(due), first) {
-            Ok(run) => {
+        match arm(self, index, due, first, &control) {
+            Ok(()) => {
                 // Counted only now: a handle that never was is not counted at all.
                 shard.counters.armed();
-                control.follow(1, run, &handle);
                 Ok(handle)
             }
             Err(refused) => {

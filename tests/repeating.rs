@@ -3,7 +3,7 @@
 //! counted; `stop()` hands the series back once; bad input.
 
 use shardwheel::{Missed, ScheduleError, TimerService};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -287,4 +287,82 @@ fn dropping_the_service_ends_its_series() {
     let handle = timers.schedule_repeating(Duration::ZERO, Duration::from_millis(1), Missed::Skip, || {}).unwrap();
     drop(timers);
     assert!(wait_until(|| handle.is_cancelled(), PATIENCE), "the series outlived its service");
+}
+
+/// What `cancel() == true` means for a series, under real threads, many times over: a run
+/// that had not started when the cancel ended the series never calls the closure, so after
+/// `cancel()` returned `true` the closure is called at most once more (by the run already
+/// under way, if any), and never after that call. The series fires every tick (its runs are
+/// almost always waiting in the wheel, in the shard's batch, or under way as the cancel
+/// lands), from a thread other than the shard's.
+#[test]
+fn after_cancel_returned_true_no_run_starts_that_had_not() {
+    let timers = one_shard();
+    for round in 0..200 {
+        let returned = Arc::new(AtomicBool::new(false));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let late = Arc::new(AtomicUsize::new(0));
+        let (told, called, seen) = (returned.clone(), calls.clone(), late.clone());
+        let handle = timers
+            .schedule_repeating(Duration::ZERO, Duration::ZERO, Missed::Burst, move || {
+                if told.load(Ordering::SeqCst) {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+                called.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        // Land the cancel at a different point of a run each round.
+        let wait = Duration::from_micros(50 * (round % 40));
+        let start = Instant::now();
+        while calls.load(Ordering::SeqCst) == 0 || start.elapsed() < wait {
+            std::hint::spin_loop();
+        }
+        assert!(handle.cancel(), "round {round}: the only cancel wins");
+        returned.store(true, Ordering::SeqCst);
+        let at_cancel = calls.load(Ordering::SeqCst);
+        // Several ticks: a run that wrongly started would have called the closure by now.
+        std::thread::sleep(timers.tick() * 5);
+        let after = calls.load(Ordering::SeqCst);
+        assert!(after <= at_cancel + 1, "round {round}: {} calls after cancel() returned true", after - at_cancel);
+        assert!(late.load(Ordering::SeqCst) <= 1, "round {round}: more than the run under way saw the cancel");
+        assert!(wait_until(|| timers.pending() == 0, PATIENCE), "round {round}: a run of the series is left");
+        assert!(
+            wait_until(|| Arc::strong_count(&calls) == 1, PATIENCE),
+            "round {round}: the closure outlived its series"
+        );
+    }
+    assert!(timers.stop().unwrap().is_empty(), "nothing of the cancelled series is handed back");
+    let stats = timers.stats();
+    assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
+}
+
+/// A run in the shard's batch behind a task that cancels the series (same shard, same turn:
+/// no run is under way as the cancel lands) never calls the closure.
+#[test]
+fn a_run_in_the_batch_behind_the_cancel_never_calls_the_closure() {
+    let timers = one_shard();
+    for round in 0..50 {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let called = calls.clone();
+        // Holds the shard from 1 ms to 11 ms: the cancelling task (due at 2 ms) and the
+        // series' first run (due at 3 ms) both expire in the turn after it, into one batch,
+        // in deadline order.
+        timers.schedule(Duration::from_millis(1), || std::thread::sleep(Duration::from_millis(10))).unwrap();
+        let handle = timers
+            .schedule_repeating(Duration::from_millis(3), Duration::from_secs(60), Missed::Skip, move || {
+                called.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let series = handle.clone();
+        timers.schedule(Duration::from_millis(2), move || tx.send(series.cancel()).unwrap()).unwrap();
+        assert!(rx.recv_timeout(PATIENCE).unwrap(), "round {round}: the cancel wins");
+        assert!(wait_until(|| timers.pending() == 0, PATIENCE), "round {round}: a run of the series is left");
+        // The run in the batch finds the series over and drops the closure unrun.
+        assert!(
+            wait_until(|| Arc::strong_count(&calls) == 1, PATIENCE),
+            "round {round}: the closure outlived its series"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "round {round}: a run not started called the closure");
+    }
 }
