@@ -43,6 +43,46 @@ impl<T> ScheduleError<T> {
         }
     }
 
+    /// The same error without its task (dropped here): a `ScheduleError<()>`, which is
+    /// `Send + Sync + 'static` whatever the task was, so `?` can turn it into a
+    /// `Box<dyn Error + Send + Sync>` or an `anyhow::Error`. Those need the error to be
+    /// `Send + Sync`, and a `ScheduleError<T>` is only when `T` is: a closure that holds an
+    /// `Rc` or a `Cell`, or any task that is not `Sync`, needs this step first. Take the
+    /// task out with [`into_task`](ScheduleError::into_task) before, if it must not be lost.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::cell::Cell;
+    /// use std::time::Duration;
+    ///
+    /// fn arm(timers: &TimerService) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    ///     let not_sync = Cell::new(0); // a `Send` but not `Sync` task
+    ///     timers
+    ///         .schedule(Duration::from_secs(1), move || not_sync.set(1))
+    ///         .map_err(|e| e.without_task())?;
+    ///     Ok(())
+    /// }
+    ///
+    /// let timers = TimerService::new()?;
+    /// timers.stop()?;
+    /// let err = arm(&timers).unwrap_err();
+    /// assert_eq!(err.to_string(), "timeout not scheduled: the timer service is stopped");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn without_task(self) -> ScheduleError<()> {
+        self.map(drop)
+    }
+
+    /// The same error, with the task mapped.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> ScheduleError<U> {
+        match self {
+            ScheduleError::Rejected(t) => ScheduleError::Rejected(f(t)),
+            ScheduleError::Shutdown(t) => ScheduleError::Shutdown(f(t)),
+            ScheduleError::NoSuchShard(t) => ScheduleError::NoSuchShard(f(t)),
+            ScheduleError::ShardFailed(t) => ScheduleError::ShardFailed(f(t)),
+        }
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             ScheduleError::Rejected(_) => "Rejected",

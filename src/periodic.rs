@@ -465,15 +465,3 @@ impl TimerService {
         }
     }
 }
-
-impl<T> ScheduleError<T> {
-    /// The same error, with the task mapped (to hand back what the caller gave).
-    fn map<U>(self, f: impl FnOnce(T) -> U) -> ScheduleError<U> {
-        match self {
-            ScheduleError::Rejected(t) => ScheduleError::Rejected(f(t)),
-            ScheduleError::Shutdown(t) => ScheduleError::Shutdown(f(t)),
-            ScheduleError::NoSuchShard(t) => ScheduleError::NoSuchShard(f(t)),
-            ScheduleError::ShardFailed(t) => ScheduleError::ShardFailed(f(t)),
-        }
-    }
-}
