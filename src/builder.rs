@@ -1,9 +1,11 @@
 //! Configuring and starting a service.
 
+use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::service::{Settings, TimerService};
 use crate::sync::plain::Arc as PlainArc;
-use std::time::Duration;
+use crate::test_clock::TestClock;
+use std::time::{Duration, Instant};
 
 /// Settings for a [`TimerService`]; [`build`](Builder::build) checks them and starts it.
 ///
@@ -142,10 +144,41 @@ impl Builder {
 
     /// Checks the settings and starts the shards.
     pub fn build(self) -> Result<TimerService, BuildError> {
+        let clock = Clock::new(Instant::now(), self.tick);
+        let settings = self.settings()?;
+        TimerService::start(settings, clock)
+    }
+
+    /// Checks the settings and starts the shards on a paused clock, for tests: time stands
+    /// still until the returned [`TestClock`] moves it, so that a test of timeouts runs in
+    /// no time and always the same way (as `tokio::time::pause` and `advance`).
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let (timers, clock) = TimerService::builder().shards(1).build_paused()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// timers.schedule(Duration::from_secs(30), move || tx.send("idle").unwrap())?;
+    /// clock.advance(Duration::from_secs(29));
+    /// assert!(rx.try_recv().is_err(), "29 s: not yet");
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(rx.try_recv(), Ok("idle"), "30 s: fired, before advance returned");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build_paused(self) -> Result<(TimerService, TestClock), BuildError> {
+        let (clock, time) = Clock::paused(Instant::now(), self.tick);
+        let settings = self.settings()?;
+        let timers = TimerService::start(settings, clock.clone())?;
+        Ok((timers.clone(), TestClock::new(clock, time, &timers)))
+    }
+
+    /// The checked settings.
+    fn settings(self) -> Result<Settings, BuildError> {
         let shards = self.validate()?;
-        TimerService::start(Settings {
+        Ok(Settings {
             shards,
-            tick: self.tick,
             max_pending_per_shard: self.max_pending_per_shard,
             pin_threads: self.pin_threads,
             thread_name: self.thread_name,

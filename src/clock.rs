@@ -6,20 +6,36 @@
 //! saturates: a deadline too far to count in ticks becomes [`NEVER`].
 
 use crate::state::NEVER;
+use crate::sync::plain::{Arc, AtomicU64};
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Clock {
     start: Instant,
     tick_nanos: u64,
     /// `⌊(2⁶⁴ − 1) / tick_nanos⌋`: divides by the tick with a multiply (see [`Clock::div`]).
     tick_inverse: u64,
+    /// A paused clock's time (`TestClock`): nanoseconds since `start`, moved only by
+    /// `TestClock::advance`. `None`: the real clock.
+    paused: Option<Arc<AtomicU64>>,
 }
 
 impl Clock {
     pub(crate) fn new(start: Instant, tick: Duration) -> Clock {
         let tick_nanos = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
-        Clock { start, tick_nanos, tick_inverse: u64::MAX / tick_nanos }
+        Clock { start, tick_nanos, tick_inverse: u64::MAX / tick_nanos, paused: None }
+    }
+
+    /// A clock that stands still at `start` until its time (the returned counter, in
+    /// nanoseconds since `start`) is moved.
+    pub(crate) fn paused(start: Instant, tick: Duration) -> (Clock, Arc<AtomicU64>) {
+        let time = Arc::new(AtomicU64::new(0));
+        (Clock { paused: Some(time.clone()), ..Clock::new(start, tick) }, time)
+    }
+
+    /// Whether this is a paused clock.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.is_some()
     }
 
     /// `n / tick_nanos`, by a multiply and one correction instead of a division (a 64-bit
@@ -127,10 +143,16 @@ impl Clock {
         self.instant_of(tick).saturating_duration_since(self.now())
     }
 
-    /// The current time: the real one, or under loom the mocked one.
-    fn now(&self) -> Instant {
+    /// The current time: the real one, a paused clock's, or under loom the mocked one.
+    #[inline]
+    pub(crate) fn now(&self) -> Instant {
         #[cfg(not(loom))]
-        return Instant::now();
+        return match &self.paused {
+            None => Instant::now(),
+            // Acquire: pairs with the Release of `TestClock::advance`, so that what the
+            // advancing thread did before is visible to whoever reads the new time.
+            Some(time) => self.start + Duration::from_nanos(time.load(crate::sync::plain::Ordering::Acquire)),
+        };
         #[cfg(loom)]
         return self.start + mock::elapsed();
     }
@@ -140,6 +162,8 @@ impl Clock {
     pub(crate) fn sleep_until(&self, tick: Option<u64>) {
         #[cfg(not(loom))]
         match tick {
+            // A paused clock's time moves only by `TestClock::advance`, which wakes the shard.
+            Some(_) if self.is_paused() => crate::sync::thread::park(),
             None => crate::sync::thread::park(),
             Some(tick) => crate::sync::thread::park_timeout(self.until(tick)),
         }

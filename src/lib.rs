@@ -107,6 +107,7 @@ mod state;
 mod stats;
 mod sync;
 mod task;
+mod test_clock;
 mod timeout;
 mod wheel;
 
@@ -118,6 +119,7 @@ pub use missed::Missed;
 pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;
 pub use task::TimerTask;
+pub use test_clock::TestClock;
 pub use timeout::{Timeout, TimeoutState, Unfired};
 
 /// Hooks for the loom models in `loom-tests/`: the mocked clock. Not part of the API.

@@ -200,6 +200,13 @@ impl Mailbox {
         self.unpark();
     }
 
+    /// Wakes the driver whatever it sleeps until (a paused clock moved: `TestClock`). As
+    /// `close`'s wake-up: the driver re-reads the clock at its next turn.
+    pub(crate) fn wake(&self) {
+        self.sleep_until.store(AWAKE, Ordering::SeqCst);
+        self.unpark();
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }

@@ -296,12 +296,13 @@ impl<F: FnMut() + Send + 'static> Run<F> {
             // On to the shard's own catch, which counts it.
             resume_unwind(panic);
         }
-        let next_due = self.missed.next_run(self.due, self.period, Instant::now());
         let Some(service) = self.service.upgrade() else {
             // Every strong handle of the service is gone: so is the series.
             self.handle.cancel();
             return;
         };
+        // The service's clock: the real one, or a paused one (`TestClock`).
+        let next_due = self.missed.next_run(self.due, self.period, service.clock().now());
         let next = self.successor(task, next_due);
         // Refused (the service stopped, or the shard is full): dropping the run ends the
         // series.
@@ -439,7 +440,7 @@ impl TimerService {
         // The handle's cell: never handed to the shard, so its second reference goes now.
         let (entry, _never_filed) = EntryRef::new_pair(NEVER, ControlTask(control.clone()));
         let handle = Timeout { entry, shard: ShardHandle::new(shard.clone()) };
-        let due = saturating_add(Instant::now(), first_delay);
+        let due = saturating_add(self.clock().now(), first_delay);
         let first = Run {
             task: Some(task),
             handle: handle.clone(),

@@ -98,7 +98,6 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct Settings {
     pub(crate) shards: usize,
-    pub(crate) tick: Duration,
     pub(crate) max_pending_per_shard: Option<usize>,
     pub(crate) pin_threads: bool,
     pub(crate) thread_name: String,
@@ -114,15 +113,14 @@ impl TimerService {
         WeakTimerService { inner: PlainArc::downgrade(&self.inner) }
     }
 
-    /// Starts the shards.
-    pub(crate) fn start(settings: Settings) -> Result<TimerService, BuildError> {
+    /// Starts the shards, on `clock` (real, or paused for a `TestClock`).
+    pub(crate) fn start(settings: Settings, clock: Clock) -> Result<TimerService, BuildError> {
         let n = settings.shards;
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
-        let clock = Clock::new(Instant::now(), settings.tick);
         #[cfg(loom)]
         let settings = Settings { pin_threads: false, ..settings };
         let shards: Box<[Arc<Shard>]> =
-            (0..n).map(|i| Arc::new(Shard::new(i, id, clock, settings.max_pending_per_shard))).collect();
+            (0..n).map(|i| Arc::new(Shard::new(i, id, clock.clone(), settings.max_pending_per_shard))).collect();
         let cores = if settings.pin_threads { pick_cores(n) } else { Vec::new() };
         let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
         for (i, shard) in inner.shards.iter().enumerate() {
@@ -227,6 +225,24 @@ impl TimerService {
     /// Whether `stop` has been called (or the service is being dropped).
     pub fn is_stopped(&self) -> bool {
         self.inner.shards.iter().all(|s| s.mailbox.is_closed())
+    }
+
+    /// After a paused clock moved (`TestClock::advance`): wakes every shard, and waits
+    /// until each has fired what is due by the clock's now and run those tasks (those handed
+    /// to an offload pool may still be running), or has stopped.
+    pub(crate) fn settle_paused(&self) {
+        let now = self.inner.clock.now_tick();
+        for shard in self.inner.shards.iter() {
+            shard.mailbox.wake();
+        }
+        for shard in self.inner.shards.iter() {
+            // Bounded by the shard's own progress: a task that blocks its shard forever
+            // blocks this too, as it would block every timeout of that shard.
+            while shard.settled() < now && !shard.mailbox.is_closed() {
+                // std's, not the facade's: a paused clock is never used under loom.
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        }
     }
 
     /// Whether the calling thread is one of this service's shard threads (running a task).

@@ -83,10 +83,12 @@ pub(crate) use const_thread_local;
 /// - atomics for the few process-wide counters that hand out ids (services, threads, cores).
 ///   They take part in no protocol, so loom need not see them, and as `static`s they could
 ///   not be loom's anyway;
+/// - the time of a paused clock (`TestClock`), which only tests move and loom never sees
+///   (under loom the mocked clock stands in for every clock);
 /// - the `Arc`/`Weak` pair that holds the service's own record (`TimerService`,
 ///   `WeakTimerService`): its count decides only when the last user handle is gone, which
 ///   closes the mailboxes (a protocol loom does see); loom's `Arc` has no `Weak`.
 pub(crate) mod plain {
-    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::{Arc, Weak};
 }

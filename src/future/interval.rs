@@ -68,7 +68,7 @@ impl TimerService {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn interval(&self, period: Duration) -> Interval {
-        self.interval_at(Instant::now(), period)
+        self.interval_at(self.clock().now(), period)
     }
 
     /// Ticks every `period`, the first at `start` (see [`interval`](TimerService::interval)).
@@ -161,7 +161,7 @@ impl Interval {
     /// Polls for the next tick, with a stopped service as an error (see
     /// [`try_tick`](Interval::try_tick)).
     pub fn try_poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, Stopped>> {
-        if Instant::now() < self.next {
+        if self.now() < self.next {
             match Pin::new(&mut self.sleep).try_poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(stopped)) => return Poll::Ready(Err(stopped)),
@@ -173,7 +173,7 @@ impl Interval {
             return Poll::Ready(Err(Stopped::new()));
         }
         let due = self.next;
-        self.next = self.missed.next(due, self.period, Instant::now());
+        self.next = self.missed.next(due, self.period, self.now());
         self.sleep.reset(self.next);
         Poll::Ready(Ok(due))
     }
@@ -237,7 +237,7 @@ impl Interval {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset(&mut self) {
-        self.reset_at(saturating_add(Instant::now(), self.period));
+        self.reset_at(saturating_add(self.now(), self.period));
     }
 
     /// Restarts the schedule: the next tick is due at once, the one after it a period later.
@@ -256,7 +256,7 @@ impl Interval {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset_immediately(&mut self) {
-        self.reset_at(Instant::now());
+        self.reset_at(self.now());
     }
 
     /// Restarts the schedule: the next tick is due `after` from now.
@@ -274,7 +274,7 @@ impl Interval {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(saturating_add(Instant::now(), after));
+        self.reset_at(saturating_add(self.now(), after));
     }
 
     /// Restarts the schedule: the next tick is due at `at` (never before it), then one every
@@ -295,6 +295,11 @@ impl Interval {
     pub fn reset_at(&mut self, at: Instant) {
         self.next = at;
         self.sleep.reset(self.next);
+    }
+
+    /// The service clock's now (the real one, or a paused `TestClock`'s).
+    fn now(&self) -> Instant {
+        self.sleep.service().clock().now()
     }
 }
 

@@ -177,7 +177,7 @@ impl<T> LocalWheel<T> {
         LocalWheel {
             wheel: Wheel::with_capacity(capacity),
             slots: Slots::new(seed.unwrap_or_else(next_seed)),
-            shared: Arc::new(Shared::new(clock, notifier)),
+            shared: Arc::new(Shared::new(clock.clone(), notifier)),
             clock,
             now: start,
             now_nanos: 0,

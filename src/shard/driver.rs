@@ -52,6 +52,8 @@ struct Local {
     taken: Vec<EntryRef>,
     /// Arms read from the mail while a stage was still due, to file once none is (`turn`).
     deferred: Vec<EntryRef>,
+    /// The tick the last turn polled the wheel to.
+    polled: u64,
 }
 
 const_thread_local! {
@@ -80,6 +82,7 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
             due_stages: Vec::with_capacity(STAGE_BUDGET),
             taken: Vec::with_capacity(stage::CAPACITY),
             deferred: Vec::new(),
+            polled: 0,
         })
     });
     // Tasks' panics are caught where they run; one that reaches here is the driver's own (a
@@ -128,6 +131,11 @@ fn drive(shard: &Arc<Shard>, offload: Option<&PlainArc<Pool>>) {
             }
         }
         if let Turn::Idle(next) = turn {
+            if shard.clock.is_paused() {
+                // Everything due by the turn's now has fired and run: `TestClock::advance`
+                // may return.
+                shard.settle(with_local(|local| local.polled));
+            }
             promised = keep_promise(next, promised, shard.clock.now_tick());
             sleep(shard, promised);
         }
@@ -197,6 +205,7 @@ impl Local {
     /// not yet filed is settled by the entry's state word when it is (`refile`, `arm`).
     fn turn(&mut self, batch: &mut Vec<OwnedTask>) -> Turn {
         let now = self.shard.clock.now_tick();
+        self.polled = now;
         let more_stages = self.take_due_stages(now);
         let more_announced = self.drain_announcements(MAILBOX_BUDGET, now);
         let arms_may_file = !more_stages && !more_announced;
@@ -554,6 +563,7 @@ mod tests {
             due_stages: Vec::new(),
             taken: Vec::new(),
             deferred: Vec::new(),
+            polled: 0,
         };
         // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
         let now = shard.clock.now_tick();

@@ -25,7 +25,7 @@ use crate::counts::Slots;
 use crate::entry::Returned;
 use crate::mailbox::Mailbox;
 use crate::stats::Counters;
-use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
 #[derive(Debug)]
@@ -46,6 +46,9 @@ pub(crate) struct Shard {
     /// Set when the shard's driver panicked (a bug): it takes no more timeouts
     /// (`ScheduleError::ShardFailed`).
     failed: AtomicBool,
+    /// On a paused clock (`TestClock`): the tick through which the driver has fired
+    /// everything due and run those tasks, published as it goes idle.
+    settled: AtomicU64,
     /// `usize::MAX` when unbounded.
     max_pending: usize,
     pending: CachePadded<AtomicUsize>,
@@ -63,6 +66,7 @@ impl Shard {
             returned: Returned::new(),
             abandoned: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            settled: AtomicU64::new(0),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
@@ -73,6 +77,20 @@ impl Shard {
     pub(crate) fn fail(&self) {
         self.failed.store(true, Ordering::SeqCst);
         self.mailbox.close();
+    }
+
+    /// Driver only, on a paused clock, as it goes idle: everything due by `tick` has fired,
+    /// and its tasks have run.
+    pub(crate) fn settle(&self, tick: u64) {
+        // Release: the tasks' effects before the tick; pairs with the Acquire in `settled`,
+        // so that `TestClock::advance` returns with them visible.
+        self.settled.store(tick, Ordering::Release);
+    }
+
+    /// The tick the driver last settled at (see `settle`).
+    pub(crate) fn settled(&self) -> u64 {
+        // Acquire: see `settle`.
+        self.settled.load(Ordering::Acquire)
     }
 
     /// Whether the shard's driver panicked (then its mailbox is closed too).

@@ -1,0 +1,147 @@
+//! A paused clock (`Builder::build_paused`, `TestClock`): timeouts, sleeps, `timeout` and
+//! intervals move only when the test advances the clock, fire exactly at the first tick at or
+//! after their deadline (never before), and an hour passes in no time. Under tokio and under
+//! futures-executor.
+
+use shardwheel::{Elapsed, Missed, TimerService};
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+#[test]
+fn timeouts_fire_exactly_when_the_clock_reaches_them_and_never_before() {
+    let (timers, clock) = TimerService::builder().shards(2).pin_threads(false).build_paused().unwrap();
+    let real = Instant::now();
+    let fired = Arc::new(AtomicUsize::new(0));
+    // Deadlines 1 ms .. 1000 ms apart, on both shards.
+    for ms in 1..=1000u64 {
+        let fired = fired.clone();
+        timers
+            .schedule_on((ms % 2) as usize, Duration::from_millis(ms), move || {
+                fired.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+    }
+    for step in 1..=1000u64 {
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(fired.load(Ordering::SeqCst) as u64, step, "after {step} ms exactly {step} have fired");
+    }
+    // An hour of timer time, at once.
+    let (tx, rx) = mpsc::channel();
+    timers.schedule(Duration::from_secs(3600), move || tx.send(()).unwrap()).unwrap();
+    clock.advance(Duration::from_secs(3599));
+    assert!(rx.try_recv().is_err(), "not a second early");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(rx.try_recv(), Ok(()));
+    assert!(real.elapsed() < Duration::from_secs(60), "an hour and a second passed in real time");
+    assert_eq!(clock.elapsed(), Duration::from_secs(3601));
+    assert_eq!(timers.pending(), 0);
+}
+
+#[test]
+fn deadlines_are_on_the_paused_timeline() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let at = clock.now() + Duration::from_secs(10);
+    let (tx, rx) = mpsc::channel();
+    let timeout = timers.schedule_at(at, move || tx.send(()).unwrap()).unwrap();
+    assert_eq!(timeout.deadline(), at);
+    let reset = clock.now() + Duration::from_secs(20);
+    assert!(timeout.reset_at(reset));
+    clock.advance(Duration::from_secs(10));
+    assert!(rx.try_recv().is_err(), "moved later");
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(rx.try_recv(), Ok(()));
+    assert_eq!(clock.now(), reset);
+}
+
+#[test]
+fn a_sleep_and_a_timeout_under_futures_executor_and_tokio() {
+    let (timers, clock) = TimerService::builder().shards(2).pin_threads(false).build_paused().unwrap();
+    // Polled by hand: pending until the clock reaches the deadline.
+    let mut sleep = pin!(timers.sleep(Duration::from_secs(60)));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
+    clock.advance(Duration::from_secs(59));
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "59 s: not yet");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Ok(())));
+
+    // futures-executor on a thread of its own, the test advancing.
+    let t = timers.clone();
+    let limited = std::thread::spawn(move || {
+        futures_executor::block_on(t.timeout(Duration::from_secs(5), std::future::pending::<()>()))
+    });
+    while timers.pending() == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(limited.join().unwrap(), Err(Elapsed::new()));
+
+    // A tokio task sleeping an hour, each task on a worker of its own.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    let t = timers.clone();
+    let start = clock.now();
+    let c = clock.clone();
+    let task = rt.spawn(async move {
+        t.sleep(Duration::from_secs(3600)).await;
+        c.now()
+    });
+    while timers.pending() == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    clock.advance(Duration::from_secs(1800));
+    assert!(!task.is_finished());
+    clock.advance(Duration::from_secs(1800));
+    let woke_at = rt.block_on(task).unwrap();
+    assert_eq!(woke_at - start, Duration::from_secs(3600));
+}
+
+#[test]
+fn an_interval_ticks_on_the_paused_clock() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let mut every = timers.interval(Duration::from_secs(1));
+    let start = futures_executor::block_on(every.tick());
+    assert_eq!(start, clock.now(), "the first tick at once");
+    let mut cx = Context::from_waker(Waker::noop());
+    for k in 1..=5u32 {
+        assert!(every.poll_tick(&mut cx).is_pending());
+        clock.advance(Duration::from_millis(999));
+        assert!(every.poll_tick(&mut cx).is_pending(), "tick {k}: a millisecond early");
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(every.poll_tick(&mut cx), Poll::Ready(start + Duration::from_secs(u64::from(k))));
+    }
+}
+
+#[test]
+fn a_series_runs_once_per_period_of_paused_time() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let series = timers
+        .schedule_repeating(Duration::from_secs(10), Duration::from_secs(10), Missed::Skip, move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    for k in 1..=6 {
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(runs.load(Ordering::SeqCst), k);
+    }
+    assert!(series.cancel());
+    clock.advance(Duration::from_secs(100));
+    assert_eq!(runs.load(Ordering::SeqCst), 6);
+}
+
+#[test]
+fn advancing_a_stopped_or_dropped_service_only_moves_the_clock() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    timers.schedule(Duration::from_secs(1), || {}).unwrap();
+    assert_eq!(timers.stop().unwrap().len(), 1);
+    clock.advance(Duration::from_secs(2));
+    drop(timers);
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(clock.elapsed(), Duration::from_secs(4));
+    assert!(format!("{clock:?}").contains("TestClock"));
+}
