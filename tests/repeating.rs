@@ -338,16 +338,20 @@ fn after_cancel_returned_true_no_run_starts_that_had_not() {
 
 /// A run in the shard's batch behind a task that cancels the series (same shard, same turn:
 /// no run is under way as the cancel lands) never calls the closure.
+///
+/// No timing is assumed: a task holds the shard until both the cancelling task and the
+/// series' first run are due, and the cancel's deadline is before the run's whatever the
+/// pace of the test thread, so both expire into one batch, the cancel first.
 #[test]
 fn a_run_in_the_batch_behind_the_cancel_never_calls_the_closure() {
     let timers = one_shard();
     for round in 0..50 {
         let calls = Arc::new(AtomicUsize::new(0));
         let called = calls.clone();
-        // Holds the shard from 1 ms to 11 ms: the cancelling task (due at 2 ms) and the
-        // series' first run (due at 3 ms) both expire in the turn after it, into one batch,
-        // in deadline order.
-        timers.schedule(Duration::from_millis(1), || std::thread::sleep(Duration::from_millis(10))).unwrap();
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        timers.schedule(Duration::from_millis(1), move || gate.recv().unwrap()).unwrap();
+        // Taken before the series is made: the cancel is due 1 ms before its first run.
+        let before = Instant::now();
         let handle = timers
             .schedule_repeating(Duration::from_millis(3), Duration::from_secs(60), Missed::Skip, move || {
                 called.fetch_add(1, Ordering::SeqCst);
@@ -355,7 +359,10 @@ fn a_run_in_the_batch_behind_the_cancel_never_calls_the_closure() {
             .unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let series = handle.clone();
-        timers.schedule(Duration::from_millis(2), move || tx.send(series.cancel()).unwrap()).unwrap();
+        timers.schedule_at(before + Duration::from_millis(2), move || tx.send(series.cancel()).unwrap()).unwrap();
+        // Both due (with a tick to spare), then let the shard go on.
+        std::thread::sleep((before + Duration::from_millis(5)).saturating_duration_since(Instant::now()));
+        release.send(()).unwrap();
         assert!(rx.recv_timeout(PATIENCE).unwrap(), "round {round}: the cancel wins");
         assert!(wait_until(|| timers.pending() == 0, PATIENCE), "round {round}: a run of the series is left");
         // The run in the batch finds the series over and drops the closure unrun.
