@@ -81,6 +81,8 @@
 //!   hands it back.
 //! - Every error hands the task back; bad input is an error, never a panic.
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly) labels the feature-gated items with their feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
 mod clock;
