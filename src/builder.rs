@@ -137,6 +137,7 @@ impl Builder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "offload")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "offload")))]
     pub fn offload(mut self, pool: rayon::ThreadPool) -> Self {
         self.offload = Some(PlainArc::new(pool));
         self
@@ -216,8 +217,8 @@ impl Builder {
     }
 }
 
-/// The ways in: here rather than in `service.rs`, so that the service does not depend on
-/// its builder (the builder starts the service, not the other way round).
+// The ways in: here rather than in `service.rs`, so that the service does not depend on
+// its builder (the builder starts the service, not the other way round).
 impl TimerService {
     /// A service with the default settings (see [`Builder`]).
     pub fn new() -> Result<TimerService, BuildError> {

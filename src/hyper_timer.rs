@@ -12,6 +12,7 @@ use crate::service::TimerService;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 impl hyper::rt::Sleep for Sleep {}
 
 /// hyper's timeouts (`header_read_timeout`, keep-alive, ...) on the service's shards.
@@ -25,6 +26,7 @@ impl hyper::rt::Sleep for Sleep {}
 /// http1.timer(timers.clone()).header_read_timeout(Duration::from_secs(5));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 impl hyper::rt::Timer for TimerService {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(TimerService::sleep(self, duration))

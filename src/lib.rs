@@ -39,7 +39,8 @@
 //!   wake-ups at all.
 //! - **Routing.** A task that schedules from its own shard thread files the timeout straight
 //!   into that wheel. Any other thread has a home shard, fixed for its life, and reaches it
-//!   through the shard's lock-free mailbox; it wakes the shard only if its deadline is
+//!   through its stage there (below) and the shard's lock-free mailbox; it wakes the shard
+//!   only if its deadline is
 //!   earlier than the one the shard sleeps until.
 //!   [`TimerService::schedule_on`] picks a shard explicitly.
 //! - **Stages.** A thread's arms first wait on its own ring for that shard (its stage), whose
@@ -47,9 +48,13 @@
 //!   earliest deadline on it. When the ring fills, the thread drops the timeouts it has
 //!   cancelled meanwhile, in its own cache, and keeps the rest: a timeout armed and cancelled
 //!   by one thread (the request-timeout pattern) never reaches its shard at all. No lock is
-//!   taken on the way, and arms and cancels are counted in per-thread slots, so producers
-//!   do not wait for each other or for the shard, and write no line another producer writes:
-//!   a [`Timeout`] keeps its shard alive through a handle counted per (thread, shard).
+//!   taken on the way. Arms and cancels are counted in per-thread slots, and a [`Timeout`]
+//!   keeps its shard alive through a handle counted per (thread, shard), so no call writes a
+//!   counter another producer writes. What the producers of one shard do share is its
+//!   mailbox, for the messages they must send it (a stage that came due earlier, the cancel
+//!   of a timeout it has filed, an earlier deadline), and the queue through which it hands
+//!   cells back to be freed on the threads that allocated them: a `schedule` that finds
+//!   one there frees it, moving that queue's head with a CAS.
 //! - **One state word.** Each timeout's state and deadline share one `AtomicU64`, so
 //!   [`Timeout::cancel`], [`Timeout::reset`] and the shard's expiry are each one CAS, and
 //!   exactly one of cancel and expire wins. A reset to a later deadline is nothing but that
@@ -62,7 +67,8 @@
 //!   [`TimerService`] is a `hyper::rt::Timer`.
 //! - **Periodic timers**: [`TimerService::schedule_repeating`], one handle for the series;
 //!   its lock-free `cancel()` returning `true` means no run that had not started calls the
-//!   closure again (one already under way finishes, and none follows).
+//!   closure again (one already under way, at most one, may still be calling it when
+//!   `cancel()` returns; it finishes, and none follows).
 //! - **Offload**: with the `offload` cargo feature, `Builder::offload` runs expired tasks on a
 //!   rayon pool instead of the shard thread.
 //! - **Embedded mode**: a thread-per-core event loop owns a [`LocalWheel`] of typed payloads
@@ -78,9 +84,16 @@
 //!   in either order, even when one arm happens-before the other (ordering them would take a
 //!   sequence number shared by every producer).
 //! - A timeout ends exactly once: it fires, or a `cancel()` returns true for it, or `stop()`
-//!   hands it back.
-//! - Every error hands the task back; bad input is an error, never a panic.
+//!   hands it back. A `cancel()` that returns true means the task never runs (for a series:
+//!   see above).
+//! - Every error hands the task back; bad input is an error, never a panic. The futures
+//!   are the exception, as tokio's are: one whose deadline had not come when its service
+//!   was stopped panics when polled, with [`Stopped`]'s message, rather than complete early
+//!   or wait forever; [`Sleep::try_poll`], [`WithTimeout::try_poll`] and
+//!   [`Interval::try_tick`] return `Err(Stopped)` instead.
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly) labels the feature-gated items with their feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
 mod clock;

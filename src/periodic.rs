@@ -393,7 +393,9 @@ impl TimerService {
     ///   `Builder::offload` (the `offload` feature), a run under way on the pool during `stop()`
     ///   ends its series instead, and nothing is handed back for it.
     /// - While the series lives, [`pending`](TimerService::pending) counts it twice: the
-    ///   handle and the waiting run. See `src/periodic.rs` for the design.
+    ///   handle and the waiting run. The design (two kinds of cell and one atomic word that
+    ///   decides cancel ∥ a run starting ∥ a run re-arming) is in the repository's design
+    ///   notes, `docs/protocols.md`.
     ///
     /// Errors, each handing `task` back: [`ScheduleError::Shutdown`] after `stop()`,
     /// [`ScheduleError::Rejected`] if the shard cannot take the handle and the first run.

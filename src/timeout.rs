@@ -51,6 +51,11 @@ impl Timeout {
     /// [`cancelled`](TimerTask::cancelled) has run on this thread, and the task has been
     /// dropped, all before `cancel` returns.
     ///
+    /// For the handle of a series ([`schedule_repeating`](crate::TimerService::schedule_repeating)),
+    /// `true` means the series is over: no run that had not started calls the closure
+    /// again, but one run already under way (at most one) may still be calling it when
+    /// `cancel` returns; it finishes, and none follows. `cancel` does not wait for it.
+    ///
     /// A panic in the task's `cancelled()` or in its `Drop` does not escape: it is caught,
     /// counted in [`Stats::panicked`](crate::Stats::panicked) as a panic in `run` is on a
     /// shard, and the cancel still stands (`cancel` returns `true`).

@@ -90,8 +90,11 @@ use std::time::{Duration, Instant};
 ///
 /// Registers on its first poll, not when it is made; cancelled (one compare-and-swap) when
 /// dropped. It works under any executor: the service's shard thread wakes it (with offload
-/// too). The waker protocol is in `src/future/sleep.rs` and `docs/protocols.md` §8. A `Sleep`
-/// holds a clone of its service, so the shards run for as long as a sleep lives.
+/// too). The waker is stored once, in the cell; a poll with a waker that would not wake the
+/// same task cancels that cell and registers a new one, so the shard and a poll never share
+/// a waker slot (the protocol, and the loom models that check it, are in the repository's
+/// design notes, `docs/protocols.md`). A `Sleep` holds a clone of its service, so the shards
+/// run for as long as a sleep lives.
 ///
 /// ```
 /// use shardwheel::TimerService;
