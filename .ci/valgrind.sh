@@ -5,8 +5,8 @@
 # The `unsafe` checked here lives in `src/entry/` (taking the task out of its cell after the
 # winning CAS), `src/stage.rs` (raw entry references in a stage's ring), `src/counts.rs` and
 # `src/staging.rs` (a thread's counts slot); every schedule, cancel, expiry and stop goes
-# through them. (`src/periodic.rs`'s cell is checked by loom; `src/future/with_timeout.rs`
-# is pin projection; see docs/verification.md §5.) The timing tests are left out:
+# through them; `src/periodic.rs` (a series' waiting-run cell: `repeating`) and
+# `src/future/with_timeout.rs` (pin projection: `stopped`, `test_clock`). The timing tests are left out:
 # valgrind runs code some fifty times slower, so their lateness bounds would not hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ run() {
 }
 
 run "$(build --lib)"
-for t in cancel stop reset max_pending duration_max stage torture leaks; do
+for t in cancel stop reset max_pending duration_max stage torture leaks repeating stopped test_clock; do
   run "$(build --test "$t")"
 done
 echo "valgrind: no errors"
