@@ -118,8 +118,54 @@ fn remote_reset_races_local_expiry() {
     });
 }
 
+/// A remote reset ∥ the owner's poll, then the owner's own reset (defect 2): the last reset
+/// that returned `true` wins, whichever side made it. When the owner saw the remote reset
+/// return before it reset the timer itself (`done`), its reset is the later one, and the
+/// remote reset's message, however late it is applied, must not move the timer back.
+/// Otherwise either may be last, and the deadline the wheel settles on is the one it fires
+/// at.
+#[test]
+fn owner_reset_after_a_remote_reset_wins() {
+    model("local: remote reset, then the owner's reset", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let soon = now + Duration::from_millis(5);
+        let far = now + Duration::from_secs(60);
+        let key = wheel.arm_at(now + Duration::from_millis(1), 1u32);
+        let remote = wheel.remote();
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let reset = loom::thread::spawn(move || {
+            let moved = remote.reset_at(key, now);
+            flag.store(true, Ordering::Release);
+            moved
+        });
+        let early = wheel.poll_expired(now);
+        let after = done.load(Ordering::Acquire);
+        let mine = wheel.reset_at(key, far);
+        let moved = reset.join().unwrap();
+        assert!(moved, "the timer was pending when the remote reset it");
+        if early.is_some() {
+            assert!(!mine, "it fired at the remote reset's deadline: nothing left to reset");
+            return;
+        }
+        assert!(mine);
+        wheel.drain_remote();
+        let settled = wheel.deadline(key).expect("pending");
+        if after {
+            assert_eq!(settled, far, "the owner's reset came last: it must win");
+        }
+        let fired = wheel.poll_expired(soon);
+        assert_eq!(fired.is_some(), settled <= soon, "fires at the deadline the wheel settled on");
+        if fired.is_none() {
+            assert_eq!(wheel.poll_expired(far), Some((key, 1)));
+        }
+        assert!(wheel.is_empty());
+    });
+}
+
 /// A remote arm earlier than the owner's sleep ∥ the owner going idle: either the owner sees
-/// the command before it sleeps (`next_deadline` says now), or the remote sees the sleep and
+/// the command before it sleeps (`park` says don't sleep), or the remote sees the sleep and
 /// calls the notifier. Nothing else ends the sleep here: a lost wake-up spins until loom
 /// gives up on the model.
 #[test]
@@ -132,16 +178,16 @@ fn remote_arm_races_owner_going_idle() {
         wheel.arm_at(now + Duration::from_secs(3600), 0u32);
         let remote = wheel.remote();
         let arm = loom::thread::spawn(move || remote.arm_at(now, 1).is_ok());
-        match wheel.next_deadline() {
+        wheel.park(|timeout| match timeout {
             // Mail came before the sleep was announced: no sleep.
-            Some(at) if at <= wheel.now() => {}
+            Some(timeout) if timeout.is_zero() => {}
             // Sleeping until the far timer: only the notifier ends it.
             _ => {
                 while !notified.load(Ordering::SeqCst) {
                     loom::thread::yield_now();
                 }
             }
-        }
+        });
         assert!(arm.join().unwrap());
         assert_eq!(wheel.poll_expired(now).map(|(_, p)| p), Some(1));
     });

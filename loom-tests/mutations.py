@@ -208,8 +208,8 @@ MUTATIONS = [
             return self.expire_shared(wheel_key);""",
      "loom_local", "remote_cancel_races_local_expiry"),
     ("M36", "the owner's expiry ignores a remote reset in flight", "src/state.rs",
-     """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::ResetInFlight,""",
-     """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::Fired,""",
+     """            Err(w) if w & !Self::SEQ_MASK == pending => SlotExpiry::ResetInFlight,""",
+     """            Err(w) if w & !Self::SEQ_MASK == pending => SlotExpiry::Fired,""",
      "loom_local", "remote_reset_races_local_expiry"),
     ("M39", "a remote arm does not look at `closed` again after its push", "src/local/remote.rs",
      """        if self.shared.is_closed() {
@@ -224,6 +224,11 @@ MUTATIONS = [
      """        if true {
             // `find` saw it pending""",
      "loom_local", "remote_cancel_races_owner_cancel"),
+    ("M50", "the owner applies a remote reset's message whatever its ticket (an older reset undoes a later one)",
+     "src/local/mod.rs",
+     """                        if SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
+     """                        if true || SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
+     "loom_local", "owner_reset_after_a_remote_reset_wins"),
 ]
 
 

@@ -6,7 +6,9 @@
 //! last reset); `NEVER` never fires. A key is live from its arm until it fires or is
 //! cancelled; every call with a key that is not live answers `None`/`false`. Remote
 //! commands are applied, in the order sent, at the start of the next poll; a remote cancel
-//! or reset is decided when it is made.
+//! or reset is decided when it is made. Of the resets of one timer that returned `true`,
+//! the last one made wins, whichever side made it: a remote reset's message that arrives
+//! after a later reset (the owner's, or another remote's) changes nothing.
 
 use super::*;
 use crate::error::BuildError;
@@ -83,9 +85,14 @@ struct Model {
     /// id → (effective tick, order, deadline tick)
     live: HashMap<u64, (u64, u64, u64)>,
     seq: u64,
-    /// Remote commands not yet applied: `(id, Some(tick))` arm or reset; a reset of an id
-    /// no longer live when applied is dropped.
-    mail: Vec<(u64, u64)>,
+    /// Remote commands not yet applied: `(id, tick, ticket)`, an arm (ticket 0) or a reset;
+    /// a reset of an id no longer live when applied, or older than the reset in effect, is
+    /// dropped.
+    mail: Vec<(u64, u64, u64)>,
+    /// id → the ticket of the reset in effect (owner's or remote), for ids ever reset.
+    reset_in_effect: HashMap<u64, u64>,
+    /// Every reset takes the next ticket, in the order the resets are made.
+    tickets: u64,
 }
 
 impl Model {
@@ -107,6 +114,11 @@ impl Model {
             }
             None => false,
         }
+    }
+
+    fn ticket(&mut self) -> u64 {
+        self.tickets += 1;
+        self.tickets
     }
 
     fn pop_due(&mut self, now: u64) -> Option<u64> {
@@ -163,9 +175,11 @@ impl Harness {
 
     /// Applies the remote mail to the model, as the wheel's poll does.
     fn deliver(&mut self) {
-        for (id, tick) in std::mem::take(&mut self.model.mail) {
-            if id >= 1 << 40 || self.model.live.contains_key(&id) {
+        for (id, tick, ticket) in std::mem::take(&mut self.model.mail) {
+            let newest = ticket > self.model.reset_in_effect.get(&id).copied().unwrap_or(0);
+            if (id >= 1 << 40 && ticket == 0) || (self.model.live.contains_key(&id) && newest) {
                 self.model.file(self.now_tick(), id, tick);
+                self.model.reset_in_effect.insert(id, ticket);
             }
         }
     }
@@ -261,6 +275,8 @@ impl Harness {
                 prop_assert_eq!(self.wheel.reset_at(key, self.at(self.now_ns + ns)), live);
                 if live {
                     self.model.file(self.now_tick(), id, tick_of(self.now_ns + ns));
+                    let ticket = self.model.ticket();
+                    self.model.reset_in_effect.insert(id, ticket);
                 }
             }
             Op::Look(i) => {
@@ -305,7 +321,8 @@ impl Harness {
                 let live = self.model.live.contains_key(&id);
                 prop_assert_eq!(remote.reset_at(key, self.at(self.now_ns + ns)), live);
                 if live {
-                    self.model.mail.push((id, tick_of(self.now_ns + ns)));
+                    let ticket = self.model.ticket();
+                    self.model.mail.push((id, tick_of(self.now_ns + ns), ticket));
                 }
             }
             Op::RemoteArm(ns) => {
@@ -316,7 +333,7 @@ impl Harness {
                 let id = (1 << 40) + self.id();
                 let at = self.at(self.now_ns + ns);
                 prop_assert!(self.remote.as_ref().unwrap().arm_at(at, id).is_ok());
-                self.model.mail.push((id, tick_of(self.now_ns + ns)));
+                self.model.mail.push((id, tick_of(self.now_ns + ns), 0));
             }
         }
         Ok(())
@@ -428,15 +445,15 @@ fn notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps() {
     let remote = wheel.remote();
     let now = wheel.now();
     wheel.arm(Duration::from_secs(10), 0);
-    // Awake (no next_deadline yet): nobody is notified.
+    // Awake (not parked yet): nobody is notified.
     remote.arm_at(now + Duration::from_secs(1), 1).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 0);
-    assert_eq!(wheel.next_deadline(), Some(now), "mail waits: don't sleep");
+    assert_eq!(wheel.prepare_park(), Some(Duration::ZERO), "mail waits: don't sleep");
     assert_eq!(wheel.poll_expired(now), None);
     // Going to sleep until (at most) 1 s: a later arm does not notify, an earlier one does,
     // once.
-    let sleep = wheel.next_deadline().unwrap();
-    assert!(sleep > now && sleep <= now + Duration::from_secs(1));
+    let sleep = wheel.prepare_park().unwrap();
+    assert!(sleep > Duration::ZERO && sleep <= Duration::from_secs(1));
     remote.arm_at(now + Duration::from_secs(5), 2).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     remote.arm_at(now + Duration::from_millis(20), 3).unwrap();
@@ -646,4 +663,97 @@ fn a_loser_of_the_expiry_cas_does_not_end_the_poll() {
     assert_eq!(wheel.get(cancelled), None);
     assert_eq!(wheel.poll_expired(start + Duration::from_secs(59)), None, "the reset holds");
     assert_eq!(wheel.poll_expired(start + Duration::from_secs(60)), Some((moved, 2)));
+}
+
+/// Defect 2: a remote reset, then a later reset by the owner. Both return `true`; the
+/// owner's is the last, so the remote one's message, applied at the next poll, must not
+/// move the timer back to the remote deadline.
+#[test]
+fn the_owners_later_reset_wins_over_an_older_remote_reset() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let now = wheel.now();
+    let key = wheel.arm_at(now + Duration::from_secs(1), 7);
+    let remote = wheel.remote();
+    assert!(remote.reset_at(key, now + Duration::from_millis(1)));
+    assert!(wheel.reset_at(key, now + Duration::from_secs(60)));
+    assert_eq!(wheel.deadline(key), Some(now + Duration::from_secs(60)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(5)), None, "fired early: the older reset won");
+    assert_eq!(wheel.deadline(key), Some(now + Duration::from_secs(60)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_secs(60)), Some((key, 7)));
+}
+
+/// Two remote resets whose messages arrive in the other order than their CASes: the later
+/// CAS wins (and the timer fires at neither's deadline before the winner is applied).
+#[test]
+fn the_later_of_two_remote_resets_wins_whatever_order_their_messages_take() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let now = wheel.now();
+    let key = wheel.arm_at(now + Duration::from_secs(1), 7);
+    let remote = wheel.remote();
+    // Two resets, their messages sent in the order of their CASes; then the owner resets,
+    // and a third remote reset comes after it: it alone must count.
+    assert!(remote.reset_at(key, now + Duration::from_millis(1)));
+    assert!(wheel.reset_at(key, now + Duration::from_secs(60)));
+    assert!(remote.reset_at(key, now + Duration::from_secs(2)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(5)), None);
+    assert_eq!(wheel.deadline(key), Some(now + Duration::from_secs(2)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_secs(2)), Some((key, 7)));
+}
+
+/// Defect 7: `next_deadline` is a getter. Called (any number of times) before a poll, it
+/// announces nothing: a remote arm while the owner runs calls no notifier. The sleep is
+/// announced by `park` alone, for as long as its closure runs, and taken back after.
+#[test]
+fn next_deadline_is_a_getter_and_park_announces_the_sleep() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let mut wheel = LocalWheel::builder()
+        .notifier(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+        .build::<u32>()
+        .unwrap();
+    let remote = wheel.remote();
+    let now = wheel.now();
+    wheel.arm_at(now + Duration::from_secs(10), 0);
+    let first = wheel.next_deadline();
+    assert!(first.is_some_and(|at| at > now + Duration::from_secs(1)));
+    for _ in 0..3 {
+        assert_eq!(wheel.next_deadline(), first);
+    }
+    remote.arm_at(now + Duration::from_secs(1), 1).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the owner runs: the getter announced no sleep");
+    assert_eq!(wheel.next_deadline(), first, "mail is not applied by a getter");
+    assert_eq!(wheel.poll_expired(now), None);
+    assert!(wheel.next_deadline().is_some_and(|at| at <= now + Duration::from_secs(1)));
+    // The sleep: a remote arm earlier than it, made while it lasts, notifies once.
+    let slept = wheel.park(|timeout| {
+        assert!(timeout.is_some_and(|t| t <= Duration::from_secs(1)));
+        remote.arm_at(now + Duration::from_millis(5), 2).unwrap();
+        remote.arm_at(now + Duration::from_millis(3), 3).unwrap();
+        calls.load(Ordering::SeqCst)
+    });
+    assert_eq!(slept, 1, "woken once");
+    // Back from the sleep: no notification while the owner runs.
+    remote.arm_at(now + Duration::from_millis(1), 4).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let mut fired = Vec::new();
+    while let Some((_, p)) = wheel.poll_expired(now + Duration::from_secs(20)) {
+        fired.push(p);
+    }
+    assert_eq!(fired, [4, 3, 2, 1, 0]);
+}
+
+/// `park` with mail waiting does not sleep: its closure gets a zero timeout.
+#[test]
+fn park_with_mail_waiting_says_dont_sleep() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let remote = wheel.remote();
+    remote.arm(Duration::from_secs(5), 1).unwrap();
+    assert_eq!(wheel.park(|timeout| timeout), Some(Duration::ZERO));
+    assert_eq!(wheel.drain_remote(), 1);
+    assert!(wheel.park(|timeout| timeout).is_some_and(|t| t > Duration::ZERO));
+    let empty = LocalWheel::<u32>::new().park(|timeout| timeout);
+    assert_eq!(empty, None, "nothing pending: sleep until woken");
 }
