@@ -59,7 +59,6 @@ use remote::{ASLEEP_UNTIL_WOKEN, Command, Shared};
 use slots::Slots;
 use std::collections::HashMap;
 use std::fmt;
-use std::marker::PhantomData;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
@@ -102,8 +101,37 @@ impl<T> fmt::Debug for Entry<T> {
 /// local path, and a [`park`](LocalWheel::park) that says how long to sleep and tells remote
 /// threads, for that long, that a new earlier deadline must wake the owner.
 ///
-/// `!Send` and `!Sync`: build it on the thread that owns it. Other threads reach it through
-/// a [`RemoteWheel`].
+/// `Send` (for `T: Send`), so it can be built on one thread and handed to the loop that
+/// owns it, or moved with its loop; `!Sync`: one thread drives it at a time. Other threads
+/// reach it through a [`RemoteWheel`]. Moving it is sound with no `unsafe`: every field is
+/// `Send` by itself (the remote queue is multi-producer, multi-consumer; "only the owner
+/// pops" means one thread at a time, which ownership of the wheel gives). The notifier
+/// wakes whatever it was built to wake: after a move, it must still wake the thread that
+/// now drives the wheel.
+///
+/// ```
+/// # use std::time::Duration;
+/// let mut wheel = shardwheel::LocalWheel::new();
+/// let key = wheel.arm(Duration::from_secs(5), 1u64);
+/// let remote = wheel.remote();
+/// let owner = std::thread::spawn(move || wheel.cancel(key)); // the loop's own thread
+/// assert_eq!(owner.join().unwrap(), Some(1));
+/// assert!(!remote.cancel(key));
+/// ```
+///
+/// A payload that is not `Send` keeps the wheel on its thread:
+///
+/// ```compile_fail
+/// let wheel = shardwheel::LocalWheel::<std::rc::Rc<u8>>::new();
+/// std::thread::spawn(move || drop(wheel));
+/// ```
+///
+/// and the wheel is never shared between threads:
+///
+/// ```compile_fail
+/// fn shared<S: Sync>(_: &S) {}
+/// shared(&shardwheel::LocalWheel::<u64>::new());
+/// ```
 ///
 /// Timers fire at the first tick boundary at or after their deadline (never early), earliest
 /// first, and in the order they were armed (or last reset) within a tick.
@@ -131,7 +159,7 @@ pub struct LocalWheel<T> {
     shared: Arc<Shared<T>>,
     clock: Clock,
     now: Instant,
-    /// `now` in nanoseconds since the clock's start, for `arm`.
+    /// `now` in nanoseconds since the clock's start, for `arm_from_last_poll` and `arm`.
     now_nanos: u64,
     /// `now`'s tick: computed once per new `now`, not once per `poll_expired` call.
     now_tick: u64,
@@ -156,8 +184,6 @@ pub struct LocalWheel<T> {
     /// until a remote resets, so the other paths pay one `is_empty` check.
     resets_in_effect: HashMap<u32, (u32, u32)>,
     max_pending: usize,
-    /// `!Send`, `!Sync`: one thread owns the wheel.
-    _owned: PhantomData<*const ()>,
 }
 
 impl<T> LocalWheel<T> {
@@ -198,26 +224,57 @@ impl<T> LocalWheel<T> {
             remote_arms_dropped: 0,
             resets_in_effect: HashMap::new(),
             max_pending,
-            _owned: PhantomData,
         }
     }
 
-    /// Arms `payload` to fire `delay` after the wheel's [`now`](LocalWheel::now) (the last
-    /// instant given to `poll_expired`): no clock is read. `Duration::ZERO` fires at the next
-    /// poll; `Duration::MAX` stays pending until cancelled. Does not check `max_pending`.
+    /// Arms `payload` to fire `delay` from now, in real time: this **reads the clock**
+    /// (`Instant::now()`, some 20 ns), so the timer never fires before `delay` has passed,
+    /// however long ago the loop last polled. (Counted from the later of the clock and the
+    /// wheel's [`now`](LocalWheel::now), for a loop that polls with instants of its own.)
+    /// A loop that already holds the current instant saves the clock read with
+    /// [`arm_at`](LocalWheel::arm_at), or, counting from its last poll,
+    /// [`arm_from_last_poll`](LocalWheel::arm_from_last_poll). `Duration::ZERO` fires at the
+    /// next poll; `Duration::MAX` stays pending until cancelled. Does not check
+    /// `max_pending`.
     ///
     /// # Panics
     ///
     /// Only past 2²⁸ timers in one wheel (eight gibibytes of `u64` timers).
     ///
     /// ```
-    /// # use std::time::Duration;
+    /// # use std::time::{Duration, Instant};
     /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let before = Instant::now();
     /// let key = wheel.arm(Duration::from_secs(5), "conn 3");
-    /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_secs(5)));
+    /// assert!(wheel.deadline(key).unwrap() >= before + Duration::from_secs(5));
     /// ```
     #[inline]
     pub fn arm(&mut self, delay: Duration, payload: T) -> TimerKey {
+        let now = self.clock.nanos_at(Instant::now()).max(self.now_nanos);
+        let deadline = self.clock.deadline_after_nanos(now, delay);
+        self.arm_tick(deadline, payload)
+    }
+
+    /// Arms `payload` to fire `delay` after the wheel's [`now`](LocalWheel::now), the last
+    /// instant given to `poll_expired`: no clock is read. For a loop that polls with the
+    /// current instant and arms right after, as most event loops do; a loop that was busy
+    /// since its last poll counts from that poll, so the timer may fire before `delay` has
+    /// passed in real time (use [`arm`](LocalWheel::arm) there). `Duration::ZERO` fires at
+    /// the next poll; `Duration::MAX` stays pending until cancelled. Does not check
+    /// `max_pending`.
+    ///
+    /// # Panics
+    ///
+    /// Only past 2²⁸ timers in one wheel.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm_from_last_poll(Duration::from_secs(5), "conn 3");
+    /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_secs(5)));
+    /// ```
+    #[inline]
+    pub fn arm_from_last_poll(&mut self, delay: Duration, payload: T) -> TimerKey {
         let deadline = self.clock.deadline_after_nanos(self.now_nanos, delay);
         self.arm_tick(deadline, payload)
     }
@@ -393,7 +450,7 @@ impl<T> LocalWheel<T> {
     /// ```
     /// # use std::time::Duration;
     /// let mut wheel = shardwheel::LocalWheel::new();
-    /// let key = wheel.arm(Duration::from_micros(1500), ());
+    /// let key = wheel.arm_from_last_poll(Duration::from_micros(1500), ());
     /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_millis(2)));
     /// ```
     pub fn deadline(&self, key: TimerKey) -> Option<Instant> {
@@ -460,8 +517,8 @@ impl<T> LocalWheel<T> {
     /// # use std::time::Duration;
     /// let mut wheel = shardwheel::LocalWheel::new();
     /// let start = wheel.now();
-    /// wheel.arm(Duration::from_millis(2), "b");
-    /// wheel.arm(Duration::from_millis(1), "a");
+    /// wheel.arm_from_last_poll(Duration::from_millis(2), "b");
+    /// wheel.arm_from_last_poll(Duration::from_millis(1), "a");
     /// let mut fired = Vec::new();
     /// while let Some((_, p)) = wheel.poll_expired(start + Duration::from_millis(5)) {
     ///     fired.push(p);

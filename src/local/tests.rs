@@ -19,8 +19,10 @@ const TICK_NS: u64 = 1_000_000;
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// `arm(delay)` with this many nanoseconds.
+    /// `arm_from_last_poll(delay)` with this many nanoseconds.
     Arm(u64),
+    /// `arm(delay)` (reads the clock) with this many nanoseconds.
+    ArmByClock(u64),
     /// `arm(Duration::MAX)`.
     ArmForever,
     /// `arm_at(now ± ns)`; `false`: in the past.
@@ -58,7 +60,8 @@ fn delay() -> impl Strategy<Value = u64> {
 
 fn op(remote: bool) -> impl Strategy<Value = Op> {
     let local = prop_oneof![
-        6 => delay().prop_map(Op::Arm),
+        4 => delay().prop_map(Op::Arm),
+        2 => delay().prop_map(Op::ArmByClock),
         1 => Just(Op::ArmForever),
         2 => (any::<bool>(), delay()).prop_map(|(f, d)| Op::ArmAt(f, d)),
         1 => delay().prop_map(Op::TryArmAt),
@@ -129,6 +132,12 @@ impl Model {
             id
         })
     }
+}
+
+/// Whether `ArmForever` uses `arm` (which reads the clock) for this id, else
+/// `arm_from_last_poll`: both must leave the timer pending for good.
+fn ns_forever_by_clock(id: u64) -> bool {
+    id % 2 == 0
 }
 
 /// The tick of a deadline `ns` after the start: rounded up.
@@ -211,7 +220,7 @@ impl Harness {
             if arm_inside && !armed_inside {
                 armed_inside = true;
                 let id = self.id();
-                let key = self.wheel.arm(Duration::ZERO, id);
+                let key = self.wheel.arm_from_last_poll(Duration::ZERO, id);
                 let tick = self.now_tick();
                 self.armed(key, id, tick)?;
             }
@@ -230,14 +239,34 @@ impl Harness {
         match op {
             Op::Arm(ns) => {
                 let id = self.id();
-                let key = self.wheel.arm(Duration::from_nanos(ns), id);
+                let key = self.wheel.arm_from_last_poll(Duration::from_nanos(ns), id);
                 // A zero delay is the tick under way (`Clock::deadline_after_nanos`).
                 let tick = if ns == 0 { self.now_tick() } else { tick_of(self.now_ns + ns) };
                 self.armed(key, id, tick)?;
             }
+            Op::ArmByClock(ns) => {
+                let id = self.id();
+                let before = Instant::now().max(self.at(self.now_ns));
+                let key = self.wheel.arm(Duration::from_nanos(ns), id);
+                let after = Instant::now().max(self.at(self.now_ns));
+                let at = self.wheel.deadline(key).expect("pending");
+                // Never before the delay has passed since the call, by the clock (or by the
+                // wheel's now, if the loop polled with a later instant).
+                // (A zero delay is the tick under way, due at once.)
+                let least =
+                    if ns == 0 { before - Duration::from_nanos(TICK_NS) } else { before + Duration::from_nanos(ns) };
+                prop_assert!(at >= least, "armed {ns} ns from {before:?}, due {at:?}");
+                prop_assert!(at <= after + Duration::from_nanos(ns + TICK_NS));
+                let tick = (at - self.start).as_nanos() as u64 / TICK_NS;
+                self.armed(key, id, tick)?;
+            }
             Op::ArmForever => {
                 let id = self.id();
-                let key = self.wheel.arm(Duration::MAX, id);
+                let key = if ns_forever_by_clock(id) {
+                    self.wheel.arm(Duration::MAX, id)
+                } else {
+                    self.wheel.arm_from_last_poll(Duration::MAX, id)
+                };
                 self.armed(key, id, NEVER)?;
             }
             Op::ArmAt(future, ns) => {
@@ -757,3 +786,54 @@ fn park_with_mail_waiting_says_dont_sleep() {
     let empty = LocalWheel::<u32>::new().park(|timeout| timeout);
     assert_eq!(empty, None, "nothing pending: sleep until woken");
 }
+
+/// Defect 13: `arm(delay)` counts from the clock, not from the last poll: a loop busy for
+/// 20 ms since its last poll that arms 30 ms must not see the timer due 10 ms later.
+#[test]
+fn arm_by_delay_never_fires_before_the_delay_in_real_time() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let polled = wheel.now();
+    assert_eq!(wheel.poll_expired(polled), None);
+    std::thread::sleep(Duration::from_millis(20)); // the loop is busy, no poll
+    let armed = Instant::now();
+    let key = wheel.arm(Duration::from_millis(30), 1);
+    let due = wheel.deadline(key).unwrap();
+    assert!(due >= armed + Duration::from_millis(30), "due {:?} after arming, not 30 ms", due - armed);
+    assert_eq!(wheel.poll_expired(polled + Duration::from_millis(31)), None, "fired early");
+    assert_eq!(wheel.poll_expired(due), Some((key, 1)));
+    // The fast form counts from the last poll, as its name says.
+    let now = wheel.now();
+    let fast = wheel.arm_from_last_poll(Duration::from_millis(30), 2);
+    assert_eq!(wheel.deadline(fast), Some(now + Duration::from_millis(30)));
+}
+
+/// Defect 8: the wheel moves to another thread (with timers and a remote handle out).
+#[test]
+fn a_local_wheel_is_send() {
+    fn send<S: Send>(_: &S) {}
+    let mut wheel = LocalWheel::<u64>::new();
+    send(&wheel);
+    let now = wheel.now();
+    let key = wheel.arm_at(now, 1);
+    let remote = wheel.remote();
+    remote.arm_at(now, 2).unwrap();
+    let fired = std::thread::spawn(move || {
+        let mut fired = Vec::new();
+        while let Some((_, p)) = wheel.poll_expired(now) {
+            fired.push(p);
+        }
+        fired
+    })
+    .join()
+    .unwrap();
+    assert_eq!(fired, [1, 2]);
+    assert!(!remote.cancel(key));
+}
+
+/// Compile-time: `LocalWheel<T>` is `Send` for every `T: Send` (defect 8).
+const _: fn() = || {
+    fn send<S: Send>() {}
+    send::<LocalWheel<u64>>();
+    send::<LocalWheel<String>>();
+    send::<LocalWheel<Box<dyn std::any::Any + Send>>>();
+};
