@@ -193,6 +193,64 @@ fn remote_arm_races_owner_going_idle() {
     });
 }
 
+/// A remote reset to an earlier deadline ∥ the owner going idle: as for an arm, either the
+/// owner sees the reset's message before it sleeps, or the remote sees the sleep and calls
+/// the notifier; the timer then fires at the reset's deadline.
+#[test]
+fn remote_reset_races_owner_going_idle() {
+    model("local: remote reset ∥ owner going idle", || {
+        let notified = Arc::new(AtomicBool::new(false));
+        let flag = notified.clone();
+        let mut wheel = LocalWheel::builder().notifier(move || flag.store(true, Ordering::SeqCst)).build().unwrap();
+        let now = wheel.now();
+        let key = wheel.arm_at(now + Duration::from_secs(3600), 0u32);
+        let remote = wheel.remote();
+        let reset = loom::thread::spawn(move || remote.reset_at(key, now));
+        wheel.park(|timeout| match timeout {
+            // The reset came before the sleep was announced: no sleep.
+            Some(timeout) if timeout.is_zero() => {}
+            // Sleeping until the far deadline: only the notifier ends it.
+            _ => {
+                while !notified.load(Ordering::SeqCst) {
+                    loom::thread::yield_now();
+                }
+            }
+        });
+        assert!(reset.join().unwrap(), "pending: the reset wins");
+        assert_eq!(wheel.poll_expired(now), Some((key, 0)));
+    });
+}
+
+/// The owner's cancel ∥ a remote reset of the same timer: the owner's cancel always wins
+/// (only a remote cancel can beat it), whether the reset's CAS came first or not, and the
+/// reset's message, however late, moves nothing: not the cancelled timer, and not the
+/// slot's next timer.
+#[test]
+fn owner_cancel_wins_over_remote_reset_in_flight() {
+    model("local: owner cancel ∥ remote reset", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let (payload, drops) = counted();
+        let key = wheel.arm_at(now + Duration::from_secs(1), payload);
+        let remote = wheel.remote();
+        let reset = loom::thread::spawn(move || remote.reset_at(key, now));
+        let mine = wheel.cancel(key);
+        assert!(mine.is_some(), "no remote cancel: the owner's cancel wins");
+        drop(mine);
+        let (next_payload, next_drops) = counted();
+        let later = now + Duration::from_secs(60);
+        let next = wheel.arm_at(later, next_payload);
+        let _moved = reset.join().unwrap();
+        assert!(wheel.poll_expired(now + Duration::from_millis(5)).is_none(), "a stale reset moved a timer");
+        assert_eq!(wheel.deadline(next), Some(later));
+        assert!(wheel.get(key).is_none());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(wheel.cancel(next).map(drop), Some(()));
+        assert_eq!(next_drops.load(Ordering::SeqCst), 1);
+        assert!(wheel.is_empty());
+    });
+}
+
 /// A remote arm ∥ the owner dropping the wheel: the arm is handed back, or it returns `Ok`
 /// and its payload is dropped by the time both are done, never left in the queue until the
 /// last remote handle goes (the handle is still held when this checks).

@@ -229,6 +229,26 @@ MUTATIONS = [
      """                        if SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
      """                        if true || SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
      "loom_local", "owner_reset_after_a_remote_reset_wins"),
+    ("M51", "a remote reset never wakes the owner (sent with no deadline to compare with its sleep)",
+     "src/local/remote.rs",
+     """        self.shared.send(Command::Reset { key, deadline, ticket }, Some(deadline));""",
+     """        self.shared.send(Command::Reset { key, deadline, ticket }, None);""",
+     "loom_local", "remote_reset_races_owner_going_idle"),
+    ("M52", "the owner's cancel loses to a remote reset in flight", "src/state.rs",
+     """            if cur & !Self::SEQ_MASK != Self::pack(generation, Self::PENDING) {
+                return false;
+            }
+            let new = Self::pack(generation.wrapping_add(1), Self::VACANT);""",
+     """            if cur != Self::pack(generation, Self::PENDING) {
+                return false;
+            }
+            let new = Self::pack(generation.wrapping_add(1), Self::VACANT);""",
+     "loom_local", "owner_cancel_wins_over_remote_reset_in_flight"),
+    ("M53", "the owner takes the mail flag without Acquire (a push it was told of may stay unseen)",
+     "src/local/remote.rs",
+     """        self.mail.swap(false, Ordering::Acquire);""",
+     """        self.mail.swap(false, Ordering::Relaxed);""",
+     "loom_local", "remote_arm_races_local_poll"),
 ]
 
 

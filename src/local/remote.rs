@@ -155,7 +155,7 @@ impl<T> Shared<T> {
 
     /// Owner only, before it pops: see `has_mail`.
     pub(super) fn take_mail(&self) {
-        self.mail.swap(false, Ordering::Acquire);
+        self.mail.swap(false, Ordering::Relaxed);
     }
 
     /// Owner only: back from a sleep (or never went): remotes need not notify.
