@@ -71,6 +71,28 @@ fn remote_cancel_races_local_expiry() {
     });
 }
 
+/// A remote cancel of a timer not yet due ∥ the owner's poll: the cancel's message carries
+/// no deadline, so the remote sends it with no fence after its push, and only the mail
+/// flag's release/acquire pair makes the push visible to the owner's pops. If the poll was
+/// told of the mail (and took the flag down) it must see the push: otherwise nothing would
+/// drain it, and the next poll would still count the cancelled timer.
+#[test]
+fn remote_cancel_races_local_poll() {
+    model("local: remote cancel ∥ local poll", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let (payload, drops) = counted();
+        let key = wheel.arm_at(now + Duration::from_secs(1), payload);
+        let remote = wheel.remote();
+        let cancel = loom::thread::spawn(move || remote.cancel(key));
+        assert!(wheel.poll_expired(now).is_none());
+        assert!(cancel.join().unwrap(), "pending, and no other cancel: the remote one wins");
+        assert!(wheel.poll_expired(now).is_none());
+        assert!(wheel.is_empty(), "the poll after a remote cancel counts it out");
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
 /// A remote cancel ∥ the owner's cancel of the same pending timer: exactly one wins (the
 /// owner's cancel must be a CAS once a remote exists), the payload is dropped exactly once.
 #[test]

@@ -244,11 +244,11 @@ MUTATIONS = [
             }
             let new = Self::pack(generation.wrapping_add(1), Self::VACANT);""",
      "loom_local", "owner_cancel_wins_over_remote_reset_in_flight"),
-    ("M53", "the owner takes the mail flag without Acquire (a push it was told of may stay unseen)",
+    ("M53", "a remote raises the mail flag without Release (the owner, told of a push, may not see it)",
      "src/local/remote.rs",
-     """        self.mail.swap(false, Ordering::Acquire);""",
-     """        self.mail.swap(false, Ordering::Relaxed);""",
-     "loom_local", "remote_arm_races_local_poll"),
+     """        self.mail.swap(true, Ordering::Release);""",
+     """        self.mail.swap(true, Ordering::Relaxed);""",
+     "loom_local", "remote_cancel_races_local_poll"),
 ]
 
 

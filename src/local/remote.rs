@@ -155,7 +155,11 @@ impl<T> Shared<T> {
 
     /// Owner only, before it pops: see `has_mail`.
     pub(super) fn take_mail(&self) {
-        self.mail.swap(false, Ordering::Relaxed);
+        // Acquire: pairs with the remotes' Release swap in `send`. (`SegQueue::pop` opens
+        // with a SeqCst fence, which would make a Relaxed read of that Release store
+        // synchronize too: loom agrees, weakening this alone fails no model. The Acquire
+        // keeps the handshake from resting on the queue's insides.)
+        self.mail.swap(false, Ordering::Acquire);
     }
 
     /// Owner only: back from a sleep (or never went): remotes need not notify.
