@@ -5,7 +5,7 @@
 //! - `arm+cancel`: arm a timer at a random deadline 1–60 s out and cancel it (the request
 //!   timeout whose response came), with 1 M others pending. Deadlines are precomputed
 //!   instants for every peer (an event loop has its timestamp already); one more
-//!   `LocalWheel` row arms by delay from the wheel's own now.
+//!   `LocalWheel` row arms by delay from the wheel's own now (`arm_from_last_poll`).
 //! - `arm`: arming alone, into the 1 M (each arm's bucket tail is a random node: a cache
 //!   miss); the timers armed are cancelled outside the timing.
 //! - `cancel old`: cancelling random timers among the 1 M (a miss on the node and its two
@@ -220,7 +220,8 @@ fn rows<S: Subject>(
 
 fn arm_cancel(c: &mut Criterion) {
     rows(c, "LocalWheel", local, |_, _| {});
-    // LocalWheel arming by delay from its own now, as an event loop would.
+    // LocalWheel arming by delay from its own now (its last poll), as an event loop would:
+    // `arm_from_last_poll`, no clock read (`arm(delay)` reads the clock).
     {
         let start = Instant::now();
         let (mut s, _keys) = loaded(local(start), start);
@@ -232,7 +233,7 @@ fn arm_cancel(c: &mut Criterion) {
         g.bench_function("arm+cancel 1M pending/LocalWheel (arm by delay)", |b| {
             b.iter(|| {
                 i = (i + 1) & (RING - 1);
-                let key = s.0.arm(delays[i], i as u64);
+                let key = s.0.arm_from_last_poll(delays[i], i as u64);
                 black_box(s.0.cancel(key))
             })
         });

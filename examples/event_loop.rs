@@ -61,10 +61,9 @@ fn event_loop(core: usize, handoff: mpsc::Sender<Handoff>, done: Arc<AtomicBool>
     let (mut fired, mut wake_ups) = (0, 0);
     let mut events = Events::with_capacity(16);
     loop {
-        // Sleep until the next deadline (or a remote wake-up); `next_deadline` also tells the
-        // remote handles what this loop sleeps until.
-        let timeout = wheel.next_deadline().map(|at| at.saturating_duration_since(Instant::now()));
-        poll.poll(&mut events, timeout)?;
+        // Sleep until the next deadline (or a remote wake-up): `park` hands `epoll_wait` its
+        // timeout and, while it sleeps, tells the remote handles what this loop sleeps until.
+        wheel.park(|timeout| poll.poll(&mut events, timeout))?;
         wake_ups += events.iter().filter(|e| e.token() == WAKER).count();
         let now = Instant::now();
         while let Some((_key, ConnId(_id))) = wheel.poll_expired(now) {

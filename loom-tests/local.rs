@@ -71,6 +71,28 @@ fn remote_cancel_races_local_expiry() {
     });
 }
 
+/// A remote cancel of a timer not yet due ∥ the owner's poll: the cancel's message carries
+/// no deadline, so the remote sends it with no fence after its push, and only the mail
+/// flag's release/acquire pair makes the push visible to the owner's pops. If the poll was
+/// told of the mail (and took the flag down) it must see the push: otherwise nothing would
+/// drain it, and the next poll would still count the cancelled timer.
+#[test]
+fn remote_cancel_races_local_poll() {
+    model("local: remote cancel ∥ local poll", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let (payload, drops) = counted();
+        let key = wheel.arm_at(now + Duration::from_secs(1), payload);
+        let remote = wheel.remote();
+        let cancel = loom::thread::spawn(move || remote.cancel(key));
+        assert!(wheel.poll_expired(now).is_none());
+        assert!(cancel.join().unwrap(), "pending, and no other cancel: the remote one wins");
+        assert!(wheel.poll_expired(now).is_none());
+        assert!(wheel.is_empty(), "the poll after a remote cancel counts it out");
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
 /// A remote cancel ∥ the owner's cancel of the same pending timer: exactly one wins (the
 /// owner's cancel must be a CAS once a remote exists), the payload is dropped exactly once.
 #[test]
@@ -110,7 +132,7 @@ fn remote_reset_races_local_expiry() {
         let at_old = wheel.poll_expired(now + Duration::from_millis(1));
         if moved {
             assert!(at_old.is_none(), "a reset that returned true holds the old deadline");
-            assert_eq!(wheel.poll_expired(later).map(|(k, p)| (k, p)), Some((key, 1)));
+            assert_eq!(wheel.poll_expired(later), Some((key, 1)));
         } else {
             assert!(at_old.is_none());
         }
@@ -118,8 +140,54 @@ fn remote_reset_races_local_expiry() {
     });
 }
 
+/// A remote reset ∥ the owner's poll, then the owner's own reset (defect 2): the last reset
+/// that returned `true` wins, whichever side made it. When the owner saw the remote reset
+/// return before it reset the timer itself (`done`), its reset is the later one, and the
+/// remote reset's message, however late it is applied, must not move the timer back.
+/// Otherwise either may be last, and the deadline the wheel settles on is the one it fires
+/// at.
+#[test]
+fn owner_reset_after_a_remote_reset_wins() {
+    model("local: remote reset, then the owner's reset", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let soon = now + Duration::from_millis(5);
+        let far = now + Duration::from_secs(60);
+        let key = wheel.arm_at(now + Duration::from_millis(1), 1u32);
+        let remote = wheel.remote();
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let reset = loom::thread::spawn(move || {
+            let moved = remote.reset_at(key, now);
+            flag.store(true, Ordering::Release);
+            moved
+        });
+        let early = wheel.poll_expired(now);
+        let after = done.load(Ordering::Acquire);
+        let mine = wheel.reset_at(key, far);
+        let moved = reset.join().unwrap();
+        assert!(moved, "the timer was pending when the remote reset it");
+        if early.is_some() {
+            assert!(!mine, "it fired at the remote reset's deadline: nothing left to reset");
+            return;
+        }
+        assert!(mine);
+        wheel.drain_remote();
+        let settled = wheel.deadline(key).expect("pending");
+        if after {
+            assert_eq!(settled, far, "the owner's reset came last: it must win");
+        }
+        let fired = wheel.poll_expired(soon);
+        assert_eq!(fired.is_some(), settled <= soon, "fires at the deadline the wheel settled on");
+        if fired.is_none() {
+            assert_eq!(wheel.poll_expired(far), Some((key, 1)));
+        }
+        assert!(wheel.is_empty());
+    });
+}
+
 /// A remote arm earlier than the owner's sleep ∥ the owner going idle: either the owner sees
-/// the command before it sleeps (`next_deadline` says now), or the remote sees the sleep and
+/// the command before it sleeps (`park` says don't sleep), or the remote sees the sleep and
 /// calls the notifier. Nothing else ends the sleep here: a lost wake-up spins until loom
 /// gives up on the model.
 #[test]
@@ -132,18 +200,76 @@ fn remote_arm_races_owner_going_idle() {
         wheel.arm_at(now + Duration::from_secs(3600), 0u32);
         let remote = wheel.remote();
         let arm = loom::thread::spawn(move || remote.arm_at(now, 1).is_ok());
-        match wheel.next_deadline() {
+        wheel.park(|timeout| match timeout {
             // Mail came before the sleep was announced: no sleep.
-            Some(at) if at <= wheel.now() => {}
+            Some(timeout) if timeout.is_zero() => {}
             // Sleeping until the far timer: only the notifier ends it.
             _ => {
                 while !notified.load(Ordering::SeqCst) {
                     loom::thread::yield_now();
                 }
             }
-        }
+        });
         assert!(arm.join().unwrap());
         assert_eq!(wheel.poll_expired(now).map(|(_, p)| p), Some(1));
+    });
+}
+
+/// A remote reset to an earlier deadline ∥ the owner going idle: as for an arm, either the
+/// owner sees the reset's message before it sleeps, or the remote sees the sleep and calls
+/// the notifier; the timer then fires at the reset's deadline.
+#[test]
+fn remote_reset_races_owner_going_idle() {
+    model("local: remote reset ∥ owner going idle", || {
+        let notified = Arc::new(AtomicBool::new(false));
+        let flag = notified.clone();
+        let mut wheel = LocalWheel::builder().notifier(move || flag.store(true, Ordering::SeqCst)).build().unwrap();
+        let now = wheel.now();
+        let key = wheel.arm_at(now + Duration::from_secs(3600), 0u32);
+        let remote = wheel.remote();
+        let reset = loom::thread::spawn(move || remote.reset_at(key, now));
+        wheel.park(|timeout| match timeout {
+            // The reset came before the sleep was announced: no sleep.
+            Some(timeout) if timeout.is_zero() => {}
+            // Sleeping until the far deadline: only the notifier ends it.
+            _ => {
+                while !notified.load(Ordering::SeqCst) {
+                    loom::thread::yield_now();
+                }
+            }
+        });
+        assert!(reset.join().unwrap(), "pending: the reset wins");
+        assert_eq!(wheel.poll_expired(now), Some((key, 0)));
+    });
+}
+
+/// The owner's cancel ∥ a remote reset of the same timer: the owner's cancel always wins
+/// (only a remote cancel can beat it), whether the reset's CAS came first or not, and the
+/// reset's message, however late, moves nothing: not the cancelled timer, and not the
+/// slot's next timer.
+#[test]
+fn owner_cancel_wins_over_remote_reset_in_flight() {
+    model("local: owner cancel ∥ remote reset", || {
+        let mut wheel = LocalWheel::new();
+        let now = wheel.now();
+        let (payload, drops) = counted();
+        let key = wheel.arm_at(now + Duration::from_secs(1), payload);
+        let remote = wheel.remote();
+        let reset = loom::thread::spawn(move || remote.reset_at(key, now));
+        let mine = wheel.cancel(key);
+        assert!(mine.is_some(), "no remote cancel: the owner's cancel wins");
+        drop(mine);
+        let (next_payload, next_drops) = counted();
+        let later = now + Duration::from_secs(60);
+        let next = wheel.arm_at(later, next_payload);
+        let _moved = reset.join().unwrap();
+        assert!(wheel.poll_expired(now + Duration::from_millis(5)).is_none(), "a stale reset moved a timer");
+        assert_eq!(wheel.deadline(next), Some(later));
+        assert!(wheel.get(key).is_none());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(wheel.cancel(next).map(drop), Some(()));
+        assert_eq!(next_drops.load(Ordering::SeqCst), 1);
+        assert!(wheel.is_empty());
     });
 }
 

@@ -241,8 +241,8 @@ MUTATIONS = [
             return self.expire_shared(wheel_key);""",
      "loom_local", "remote_cancel_races_local_expiry"),
     ("M36", "the owner's expiry ignores a remote reset in flight", "src/state.rs",
-     """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::ResetInFlight,""",
-     """            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::Fired,""",
+     """            Err(w) if w & !Self::SEQ_MASK == pending => SlotExpiry::ResetInFlight,""",
+     """            Err(w) if w & !Self::SEQ_MASK == pending => SlotExpiry::Fired,""",
      "loom_local", "remote_reset_races_local_expiry"),
     ("M39", "a remote arm does not look at `closed` again after its push", "src/local/remote.rs",
      """        if self.shared.is_closed() {
@@ -257,6 +257,31 @@ MUTATIONS = [
      """        if true {
             // `find` saw it pending""",
      "loom_local", "remote_cancel_races_owner_cancel"),
+    ("M50", "the owner applies a remote reset's message whatever its ticket (an older reset undoes a later one)",
+     "src/local/mod.rs",
+     """                        if SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
+     """                        if true || SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
+     "loom_local", "owner_reset_after_a_remote_reset_wins"),
+    ("M51", "a remote reset never wakes the owner (sent with no deadline to compare with its sleep)",
+     "src/local/remote.rs",
+     """        self.shared.send(Command::Reset { key, deadline, ticket }, Some(deadline));""",
+     """        self.shared.send(Command::Reset { key, deadline, ticket }, None);""",
+     "loom_local", "remote_reset_races_owner_going_idle"),
+    ("M52", "the owner's cancel loses to a remote reset in flight", "src/state.rs",
+     """            if cur & !Self::SEQ_MASK != Self::pack(generation, Self::PENDING) {
+                return false;
+            }
+            let new = Self::pack(generation.wrapping_add(1), Self::VACANT);""",
+     """            if cur != Self::pack(generation, Self::PENDING) {
+                return false;
+            }
+            let new = Self::pack(generation.wrapping_add(1), Self::VACANT);""",
+     "loom_local", "owner_cancel_wins_over_remote_reset_in_flight"),
+    ("M53", "a remote raises the mail flag without Release (the owner, told of a push, may not see it)",
+     "src/local/remote.rs",
+     """        self.mail.swap(true, Ordering::Release);""",
+     """        self.mail.swap(true, Ordering::Relaxed);""",
+     "loom_local", "remote_cancel_races_local_poll"),
 ]
 
 

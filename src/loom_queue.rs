@@ -3,15 +3,22 @@
 //!
 //! Like `SegQueue` it is lock-free for producers: a push is a CAS loop on the head of a
 //! stack of nodes (Treiber), which fails only when another push succeeded. The one consumer
-//! (the shard's driver) swaps the whole stack out and keeps it, reversed into arrival order,
-//! in a buffer of its own. Like `SegQueue`'s `len`/`is_empty`, which read its indices without
+//! (the shard's driver, or a `LocalWheel`'s owner) pops as `SegQueue::pop` does: a `SeqCst`
+//! fence and a plain (`Relaxed`) load decide whether the queue is empty, and only then does
+//! it take what was pushed (here the whole stack, with one `Acquire` swap, kept reversed into
+//! arrival order in a buffer of its own). The load is what matters: like `SegQueue`'s read of
+//! its tail index, it can miss a push that nothing has ordered before it, so a model sees
+//! whether the orderings whose job is to make a push visible to the consumer (the
+//! `LocalWheel` mail flag's release/acquire pair, the mailboxes' fences) do it. (An earlier
+//! stand-in took the stack with the swap alone: a read-modify-write always reads the latest
+//! push, so no model could fail for want of those orderings.) Like `SegQueue`'s `len`/`is_empty`, which read its indices without
 //! touching the items, its length is a separate atomic that a push raises after linking its
 //! node: so a producer's push and the driver's emptiness check are ordered only by what the
 //! mailbox's handshakes put around them, and loom can show a missing fence. (An earlier
 //! stand-in guarded the items with a spin lock; with two other threads spinning on yields,
 //! loom's scheduler could livelock on it, a failure of the model, not of the code.)
 
-use loom::sync::atomic::{AtomicIsize, AtomicPtr, Ordering};
+use loom::sync::atomic::{AtomicIsize, AtomicPtr, Ordering, fence};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ptr;
@@ -65,7 +72,15 @@ impl<T> Queue<T> {
     pub(crate) fn pop(&self) -> Option<T> {
         let mut taken = self.taken.borrow_mut();
         if taken.is_empty() {
-            // Acquire: pairs with the pushes' Release CAS.
+            // As `SegQueue::pop`: a SeqCst fence, then a Relaxed load decides "empty" (its
+            // `tail.index` load). Relaxed: it may miss a push that nothing ordered before
+            // this pop, as the real one may; the swap below then reads from the push it saw
+            // or a later one.
+            fence(Ordering::SeqCst);
+            if self.head.load(Ordering::Relaxed).is_null() {
+                return None;
+            }
+            // Acquire: pairs with the pushes' Release CAS, for the nodes' contents.
             let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
             let mut batch = Vec::new();
             while !node.is_null() {

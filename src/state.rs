@@ -193,38 +193,51 @@ impl StateCell {
 }
 
 /// A slot's word in the embedded wheel (`local/`): the generation of the slot's timer, its
-/// state, and how many remote resets of it are on their way to the owner.
+/// state, and the sequence number of the last remote reset of it.
 ///
 /// ```text
 ///  63             32 31                           2 1  0
 /// ┌────────────────┬──────────────────────────────┬─────┐
-/// │ generation     │ remote resets in flight      │ st  │   st: 0 VACANT, 1 PENDING,
+/// │ generation     │ remote reset sequence        │ st  │   st: 0 VACANT, 1 PENDING,
 /// └────────────────┴──────────────────────────────┴─────┘       2 CANCELLED (by a remote)
 ///
 ///   owner arm: VACANT(g) ──store──▶ PENDING(g, 0)
-///   owner cancel / expiry: PENDING(g, 0 or any) ──▶ VACANT(g+1)          (one CAS decides;
+///   owner cancel / expiry: PENDING(g, s) ──▶ VACANT(g+1)                 (one CAS decides;
 ///                          a load and a store while no remote has ever existed)
-///   remote cancel: PENDING(g, r) ──CAS──▶ CANCELLED(g, r) ──owner, later──▶ VACANT(g+1)
-///   remote reset: PENDING(g, r) ──CAS──▶ PENDING(g, r+1); the owner applies it: r-1
+///   remote cancel: PENDING(g, s) ──CAS──▶ CANCELLED(g, s) ──owner, later──▶ VACANT(g+1)
+///   remote reset: PENDING(g, s) ──CAS──▶ PENDING(g, s+1); its ticket s+1 travels with
+///                 its message
 /// ```
 ///
 /// Why not [`StateCell`]: a service timeout's handle owns its entry, so its word can spend
 /// 61 bits on the deadline and a reset is a CAS alone. A [`TimerKey`](crate::TimerKey) names
 /// a *slot*, reused by later timers, so every remote CAS must check the generation in the
 /// same word, which leaves no room for a deadline. The deadline stays in the owner's node;
-/// a remote reset travels as a message, and is counted here, so that the owner's expiry CAS
-/// (which expects no reset in flight) fails, and a timer whose reset returned `true` never
-/// fires at the deadline it was moved from. Expiry and the owner's cancel go straight to
-/// `VACANT(g+1)`: the slot is free again in the same CAS, and every key of generation `g`
-/// is stale from then on.
+/// a remote reset travels as a message, numbered here: its CAS takes the next sequence
+/// number, its *ticket*, which orders it against every other reset of the timer (the CASes
+/// on one word are totally ordered). The owner remembers the ticket of the reset in effect
+/// (the last remote one it applied, or the sequence it read when it reset the timer
+/// itself, which supersedes every remote reset made before); a message whose ticket is not
+/// newer changes nothing, so the last reset that returned `true` wins, whichever side made
+/// it. The owner's expiry CAS expects the word's sequence to equal the ticket in effect: a
+/// newer remote reset still on its way makes it fail, so a timer whose reset returned
+/// `true` never fires at the deadline it was moved from. Expiry and the owner's cancel go
+/// straight to `VACANT(g+1)` whatever the sequence (the owner's cancel wins over resets in
+/// flight): the slot is free again in the same CAS, and every key of generation `g` is
+/// stale from then on.
+///
+/// The sequence has 30 bits and wraps; tickets are compared modulo 2³⁰
+/// ([`SlotWord::is_newer`]), which is exact while fewer than 2²⁹ remote resets of one timer
+/// are in flight at once (each holds a queued message: tens of gibibytes).
 ///
 /// The owner uses the `*_exclusive` forms (a load and a store, no read-modify-write) while no
 /// [`RemoteWheel`](crate::RemoteWheel) has ever existed, since then no other thread can
 /// reach the word; the CAS forms once one has.
 ///
 /// Orderings: the word publishes no data (a payload never crosses threads through it: a
-/// remote cancel leaves it for the owner to drop), so only the modification order of the
-/// one word matters, which every ordering keeps. The CASes are still `AcqRel` and the loads
+/// remote cancel leaves it for the owner to drop; a reset's deadline travels in its
+/// message, which the queue publishes), so only the modification order of the one word
+/// matters, which every ordering keeps. The CASes are still `AcqRel` and the loads
 /// `Acquire`, as [`StateCell`]'s, so that a thread that saw a remote cancel lose also sees
 /// what the owner did before the expiry; on x86 they cost the same as `Relaxed`.
 #[derive(Debug)]
@@ -239,7 +252,7 @@ pub(crate) enum SlotExpiry {
     Fired,
     /// A remote cancel won: the owner drops the payload and calls [`SlotWord::clear`].
     Cancelled,
-    /// A remote reset is on its way: the timer must wait for it.
+    /// A remote reset newer than the one in effect is on its way: the timer must wait for it.
     ResetInFlight,
     /// The word does not name this generation's pending timer (a stale key).
     Stale,
@@ -250,8 +263,10 @@ impl SlotWord {
     const PENDING: u64 = 1;
     const CANCELLED: u64 = 2;
     const STATE_MASK: u64 = 0b11;
-    const RESET_ONE: u64 = 1 << 2;
-    const RESETS_MASK: u64 = ((1 << 30) - 1) << 2;
+    const SEQ_SHIFT: u32 = 2;
+    /// The largest reset sequence number; the next one is 0.
+    pub(crate) const SEQ_MAX: u32 = (1 << 30) - 1;
+    const SEQ_MASK: u64 = (Self::SEQ_MAX as u64) << Self::SEQ_SHIFT;
     const GEN_SHIFT: u32 = 32;
 
     #[inline]
@@ -262,6 +277,19 @@ impl SlotWord {
     #[inline]
     fn generation_of(word: u64) -> u32 {
         (word >> Self::GEN_SHIFT) as u32
+    }
+
+    #[inline]
+    fn seq_of(word: u64) -> u32 {
+        ((word & Self::SEQ_MASK) >> Self::SEQ_SHIFT) as u32
+    }
+
+    /// Whether reset ticket `ticket` was made after the reset of ticket `than` (modulo
+    /// 2³⁰: see the type's docs).
+    #[inline]
+    pub(crate) fn is_newer(ticket: u32, than: u32) -> bool {
+        let ahead = ticket.wrapping_sub(than) & Self::SEQ_MAX;
+        ahead != 0 && ahead <= Self::SEQ_MAX / 2
     }
 
     /// A vacant slot whose next timer gets `generation`.
@@ -282,18 +310,24 @@ impl SlotWord {
         Self::generation_of(self.load())
     }
 
+    /// The ticket of the last remote reset of the slot's timer (0: none yet).
+    #[inline]
+    pub(crate) fn reset_seq(&self) -> u32 {
+        Self::seq_of(self.load())
+    }
+
     /// Whether the slot holds generation `generation`'s timer, pending (not cancelled by a
     /// remote).
     #[inline]
     pub(crate) fn is_pending(&self, generation: u32) -> bool {
-        self.load() & !Self::RESETS_MASK == Self::pack(generation, Self::PENDING)
+        self.load() & !Self::SEQ_MASK == Self::pack(generation, Self::PENDING)
     }
 
     /// Whether a remote cancel won generation `generation`'s timer, which the owner has not
     /// cleared yet.
     #[inline]
     pub(crate) fn is_cancelled(&self, generation: u32) -> bool {
-        self.load() & !Self::RESETS_MASK == Self::pack(generation, Self::CANCELLED)
+        self.load() & !Self::SEQ_MASK == Self::pack(generation, Self::CANCELLED)
     }
 
     /// Owner: VACANT(g) → PENDING(g, 0); returns g. A store: no other thread writes a vacant
@@ -329,14 +363,14 @@ impl SlotWord {
         generation
     }
 
-    /// Owner: PENDING(g, any resets) → VACANT(g+1), for a cancel: `true` iff this call took
-    /// the timer (a remote cancel did not come first). Resets in flight are left to find
-    /// their generation gone.
+    /// Owner: PENDING(g, any sequence) → VACANT(g+1), for a cancel: `true` iff this call
+    /// took the timer (a remote cancel did not come first). Resets in flight are left to
+    /// find their generation gone: the owner's cancel wins over them.
     #[inline]
     pub(crate) fn try_cancel_owned(&self, generation: u32) -> bool {
         let mut cur = self.load();
         loop {
-            if cur & !Self::RESETS_MASK != Self::pack(generation, Self::PENDING) {
+            if cur & !Self::SEQ_MASK != Self::pack(generation, Self::PENDING) {
                 return false;
             }
             let new = Self::pack(generation.wrapping_add(1), Self::VACANT);
@@ -348,17 +382,20 @@ impl SlotWord {
         }
     }
 
-    /// Owner: PENDING(g, 0) → VACANT(g+1), for an expiry, with one strong CAS.
+    /// Owner: PENDING(g, `in_effect`) → VACANT(g+1), for an expiry, with one strong CAS:
+    /// `in_effect` is the ticket of the reset the owner has in effect (0: none), and a word
+    /// whose sequence moved past it has a newer remote reset in flight.
     #[inline]
-    pub(crate) fn try_expire(&self, generation: u32) -> SlotExpiry {
+    pub(crate) fn try_expire(&self, generation: u32, in_effect: u32) -> SlotExpiry {
         let pending = Self::pack(generation, Self::PENDING);
+        let expected = pending | (u64::from(in_effect & Self::SEQ_MAX) << Self::SEQ_SHIFT);
         let vacant = Self::pack(generation.wrapping_add(1), Self::VACANT);
         // AcqRel/Acquire: see the type's docs. Strong: a spurious failure would be read as
         // a reset in flight and delay the timer by a tick.
-        match self.word.compare_exchange(pending, vacant, Ordering::AcqRel, Ordering::Acquire) {
+        match self.word.compare_exchange(expected, vacant, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => SlotExpiry::Fired,
-            Err(w) if w & !Self::RESETS_MASK == pending => SlotExpiry::ResetInFlight,
-            Err(w) if w & !Self::RESETS_MASK == Self::pack(generation, Self::CANCELLED) => SlotExpiry::Cancelled,
+            Err(w) if w & !Self::SEQ_MASK == pending => SlotExpiry::ResetInFlight,
+            Err(w) if w & !Self::SEQ_MASK == Self::pack(generation, Self::CANCELLED) => SlotExpiry::Cancelled,
             Err(_) => SlotExpiry::Stale,
         }
     }
@@ -372,30 +409,13 @@ impl SlotWord {
         self.word.store(Self::pack(generation.wrapping_add(1), Self::VACANT), Ordering::Release);
     }
 
-    /// Owner: one remote reset of generation `generation` has been applied (or found its
-    /// timer cancelled). Stale (the slot moved on, which cleared the count): nothing.
-    #[inline]
-    pub(crate) fn reset_applied(&self, generation: u32) {
-        let mut cur = self.load();
-        loop {
-            if Self::generation_of(cur) != generation || cur & Self::RESETS_MASK == 0 {
-                return;
-            }
-            // AcqRel/Acquire: see the type's docs.
-            match self.word.compare_exchange_weak(cur, cur - Self::RESET_ONE, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return,
-                Err(actual) => cur = actual,
-            }
-        }
-    }
-
     /// Remote: PENDING(g, r) → CANCELLED(g, r). `true` iff this call cancelled the timer:
     /// it will never fire, and the owner drops its payload.
     #[inline]
     pub(crate) fn try_cancel_remote(&self, generation: u32) -> bool {
         let mut cur = self.load();
         loop {
-            if cur & !Self::RESETS_MASK != Self::pack(generation, Self::PENDING) {
+            if cur & !Self::SEQ_MASK != Self::pack(generation, Self::PENDING) {
                 return false;
             }
             let new = (cur & !Self::STATE_MASK) | Self::CANCELLED;
@@ -407,23 +427,21 @@ impl SlotWord {
         }
     }
 
-    /// Remote: PENDING(g, r) → PENDING(g, r+1). `true` iff the timer was pending: it will
-    /// not fire before the owner applies the reset's message. Saturates (2³⁰ resets in
-    /// flight on one timer would need gigabytes of messages): the owner then fires no
-    /// earlier than the first of them it applies.
+    /// Remote: PENDING(g, s) → PENDING(g, s+1). `Some(ticket)` (s+1, modulo 2³⁰) iff the
+    /// timer was pending: it will not fire before the owner applies the reset's message, or
+    /// a later reset supersedes it.
     #[inline]
-    pub(crate) fn try_reset_remote(&self, generation: u32) -> bool {
+    pub(crate) fn try_reset_remote(&self, generation: u32) -> Option<u32> {
         let mut cur = self.load();
         loop {
-            if cur & !Self::RESETS_MASK != Self::pack(generation, Self::PENDING) {
-                return false;
+            if cur & !Self::SEQ_MASK != Self::pack(generation, Self::PENDING) {
+                return None;
             }
-            if cur & Self::RESETS_MASK == Self::RESETS_MASK {
-                return true;
-            }
+            let ticket = Self::seq_of(cur).wrapping_add(1) & Self::SEQ_MAX;
+            let new = (cur & !Self::SEQ_MASK) | (u64::from(ticket) << Self::SEQ_SHIFT);
             // AcqRel/Acquire: see the type's docs.
-            match self.word.compare_exchange_weak(cur, cur + Self::RESET_ONE, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
+            match self.word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(ticket),
                 Err(actual) => cur = actual,
             }
         }
@@ -513,26 +531,42 @@ mod tests {
         let g = w.arm();
         assert_eq!(g, u32::MAX);
         assert!(w.is_pending(g));
-        assert!(w.try_reset_remote(g));
-        assert_eq!(w.try_expire(g), SlotExpiry::ResetInFlight, "a reset in flight holds the expiry");
-        w.reset_applied(g);
-        assert_eq!(w.try_expire(g), SlotExpiry::Fired);
+        assert_eq!(w.try_reset_remote(g), Some(1));
+        assert_eq!(w.try_expire(g, 0), SlotExpiry::ResetInFlight, "a newer reset in flight holds the expiry");
+        assert_eq!(w.reset_seq(), 1);
+        assert_eq!(w.try_expire(g, 1), SlotExpiry::Fired, "once its ticket is in effect");
         assert_eq!(w.generation(), 0, "the generation wraps");
         assert!(!w.is_pending(g));
         assert!(!w.try_cancel_remote(g), "a stale key cancels nothing");
+        assert_eq!(w.try_reset_remote(g), None);
         let g = w.arm();
+        assert_eq!(w.reset_seq(), 0, "a new timer starts its sequence again");
         assert!(w.try_cancel_remote(g));
         assert!(!w.try_cancel_owned(g), "exactly one cancel wins");
-        assert_eq!(w.try_expire(g), SlotExpiry::Cancelled);
+        assert_eq!(w.try_expire(g, 0), SlotExpiry::Cancelled);
         w.clear(g);
         assert_eq!(w.generation(), 1);
         let g = w.arm();
-        assert!(w.try_reset_remote(g));
+        assert_eq!(w.try_reset_remote(g), Some(1));
         assert!(w.try_cancel_owned(g), "the owner's cancel wins over resets in flight");
-        w.reset_applied(g);
         assert_eq!(w.generation(), 2);
         let g = w.arm();
         w.vacate_exclusive(g);
         assert!(!w.is_pending(g) && w.generation() == g + 1, "vacated, at the next generation");
+    }
+
+    #[test]
+    fn reset_tickets_compare_modulo_their_width() {
+        assert!(SlotWord::is_newer(1, 0));
+        assert!(!SlotWord::is_newer(0, 0));
+        assert!(!SlotWord::is_newer(0, 1));
+        assert!(SlotWord::is_newer(0, SlotWord::SEQ_MAX), "the sequence wraps");
+        assert!(SlotWord::is_newer(3, SlotWord::SEQ_MAX - 3));
+        assert!(!SlotWord::is_newer(SlotWord::SEQ_MAX, 2));
+        let w = SlotWord::vacant(5);
+        let g = w.arm();
+        w.word.store(SlotWord::pack(g, SlotWord::PENDING) | SlotWord::SEQ_MASK, Ordering::Relaxed);
+        assert_eq!(w.try_reset_remote(g), Some(0), "the ticket after the largest is 0");
+        assert!(w.is_pending(g));
     }
 }

@@ -2,7 +2,7 @@
 //! owner polls: every timer ends exactly once (handed out by `poll_expired`, or a
 //! `RemoteWheel::cancel`/`LocalWheel::cancel` returned it), and every payload is dropped
 //! exactly once. No timer fires before its deadline (checked for every timer no reset
-//! moved). The owner sleeps until `next_deadline` with no cap: only the notifier (or a
+//! moved). The owner sleeps in `park` for the timeout it is given, with no cap: only the notifier (or a
 //! worker's "done") wakes it earlier, so a lost wake-up shows as a remote arm fired late.
 
 use shardwheel::{LocalWheel, TimerKey};
@@ -137,13 +137,13 @@ fn remote_threads_race_the_owner_and_every_timer_ends_once() {
             break;
         }
         assert!(Instant::now() < deadline, "timers left: {}", wheel.len());
-        match wheel.next_deadline() {
-            Some(at) => thread::park_timeout(at.saturating_duration_since(Instant::now())),
+        wheel.park(|timeout| match timeout {
+            Some(timeout) => thread::park_timeout(timeout),
             // Nothing pending: only a remote arm (through the notifier) or a worker's
             // "done" wakes the owner. The timeout only keeps a lost wake-up from hanging
             // the test; the lateness check below catches it.
             None => thread::park_timeout(Duration::from_secs(10)),
-        }
+        });
     }
     // Generous for a loaded 2-core machine; a lost wake-up costs 1.5 s (until "done").
     assert!(max_late < Duration::from_millis(700), "a probe fired {max_late:?} late: a lost wake-up?");

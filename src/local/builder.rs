@@ -132,7 +132,7 @@ impl LocalBuilder {
 
     /// Called by a [`RemoteWheel`](crate::RemoteWheel) arm (or reset) whose deadline is
     /// earlier than the one the owner last said it would sleep until
-    /// ([`LocalWheel::next_deadline`]), and only then: an eventfd write, a `mio::Waker`,
+    /// ([`LocalWheel::park`], [`LocalWheel::prepare_park`]), and only then: an eventfd write, a `mio::Waker`,
     /// an io_uring message, `Thread::unpark`. It runs on the remote thread; it must not
     /// block. A closure or any [`Notify`].
     ///

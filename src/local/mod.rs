@@ -57,14 +57,14 @@ use crate::sync::{Arc, Ordering};
 use crate::wheel::{FIRST_KEY, Key, Timed, Wheel};
 use remote::{ASLEEP_UNTIL_WOKEN, Command, Shared};
 use slots::Slots;
+use std::collections::HashMap;
 use std::fmt;
-use std::marker::PhantomData;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 /// Remote commands applied per `poll_expired` call at most, so a flood from other threads
 /// cannot hold up the owner's expiries; the rest wait for the next call (and
-/// `next_deadline` says "now" while any wait).
+/// `prepare_park` says "don't sleep" while any wait).
 const DRAIN_BUDGET: usize = 1024;
 
 /// What the wheel holds: the deadline tick (plus one, so `Option<Entry<T>>` uses the zero
@@ -98,10 +98,40 @@ impl<T> fmt::Debug for Entry<T> {
 
 /// A timer wheel owned by one thread's event loop: typed payloads (a connection id), no
 /// closure, no allocation per timer, no clock read and no atomic read-modify-write on the
-/// local path, and a [`next_deadline`](LocalWheel::next_deadline) to sleep until.
+/// local path, and a [`park`](LocalWheel::park) that says how long to sleep and tells remote
+/// threads, for that long, that a new earlier deadline must wake the owner.
 ///
-/// `!Send` and `!Sync`: build it on the thread that owns it. Other threads reach it through
-/// a [`RemoteWheel`].
+/// `Send` (for `T: Send`), so it can be built on one thread and handed to the loop that
+/// owns it, or moved with its loop; `!Sync`: one thread drives it at a time. Other threads
+/// reach it through a [`RemoteWheel`]. Moving it is sound with no `unsafe`: every field is
+/// `Send` by itself (the remote queue is multi-producer, multi-consumer; "only the owner
+/// pops" means one thread at a time, which ownership of the wheel gives). The notifier
+/// wakes whatever it was built to wake: after a move, it must still wake the thread that
+/// now drives the wheel.
+///
+/// ```
+/// # use std::time::Duration;
+/// let mut wheel = shardwheel::LocalWheel::new();
+/// let key = wheel.arm(Duration::from_secs(5), 1u64);
+/// let remote = wheel.remote();
+/// let owner = std::thread::spawn(move || wheel.cancel(key)); // the loop's own thread
+/// assert_eq!(owner.join().unwrap(), Some(1));
+/// assert!(!remote.cancel(key));
+/// ```
+///
+/// A payload that is not `Send` keeps the wheel on its thread:
+///
+/// ```compile_fail
+/// let wheel = shardwheel::LocalWheel::<std::rc::Rc<u8>>::new();
+/// std::thread::spawn(move || drop(wheel));
+/// ```
+///
+/// and the wheel is never shared between threads:
+///
+/// ```compile_fail
+/// fn shared<S: Sync>(_: &S) {}
+/// shared(&shardwheel::LocalWheel::<u64>::new());
+/// ```
 ///
 /// Timers fire at the first tick boundary at or after their deadline (never early), earliest
 /// first, and in the order they were armed (or last reset) within a tick.
@@ -115,10 +145,10 @@ impl<T> fmt::Debug for Entry<T> {
 /// let idle = wheel.arm(Duration::from_millis(10), 2u64);
 /// assert_eq!(wheel.cancel(request), Some(1)); // the response came
 ///
-/// // The event loop: sleep until the next deadline, then take what is due.
-/// let wake = wheel.next_deadline().expect("one timer pending");
-/// let now = wake.max(Instant::now()); // as if epoll_wait slept until then
-/// while let Some((key, conn)) = wheel.poll_expired(now) {
+/// // The event loop: sleep until the next deadline (or a remote wake-up), then take what
+/// // is due. `park` hands the sleep its timeout (here, at most 10 ms: the idle timer).
+/// wheel.park(|timeout| std::thread::sleep(timeout.expect("one timer pending")));
+/// while let Some((key, conn)) = wheel.poll_expired(Instant::now()) {
 ///     assert_eq!((key, conn), (idle, 2));
 /// }
 /// assert!(wheel.is_empty());
@@ -129,18 +159,18 @@ pub struct LocalWheel<T> {
     shared: Arc<Shared<T>>,
     clock: Clock,
     now: Instant,
-    /// `now` in nanoseconds since the clock's start, for `arm`.
+    /// `now` in nanoseconds since the clock's start, for `arm_from_last_poll` and `arm`.
     now_nanos: u64,
     /// `now`'s tick: computed once per new `now`, not once per `poll_expired` call.
     now_tick: u64,
     /// Whether a `RemoteWheel` was ever made: from then on the slot words are CASed.
     remote_made: std::cell::Cell<bool>,
-    /// Whether `next_deadline` announced a sleep to the remotes that `poll_expired` has not
-    /// taken back yet (`Shared::woke`): one store per sleep, not one per fired timer.
-    announced: std::cell::Cell<bool>,
+    /// Whether `prepare_park` announced a sleep to the remotes that has not been taken back
+    /// yet (`Shared::woke`): one store per sleep, not one per fired timer.
+    announced: bool,
     /// Whether the next `poll_expired` must drain whatever the mail flag says: the last
-    /// drain ran out of budget, or `next_deadline` found commands waiting.
-    must_drain: std::cell::Cell<bool>,
+    /// drain ran out of budget, or `prepare_park` found commands waiting.
+    must_drain: bool,
     /// How many times the remote queue was drained.
     #[cfg(test)]
     drains: usize,
@@ -149,9 +179,11 @@ pub struct LocalWheel<T> {
     slot_limit: usize,
     /// Remote arms dropped because the wheel had no slot left for them.
     remote_arms_dropped: u64,
+    /// Slot → (generation, ticket of the reset in effect), for the timers a remote has
+    /// reset: see [`SlotWord`]'s docs. A timer missing here has ticket 0 in effect. Empty
+    /// until a remote resets, so the other paths pay one `is_empty` check.
+    resets_in_effect: HashMap<u32, (u32, u32)>,
     max_pending: usize,
-    /// `!Send`, `!Sync`: one thread owns the wheel.
-    _owned: PhantomData<*const ()>,
 }
 
 impl<T> LocalWheel<T> {
@@ -183,34 +215,66 @@ impl<T> LocalWheel<T> {
             now_nanos: 0,
             now_tick: 0,
             remote_made: std::cell::Cell::new(false),
-            announced: std::cell::Cell::new(false),
-            must_drain: std::cell::Cell::new(false),
+            announced: false,
+            must_drain: false,
             #[cfg(test)]
             drains: 0,
             #[cfg(test)]
             slot_limit: slots::MAX_SLOTS,
             remote_arms_dropped: 0,
+            resets_in_effect: HashMap::new(),
             max_pending,
-            _owned: PhantomData,
         }
     }
 
-    /// Arms `payload` to fire `delay` after the wheel's [`now`](LocalWheel::now) (the last
-    /// instant given to `poll_expired`): no clock is read. `Duration::ZERO` fires at the next
-    /// poll; `Duration::MAX` stays pending until cancelled. Does not check `max_pending`.
+    /// Arms `payload` to fire `delay` from now, in real time: this **reads the clock**
+    /// (`Instant::now()`, some 20 ns), so the timer never fires before `delay` has passed,
+    /// however long ago the loop last polled. (Counted from the later of the clock and the
+    /// wheel's [`now`](LocalWheel::now), for a loop that polls with instants of its own.)
+    /// A loop that already holds the current instant saves the clock read with
+    /// [`arm_at`](LocalWheel::arm_at), or, counting from its last poll,
+    /// [`arm_from_last_poll`](LocalWheel::arm_from_last_poll). `Duration::ZERO` fires at the
+    /// next poll; `Duration::MAX` stays pending until cancelled. Does not check
+    /// `max_pending`.
     ///
     /// # Panics
     ///
     /// Only past 2²⁸ timers in one wheel (eight gibibytes of `u64` timers).
     ///
     /// ```
-    /// # use std::time::Duration;
+    /// # use std::time::{Duration, Instant};
     /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let before = Instant::now();
     /// let key = wheel.arm(Duration::from_secs(5), "conn 3");
-    /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_secs(5)));
+    /// assert!(wheel.deadline(key).unwrap() >= before + Duration::from_secs(5));
     /// ```
     #[inline]
     pub fn arm(&mut self, delay: Duration, payload: T) -> TimerKey {
+        let now = self.clock.nanos_at(Instant::now()).max(self.now_nanos);
+        let deadline = self.clock.deadline_after_nanos(now, delay);
+        self.arm_tick(deadline, payload)
+    }
+
+    /// Arms `payload` to fire `delay` after the wheel's [`now`](LocalWheel::now), the last
+    /// instant given to `poll_expired`: no clock is read. For a loop that polls with the
+    /// current instant and arms right after, as most event loops do; a loop that was busy
+    /// since its last poll counts from that poll, so the timer may fire before `delay` has
+    /// passed in real time (use [`arm`](LocalWheel::arm) there). `Duration::ZERO` fires at
+    /// the next poll; `Duration::MAX` stays pending until cancelled. Does not check
+    /// `max_pending`.
+    ///
+    /// # Panics
+    ///
+    /// Only past 2²⁸ timers in one wheel.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let key = wheel.arm_from_last_poll(Duration::from_secs(5), "conn 3");
+    /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_secs(5)));
+    /// ```
+    #[inline]
+    pub fn arm_from_last_poll(&mut self, delay: Duration, payload: T) -> TimerKey {
         let deadline = self.clock.deadline_after_nanos(self.now_nanos, delay);
         self.arm_tick(deadline, payload)
     }
@@ -311,6 +375,8 @@ impl<T> LocalWheel<T> {
             word.vacate_exclusive(key.generation);
         } else if !word.try_cancel_owned(key.generation) {
             return None;
+        } else {
+            self.forget_resets(key.index);
         }
         let entry = self.wheel.remove(wheel_key);
         self.retire_if_round(wheel_key, key.generation);
@@ -339,9 +405,36 @@ impl<T> LocalWheel<T> {
     /// ```
     pub fn reset_at(&mut self, key: TimerKey, deadline: Instant) -> bool {
         let tick = self.clock.deadline_at(deadline);
-        let Some((wheel_key, _)) = self.find(key) else { return false };
+        let Some((wheel_key, word)) = self.find(key) else { return false };
+        // This reset comes after every remote reset whose CAS the word shows: their
+        // messages, still on their way, must not undo it (a remote reset after this load
+        // is later, and wins when applied).
+        let seq = word.reset_seq();
+        if seq != self.reset_in_effect(key) {
+            self.resets_in_effect.insert(key.index, (key.generation, seq));
+        }
         self.reset_tick(wheel_key, tick);
         true
+    }
+
+    /// The ticket of the reset in effect on the timer `key` names (0: none from a remote).
+    #[inline]
+    fn reset_in_effect(&self, key: TimerKey) -> u32 {
+        if self.resets_in_effect.is_empty() {
+            return 0;
+        }
+        match self.resets_in_effect.get(&key.index) {
+            Some(&(generation, ticket)) if generation == key.generation => ticket,
+            _ => 0,
+        }
+    }
+
+    /// The timer in slot `index` is gone: its resets no longer matter.
+    #[inline]
+    fn forget_resets(&mut self, index: u32) {
+        if !self.resets_in_effect.is_empty() {
+            self.resets_in_effect.remove(&index);
+        }
     }
 
     fn reset_tick(&mut self, wheel_key: Key, tick: u64) {
@@ -357,7 +450,7 @@ impl<T> LocalWheel<T> {
     /// ```
     /// # use std::time::Duration;
     /// let mut wheel = shardwheel::LocalWheel::new();
-    /// let key = wheel.arm(Duration::from_micros(1500), ());
+    /// let key = wheel.arm_from_last_poll(Duration::from_micros(1500), ());
     /// assert_eq!(wheel.deadline(key), Some(wheel.now() + Duration::from_millis(2)));
     /// ```
     pub fn deadline(&self, key: TimerKey) -> Option<Instant> {
@@ -424,8 +517,8 @@ impl<T> LocalWheel<T> {
     /// # use std::time::Duration;
     /// let mut wheel = shardwheel::LocalWheel::new();
     /// let start = wheel.now();
-    /// wheel.arm(Duration::from_millis(2), "b");
-    /// wheel.arm(Duration::from_millis(1), "a");
+    /// wheel.arm_from_last_poll(Duration::from_millis(2), "b");
+    /// wheel.arm_from_last_poll(Duration::from_millis(1), "a");
     /// let mut fired = Vec::new();
     /// while let Some((_, p)) = wheel.poll_expired(start + Duration::from_millis(5)) {
     ///     fired.push(p);
@@ -459,7 +552,7 @@ impl<T> LocalWheel<T> {
         if self.remote_made.get() {
             self.wake_up();
             // One plain load per call while no mail waits: see `Shared::has_mail`.
-            if self.must_drain.get() || self.shared.has_mail() {
+            if self.must_drain || self.shared.has_mail() {
                 self.drain_budget(DRAIN_BUDGET);
             }
         }
@@ -481,9 +574,11 @@ impl<T> LocalWheel<T> {
             let index = wheel_key.into_raw() - FIRST_KEY;
             let word = self.slots.word(index);
             let generation = word.generation();
-            match word.try_expire(generation) {
+            let in_effect = self.reset_in_effect(TimerKey { index, generation });
+            match word.try_expire(generation, in_effect) {
                 // The usual case: it fires.
                 SlotExpiry::Fired => {
+                    self.forget_resets(index);
                     let entry = self.wheel.take(wheel_key);
                     self.retire_if_round(wheel_key, generation);
                     return Some((TimerKey { index, generation }, entry.payload));
@@ -494,13 +589,15 @@ impl<T> LocalWheel<T> {
                 // the slot is already vacant at the next generation, so no stale key can
                 // name the slot's next timer.
                 SlotExpiry::Cancelled => {
-                    let entry = self.wheel.take(wheel_key);
                     word.clear(generation);
+                    self.forget_resets(index);
+                    let entry = self.wheel.take(wheel_key);
                     self.retire_if_round(wheel_key, generation);
                     drop(entry);
                 }
-                // A remote reset returned true and its message is not here yet: the timer
-                // must not fire at the old deadline. Look again next tick.
+                // A remote reset newer than the one in effect returned true and its message
+                // is not here yet: the timer must not fire at the old deadline. Look again
+                // next tick.
                 SlotExpiry::ResetInFlight => self.reset_tick(wheel_key, tick.saturating_add(1)),
                 SlotExpiry::Stale => unreachable!("a filed timer's slot word is pending or cancelled"),
             }
@@ -524,10 +621,10 @@ impl<T> LocalWheel<T> {
         self.drain_budget(usize::MAX)
     }
 
-    /// Back from a sleep `next_deadline` announced: remotes need not notify.
-    fn wake_up(&self) {
-        if self.announced.get() {
-            self.announced.set(false);
+    /// Back from a sleep `prepare_park` announced: remotes need not notify.
+    fn wake_up(&mut self) {
+        if self.announced {
+            self.announced = false;
             self.shared.woke();
         }
     }
@@ -540,13 +637,13 @@ impl<T> LocalWheel<T> {
         self.wake_up();
         // Until the queue is seen empty, the next poll drains again: out of budget, or a
         // payload's `Drop` panicked here with mail left behind it.
-        self.must_drain.set(true);
+        self.must_drain = true;
         // Before the pops: see `Shared::has_mail`.
         self.shared.take_mail();
         let mut applied = 0;
         while applied < budget {
             let Some(cmd) = self.shared.pop() else {
-                self.must_drain.set(false);
+                self.must_drain = false;
                 break;
             };
             applied += 1;
@@ -560,13 +657,14 @@ impl<T> LocalWheel<T> {
                     }
                 }
                 Command::Unlink(key) => self.unlink_cancelled(key),
-                Command::Reset { key, deadline } => {
-                    if let Some((wheel_key, word)) = self.find(key) {
-                        word.reset_applied(key.generation);
-                        self.reset_tick(wheel_key, deadline);
-                    } else if let Some(word) = self.slots.get(key.index) {
-                        // Cancelled by a remote, or moved on: only the count to settle.
-                        word.reset_applied(key.generation);
+                // Applied only if no later reset (the owner's, or a remote's already applied)
+                // superseded it; a timer cancelled or gone since ignores it.
+                Command::Reset { key, deadline, ticket } => {
+                    if let Some((wheel_key, _)) = self.find(key) {
+                        if SlotWord::is_newer(ticket, self.reset_in_effect(key)) {
+                            self.resets_in_effect.insert(key.index, (key.generation, ticket));
+                            self.reset_tick(wheel_key, deadline);
+                        }
                     }
                 }
             }
@@ -599,39 +697,93 @@ impl<T> LocalWheel<T> {
         // dropped: a panicking `Drop` must not leave the word CANCELLED on a free slot.
         let entry = self.wheel.remove(wheel_key);
         self.slots.word(key.index).clear(key.generation);
+        self.forget_resets(key.index);
         self.retire_if_round(wheel_key, key.generation);
         drop(entry);
     }
 
-    /// The earliest instant at which `poll_expired` may have a timer to hand out: feed it
-    /// to `epoll_wait` or io_uring. Never later than the earliest pending deadline (it may
-    /// be earlier: the start of a coarse slot whose timers are then moved to finer ones);
-    /// at or before [`now`](LocalWheel::now) if something is due or remote commands wait.
-    /// `None` if nothing is pending but timers that never fire.
+    /// The earliest instant at which `poll_expired` may have a timer to hand out, counting
+    /// the timers filed here: never later than the earliest pending deadline (it may be
+    /// earlier: the start of a coarse slot whose timers are then moved to finer ones); at or
+    /// before [`now`](LocalWheel::now) if something is due. `None` if nothing is pending but
+    /// timers that never fire. Commands from remote threads count once applied (by
+    /// `poll_expired` or [`drain_remote`](LocalWheel::drain_remote)).
     ///
-    /// Once a [`RemoteWheel`] exists, this call also tells remote threads what the owner
-    /// will sleep until: a remote arm earlier than it calls the notifier. Call it right
-    /// before sleeping.
+    /// A getter: it changes nothing and tells remote threads nothing. To sleep, use
+    /// [`park`](LocalWheel::park) (or [`prepare_park`](LocalWheel::prepare_park)): a sleep
+    /// computed from this alone is not woken by a remote arm or reset earlier than it.
     ///
     /// ```
     /// # use std::time::Duration;
     /// let mut wheel = shardwheel::LocalWheel::new();
     /// assert_eq!(wheel.next_deadline(), None);
-    /// wheel.arm(Duration::from_millis(3), ());
+    /// wheel.arm_at(wheel.now() + Duration::from_millis(3), ());
     /// assert_eq!(wheel.next_deadline(), Some(wheel.now() + Duration::from_millis(3)));
     /// ```
     pub fn next_deadline(&self) -> Option<Instant> {
+        self.wheel.next_deadline().map(|tick| self.clock.instant_of(tick))
+    }
+
+    /// Sleeps the owner through `sleep`, handing it how long to sleep: `None` to sleep until
+    /// woken, `Some(Duration::ZERO)` if something is due or remote commands wait (don't
+    /// sleep), else the time until the next deadline (reads the clock once). For that
+    /// sleep, remote threads know what the owner sleeps until: a remote arm or reset earlier
+    /// than it calls the wheel's notifier, which must end the sleep (an eventfd, a
+    /// `mio::Waker`, `Thread::unpark`). The announcement is taken back when `sleep`
+    /// returns, and `sleep` cannot touch the wheel, so the loop below cannot get the order
+    /// wrong.
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// wheel.arm(Duration::from_millis(2), "idle");
+    /// loop {
+    ///     // epoll_wait(timeout), io_uring_enter, park_timeout: whatever the loop sleeps in.
+    ///     wheel.park(|timeout| std::thread::sleep(timeout.unwrap_or(Duration::MAX)));
+    ///     if let Some((_, what)) = wheel.poll_expired(Instant::now()) {
+    ///         assert_eq!(what, "idle");
+    ///         break;
+    ///     }
+    /// }
+    /// ```
+    pub fn park<R>(&mut self, sleep: impl FnOnce(Option<Duration>) -> R) -> R {
+        let timeout = self.prepare_park();
+        let slept = sleep(timeout);
+        self.wake_up();
+        slept
+    }
+
+    /// The first half of [`park`](LocalWheel::park), for a loop whose sleep cannot run in a
+    /// closure: announces the sleep to remote threads and returns how long to sleep (see
+    /// `park`; reads the clock once). Call it last before sleeping, nothing on the wheel
+    /// between: the announcement stands until the next `poll_expired` or
+    /// [`drain_remote`](LocalWheel::drain_remote), which take it back, so a poll between
+    /// this and the sleep would leave the sleep unannounced.
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let remote = wheel.remote();
+    /// wheel.arm(Duration::from_secs(5), 1);
+    /// remote.arm(Duration::ZERO, 2).unwrap(); // sent while the owner runs
+    /// assert_eq!(wheel.prepare_park(), Some(Duration::ZERO), "mail waits: don't sleep");
+    /// assert_eq!(wheel.poll_expired(Instant::now()).map(|(_, p)| p), Some(2));
+    /// let timeout = wheel.prepare_park().expect("a timer pending");
+    /// assert!(timeout <= Duration::from_secs(5));
+    /// // Sleep here for `timeout`; a remote arm earlier than it calls the notifier.
+    /// ```
+    pub fn prepare_park(&mut self) -> Option<Duration> {
         let next = self.wheel.next_deadline();
         if self.remote_made.get() {
-            if !self.shared.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
+            if self.must_drain || !self.shared.prepare_sleep(next.unwrap_or(ASLEEP_UNTIL_WOKEN)) {
                 // Mail waits (`prepare_sleep` marked the owner awake): the next poll drains
                 // it, whatever the mail flag says.
-                self.must_drain.set(true);
-                return Some(self.now);
+                self.must_drain = true;
+                return Some(Duration::ZERO);
             }
-            self.announced.set(true);
+            self.announced = true;
         }
-        next.map(|tick| self.clock.instant_of(tick))
+        next.map(|tick| self.clock.instant_of(tick).saturating_duration_since(Instant::now()))
     }
 
     /// The wheel's now: the latest instant given to `poll_expired` (or its start).

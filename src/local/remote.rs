@@ -7,7 +7,8 @@
 //! - A remote cancel or reset is decided on the timer's [`SlotWord`](crate::state::SlotWord)
 //!   by one CAS before anything is sent: the message that follows only returns memory (a
 //!   cancel) or carries the new deadline (a reset), so the answer is exact at once.
-//! - `sleep_until` is the tick the owner said it will sleep until (`next_deadline`), or
+//! - `sleep_until` is the tick the owner said it will sleep until (`prepare_park`, which
+//!   `park` calls; taken back when `park`'s sleep returns, or by the next poll), or
 //!   [`AWAKE`] while it runs. A remote arm or reset earlier than that claims the wake-up with
 //!   a CAS back to `AWAKE` and calls the notifier: of many remote threads, one pays.
 //! - `closed` is set once, when the owner drops the wheel.
@@ -16,7 +17,7 @@
 //! fence and a load on each side:
 //!
 //! ```text
-//!  remote                                owner, in next_deadline()
+//!  remote                                owner, in prepare_park()
 //!  push(cmd)                             sleep_until = t
 //!  fence(SeqCst)                         fence(SeqCst)
 //!  s = sleep_until                       if !queue.is_empty() { due now: don't sleep }
@@ -85,8 +86,9 @@ pub(super) enum Command<T> {
     Arm { deadline: u64, payload: T },
     /// A remote cancel won this timer: take it out and drop its payload.
     Unlink(TimerKey),
-    /// A remote reset of this timer to this tick, counted in its slot word.
-    Reset { key: TimerKey, deadline: u64 },
+    /// A remote reset of this timer to this tick, numbered by its slot word: `ticket`
+    /// orders it against the timer's other resets (`SlotWord::is_newer`).
+    Reset { key: TimerKey, deadline: u64, ticket: u32 },
 }
 
 #[cfg(not(loom))]
@@ -153,6 +155,10 @@ impl<T> Shared<T> {
 
     /// Owner only, before it pops: see `has_mail`.
     pub(super) fn take_mail(&self) {
+        // Acquire: pairs with the remotes' Release swap in `send`. (`SegQueue::pop` opens
+        // with a SeqCst fence, which would make a Relaxed read of that Release store
+        // synchronize too: loom agrees, weakening this alone fails no model. The Acquire
+        // keeps the handshake from resting on the queue's insides.)
         self.mail.swap(false, Ordering::Acquire);
     }
 
@@ -357,8 +363,9 @@ impl<T: Send> RemoteWheel<T> {
 
     /// Moves the timer `key` names to fire `delay` from now (reading the clock). `true` iff
     /// it was pending (one CAS decides): it then fires at the new deadline, never at the old
-    /// one. The owner applies it when it next polls, and is notified if the new deadline is
-    /// earlier than its sleep.
+    /// one, unless a later reset (the owner's or another remote's) moves it again: of the
+    /// resets that returned `true`, the last one wins. The owner applies it when it next
+    /// polls, and is notified if the new deadline is earlier than its sleep.
     ///
     /// ```
     /// # use std::time::{Duration, Instant};
@@ -391,10 +398,8 @@ impl<T: Send> RemoteWheel<T> {
             return false;
         }
         let Some(word) = self.shared.directory.get(key.index) else { return false };
-        if !word.try_reset_remote(key.generation) {
-            return false;
-        }
-        self.shared.send(Command::Reset { key, deadline }, Some(deadline));
+        let Some(ticket) = word.try_reset_remote(key.generation) else { return false };
+        self.shared.send(Command::Reset { key, deadline, ticket }, Some(deadline));
         true
     }
 

@@ -6,7 +6,9 @@
 //! last reset); `NEVER` never fires. A key is live from its arm until it fires or is
 //! cancelled; every call with a key that is not live answers `None`/`false`. Remote
 //! commands are applied, in the order sent, at the start of the next poll; a remote cancel
-//! or reset is decided when it is made.
+//! or reset is decided when it is made. Of the resets of one timer that returned `true`,
+//! the last one made wins, whichever side made it: a remote reset's message that arrives
+//! after a later reset (the owner's, or another remote's) changes nothing.
 
 use super::*;
 use crate::error::BuildError;
@@ -17,8 +19,10 @@ const TICK_NS: u64 = 1_000_000;
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// `arm(delay)` with this many nanoseconds.
+    /// `arm_from_last_poll(delay)` with this many nanoseconds.
     Arm(u64),
+    /// `arm(delay)` (reads the clock) with this many nanoseconds.
+    ArmByClock(u64),
     /// `arm(Duration::MAX)`.
     ArmForever,
     /// `arm_at(now ± ns)`; `false`: in the past.
@@ -56,7 +60,8 @@ fn delay() -> impl Strategy<Value = u64> {
 
 fn op(remote: bool) -> impl Strategy<Value = Op> {
     let local = prop_oneof![
-        6 => delay().prop_map(Op::Arm),
+        4 => delay().prop_map(Op::Arm),
+        2 => delay().prop_map(Op::ArmByClock),
         1 => Just(Op::ArmForever),
         2 => (any::<bool>(), delay()).prop_map(|(f, d)| Op::ArmAt(f, d)),
         1 => delay().prop_map(Op::TryArmAt),
@@ -83,9 +88,14 @@ struct Model {
     /// id → (effective tick, order, deadline tick)
     live: HashMap<u64, (u64, u64, u64)>,
     seq: u64,
-    /// Remote commands not yet applied: `(id, Some(tick))` arm or reset; a reset of an id
-    /// no longer live when applied is dropped.
-    mail: Vec<(u64, u64)>,
+    /// Remote commands not yet applied: `(id, tick, ticket)`, an arm (ticket 0) or a reset;
+    /// a reset of an id no longer live when applied, or older than the reset in effect, is
+    /// dropped.
+    mail: Vec<(u64, u64, u64)>,
+    /// id → the ticket of the reset in effect (owner's or remote), for ids ever reset.
+    reset_in_effect: HashMap<u64, u64>,
+    /// Every reset takes the next ticket, in the order the resets are made.
+    tickets: u64,
 }
 
 impl Model {
@@ -109,6 +119,11 @@ impl Model {
         }
     }
 
+    fn ticket(&mut self) -> u64 {
+        self.tickets += 1;
+        self.tickets
+    }
+
     fn pop_due(&mut self, now: u64) -> Option<u64> {
         let (&(eff, seq), &id) = self.queue.iter().next()?;
         (eff <= now && eff != NEVER).then(|| {
@@ -117,6 +132,12 @@ impl Model {
             id
         })
     }
+}
+
+/// Whether `ArmForever` uses `arm` (which reads the clock) for this id, else
+/// `arm_from_last_poll`: both must leave the timer pending for good.
+fn ns_forever_by_clock(id: u64) -> bool {
+    id % 2 == 0
 }
 
 /// The tick of a deadline `ns` after the start: rounded up.
@@ -163,9 +184,11 @@ impl Harness {
 
     /// Applies the remote mail to the model, as the wheel's poll does.
     fn deliver(&mut self) {
-        for (id, tick) in std::mem::take(&mut self.model.mail) {
-            if id >= 1 << 40 || self.model.live.contains_key(&id) {
+        for (id, tick, ticket) in std::mem::take(&mut self.model.mail) {
+            let newest = ticket > self.model.reset_in_effect.get(&id).copied().unwrap_or(0);
+            if (id >= 1 << 40 && ticket == 0) || (self.model.live.contains_key(&id) && newest) {
                 self.model.file(self.now_tick(), id, tick);
+                self.model.reset_in_effect.insert(id, ticket);
             }
         }
     }
@@ -197,7 +220,7 @@ impl Harness {
             if arm_inside && !armed_inside {
                 armed_inside = true;
                 let id = self.id();
-                let key = self.wheel.arm(Duration::ZERO, id);
+                let key = self.wheel.arm_from_last_poll(Duration::ZERO, id);
                 let tick = self.now_tick();
                 self.armed(key, id, tick)?;
             }
@@ -216,14 +239,34 @@ impl Harness {
         match op {
             Op::Arm(ns) => {
                 let id = self.id();
-                let key = self.wheel.arm(Duration::from_nanos(ns), id);
+                let key = self.wheel.arm_from_last_poll(Duration::from_nanos(ns), id);
                 // A zero delay is the tick under way (`Clock::deadline_after_nanos`).
                 let tick = if ns == 0 { self.now_tick() } else { tick_of(self.now_ns + ns) };
                 self.armed(key, id, tick)?;
             }
+            Op::ArmByClock(ns) => {
+                let id = self.id();
+                let before = Instant::now().max(self.at(self.now_ns));
+                let key = self.wheel.arm(Duration::from_nanos(ns), id);
+                let after = Instant::now().max(self.at(self.now_ns));
+                let at = self.wheel.deadline(key).expect("pending");
+                // Never before the delay has passed since the call, by the clock (or by the
+                // wheel's now, if the loop polled with a later instant).
+                // (A zero delay is the tick under way, due at once.)
+                let least =
+                    if ns == 0 { before - Duration::from_nanos(TICK_NS) } else { before + Duration::from_nanos(ns) };
+                prop_assert!(at >= least, "armed {ns} ns from {before:?}, due {at:?}");
+                prop_assert!(at <= after + Duration::from_nanos(ns + TICK_NS));
+                let tick = (at - self.start).as_nanos() as u64 / TICK_NS;
+                self.armed(key, id, tick)?;
+            }
             Op::ArmForever => {
                 let id = self.id();
-                let key = self.wheel.arm(Duration::MAX, id);
+                let key = if ns_forever_by_clock(id) {
+                    self.wheel.arm(Duration::MAX, id)
+                } else {
+                    self.wheel.arm_from_last_poll(Duration::MAX, id)
+                };
                 self.armed(key, id, NEVER)?;
             }
             Op::ArmAt(future, ns) => {
@@ -261,6 +304,8 @@ impl Harness {
                 prop_assert_eq!(self.wheel.reset_at(key, self.at(self.now_ns + ns)), live);
                 if live {
                     self.model.file(self.now_tick(), id, tick_of(self.now_ns + ns));
+                    let ticket = self.model.ticket();
+                    self.model.reset_in_effect.insert(id, ticket);
                 }
             }
             Op::Look(i) => {
@@ -305,7 +350,8 @@ impl Harness {
                 let live = self.model.live.contains_key(&id);
                 prop_assert_eq!(remote.reset_at(key, self.at(self.now_ns + ns)), live);
                 if live {
-                    self.model.mail.push((id, tick_of(self.now_ns + ns)));
+                    let ticket = self.model.ticket();
+                    self.model.mail.push((id, tick_of(self.now_ns + ns), ticket));
                 }
             }
             Op::RemoteArm(ns) => {
@@ -316,7 +362,7 @@ impl Harness {
                 let id = (1 << 40) + self.id();
                 let at = self.at(self.now_ns + ns);
                 prop_assert!(self.remote.as_ref().unwrap().arm_at(at, id).is_ok());
-                self.model.mail.push((id, tick_of(self.now_ns + ns)));
+                self.model.mail.push((id, tick_of(self.now_ns + ns), 0));
             }
         }
         Ok(())
@@ -428,15 +474,15 @@ fn notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps() {
     let remote = wheel.remote();
     let now = wheel.now();
     wheel.arm(Duration::from_secs(10), 0);
-    // Awake (no next_deadline yet): nobody is notified.
+    // Awake (not parked yet): nobody is notified.
     remote.arm_at(now + Duration::from_secs(1), 1).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 0);
-    assert_eq!(wheel.next_deadline(), Some(now), "mail waits: don't sleep");
+    assert_eq!(wheel.prepare_park(), Some(Duration::ZERO), "mail waits: don't sleep");
     assert_eq!(wheel.poll_expired(now), None);
     // Going to sleep until (at most) 1 s: a later arm does not notify, an earlier one does,
     // once.
-    let sleep = wheel.next_deadline().unwrap();
-    assert!(sleep > now && sleep <= now + Duration::from_secs(1));
+    let sleep = wheel.prepare_park().unwrap();
+    assert!(sleep > Duration::ZERO && sleep <= Duration::from_secs(1));
     remote.arm_at(now + Duration::from_secs(5), 2).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     remote.arm_at(now + Duration::from_millis(20), 3).unwrap();
@@ -647,3 +693,147 @@ fn a_loser_of_the_expiry_cas_does_not_end_the_poll() {
     assert_eq!(wheel.poll_expired(start + Duration::from_secs(59)), None, "the reset holds");
     assert_eq!(wheel.poll_expired(start + Duration::from_secs(60)), Some((moved, 2)));
 }
+
+/// Defect 2: a remote reset, then a later reset by the owner. Both return `true`; the
+/// owner's is the last, so the remote one's message, applied at the next poll, must not
+/// move the timer back to the remote deadline.
+#[test]
+fn the_owners_later_reset_wins_over_an_older_remote_reset() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let now = wheel.now();
+    let key = wheel.arm_at(now + Duration::from_secs(1), 7);
+    let remote = wheel.remote();
+    assert!(remote.reset_at(key, now + Duration::from_millis(1)));
+    assert!(wheel.reset_at(key, now + Duration::from_secs(60)));
+    assert_eq!(wheel.deadline(key), Some(now + Duration::from_secs(60)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(5)), None, "fired early: the older reset won");
+    assert_eq!(wheel.deadline(key), Some(now + Duration::from_secs(60)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_secs(60)), Some((key, 7)));
+}
+
+/// Two remote resets whose messages arrive in the other order than their CASes: the later
+/// CAS wins (and the timer fires at neither's deadline before the winner is applied).
+#[test]
+fn the_later_of_two_remote_resets_wins_whatever_order_their_messages_take() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let now = wheel.now();
+    let key = wheel.arm_at(now + Duration::from_secs(1), 7);
+    let remote = wheel.remote();
+    // Two resets, their messages sent in the order of their CASes; then the owner resets,
+    // and a third remote reset comes after it: it alone must count.
+    assert!(remote.reset_at(key, now + Duration::from_millis(1)));
+    assert!(wheel.reset_at(key, now + Duration::from_secs(60)));
+    assert!(remote.reset_at(key, now + Duration::from_secs(2)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(5)), None);
+    assert_eq!(wheel.deadline(key), Some(now + Duration::from_secs(2)));
+    assert_eq!(wheel.poll_expired(now + Duration::from_secs(2)), Some((key, 7)));
+}
+
+/// Defect 7: `next_deadline` is a getter. Called (any number of times) before a poll, it
+/// announces nothing: a remote arm while the owner runs calls no notifier. The sleep is
+/// announced by `park` alone, for as long as its closure runs, and taken back after.
+#[test]
+fn next_deadline_is_a_getter_and_park_announces_the_sleep() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let mut wheel = LocalWheel::builder()
+        .notifier(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+        .build::<u32>()
+        .unwrap();
+    let remote = wheel.remote();
+    let now = wheel.now();
+    wheel.arm_at(now + Duration::from_secs(10), 0);
+    let first = wheel.next_deadline();
+    assert!(first.is_some_and(|at| at > now + Duration::from_secs(1)));
+    for _ in 0..3 {
+        assert_eq!(wheel.next_deadline(), first);
+    }
+    remote.arm_at(now + Duration::from_secs(1), 1).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the owner runs: the getter announced no sleep");
+    assert_eq!(wheel.next_deadline(), first, "mail is not applied by a getter");
+    assert_eq!(wheel.poll_expired(now), None);
+    assert!(wheel.next_deadline().is_some_and(|at| at <= now + Duration::from_secs(1)));
+    // The sleep: a remote arm earlier than it, made while it lasts, notifies once.
+    let slept = wheel.park(|timeout| {
+        assert!(timeout.is_some_and(|t| t <= Duration::from_secs(1)));
+        remote.arm_at(now + Duration::from_millis(5), 2).unwrap();
+        remote.arm_at(now + Duration::from_millis(3), 3).unwrap();
+        calls.load(Ordering::SeqCst)
+    });
+    assert_eq!(slept, 1, "woken once");
+    // Back from the sleep: no notification while the owner runs.
+    remote.arm_at(now + Duration::from_millis(1), 4).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let mut fired = Vec::new();
+    while let Some((_, p)) = wheel.poll_expired(now + Duration::from_secs(20)) {
+        fired.push(p);
+    }
+    assert_eq!(fired, [4, 3, 2, 1, 0]);
+}
+
+/// `park` with mail waiting does not sleep: its closure gets a zero timeout.
+#[test]
+fn park_with_mail_waiting_says_dont_sleep() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let remote = wheel.remote();
+    remote.arm(Duration::from_secs(5), 1).unwrap();
+    assert_eq!(wheel.park(|timeout| timeout), Some(Duration::ZERO));
+    assert_eq!(wheel.drain_remote(), 1);
+    assert!(wheel.park(|timeout| timeout).is_some_and(|t| t > Duration::ZERO));
+    let empty = LocalWheel::<u32>::new().park(|timeout| timeout);
+    assert_eq!(empty, None, "nothing pending: sleep until woken");
+}
+
+/// Defect 13: `arm(delay)` counts from the clock, not from the last poll: a loop busy for
+/// 20 ms since its last poll that arms 30 ms must not see the timer due 10 ms later.
+#[test]
+fn arm_by_delay_never_fires_before_the_delay_in_real_time() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let polled = wheel.now();
+    assert_eq!(wheel.poll_expired(polled), None);
+    std::thread::sleep(Duration::from_millis(20)); // the loop is busy, no poll
+    let armed = Instant::now();
+    let key = wheel.arm(Duration::from_millis(30), 1);
+    let due = wheel.deadline(key).unwrap();
+    assert!(due >= armed + Duration::from_millis(30), "due {:?} after arming, not 30 ms", due - armed);
+    assert_eq!(wheel.poll_expired(polled + Duration::from_millis(31)), None, "fired early");
+    assert_eq!(wheel.poll_expired(due), Some((key, 1)));
+    // The fast form counts from the last poll, as its name says.
+    let now = wheel.now();
+    let fast = wheel.arm_from_last_poll(Duration::from_millis(30), 2);
+    assert_eq!(wheel.deadline(fast), Some(now + Duration::from_millis(30)));
+}
+
+/// Defect 8: the wheel moves to another thread (with timers and a remote handle out).
+#[test]
+fn a_local_wheel_is_send() {
+    fn send<S: Send>(_: &S) {}
+    let mut wheel = LocalWheel::<u64>::new();
+    send(&wheel);
+    let now = wheel.now();
+    let key = wheel.arm_at(now, 1);
+    let remote = wheel.remote();
+    remote.arm_at(now, 2).unwrap();
+    let fired = std::thread::spawn(move || {
+        let mut fired = Vec::new();
+        while let Some((_, p)) = wheel.poll_expired(now) {
+            fired.push(p);
+        }
+        fired
+    })
+    .join()
+    .unwrap();
+    assert_eq!(fired, [1, 2]);
+    assert!(!remote.cancel(key));
+}
+
+/// Compile-time: `LocalWheel<T>` is `Send` for every `T: Send` (defect 8).
+const _: fn() = || {
+    fn send<S: Send>() {}
+    send::<LocalWheel<u64>>();
+    send::<LocalWheel<String>>();
+    send::<LocalWheel<Box<dyn std::any::Any + Send>>>();
+};
