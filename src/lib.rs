@@ -127,7 +127,7 @@ mod wheel;
 pub use builder::Builder;
 pub use error::{BuildError, Closed, Elapsed, Full, ScheduleError, StopError, Stopped};
 pub use future::{Interval, Sleep, WithTimeout};
-pub use local::{LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
+pub use local::{ExpiredTimer, LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
 pub use missed::Missed;
 pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;

@@ -162,3 +162,21 @@ fn remote_threads_race_the_owner_and_every_timer_ends_once() {
         assert_eq!(drops[id].load(Ordering::SeqCst), 1, "payload {id} dropped once");
     }
 }
+
+/// An expired timer gives the deadline it fired for: the one a remote reset moved it to,
+/// with a remote handle out (the owner's CAS path) as without.
+#[test]
+fn an_expired_timer_gives_its_deadline() {
+    let mut wheel = LocalWheel::<&str>::new();
+    let start = wheel.now();
+    let plain = wheel.arm_at(start + Duration::from_millis(4), "plain");
+    let remote = wheel.remote();
+    let moved = wheel.arm_at(start + Duration::from_millis(2), "moved");
+    assert!(remote.reset_at(moved, start + Duration::from_millis(6)));
+    let later = start + Duration::from_millis(20);
+    let first = wheel.poll_expired_with_deadline(later).unwrap();
+    assert_eq!((first.key, first.payload, first.deadline - start), (plain, "plain", Duration::from_millis(4)));
+    let second = wheel.poll_expired_with_deadline(later).unwrap();
+    assert_eq!((second.key, second.payload, second.deadline - start), (moved, "moved", Duration::from_millis(6)));
+    assert!(wheel.poll_expired_with_deadline(later).is_none());
+}

@@ -67,6 +67,18 @@ use std::time::{Duration, Instant};
 /// `prepare_park` says "don't sleep" while any wait).
 const DRAIN_BUDGET: usize = 1024;
 
+/// A timer handed out by [`LocalWheel::poll_expired_with_deadline`]: its key, its payload,
+/// and the deadline it fired for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpiredTimer<T> {
+    /// The key it was armed with (now stale).
+    pub key: TimerKey,
+    /// Its payload.
+    pub payload: T,
+    /// Its deadline, rounded up to the tick boundary it fired at or after.
+    pub deadline: Instant,
+}
+
 /// What the wheel holds: the deadline tick (plus one, so `Option<Entry<T>>` uses the zero
 /// as its `None` and needs no tag) and the payload.
 struct Entry<T> {
@@ -527,6 +539,34 @@ impl<T> LocalWheel<T> {
     /// ```
     #[inline]
     pub fn poll_expired(&mut self, now: Instant) -> Option<(TimerKey, T)> {
+        self.poll_entry(now).map(|(key, entry)| (key, entry.payload))
+    }
+
+    /// As [`poll_expired`](LocalWheel::poll_expired), with the deadline the timer fired for
+    /// (rounded up to its tick boundary, as [`deadline`](LocalWheel::deadline) gave it), for
+    /// a loop that measures how late it is or schedules the next run from the deadline.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let mut wheel = shardwheel::LocalWheel::new();
+    /// let start = wheel.now();
+    /// let key = wheel.arm_at(start + Duration::from_millis(3), "retry");
+    /// let due = wheel.deadline(key).unwrap();
+    /// let fired = wheel.poll_expired_with_deadline(start + Duration::from_millis(10)).unwrap();
+    /// assert_eq!((fired.key, fired.payload, fired.deadline), (key, "retry", due));
+    /// assert_eq!(fired.deadline, start + Duration::from_millis(3));
+    /// ```
+    pub fn poll_expired_with_deadline(&mut self, now: Instant) -> Option<ExpiredTimer<T>> {
+        self.poll_entry(now).map(|(key, entry)| ExpiredTimer {
+            key,
+            deadline: self.clock.instant_of(entry.deadline()),
+            payload: entry.payload,
+        })
+    }
+
+    /// One due timer with its entry: see [`poll_expired`](LocalWheel::poll_expired).
+    #[inline]
+    fn poll_entry(&mut self, now: Instant) -> Option<(TimerKey, Entry<T>)> {
         // A loop calls this once per fired timer, and most calls find time unchanged and no
         // remote handle: what those two call for is out of line, so each call stays small.
         if self.remote_made.get() || now > self.now {
@@ -542,7 +582,7 @@ impl<T> LocalWheel<T> {
         let generation = self.slots.word(index).fire_exclusive();
         let entry = self.wheel.take(wheel_key);
         self.retire_if_round(wheel_key, generation);
-        Some((TimerKey { index, generation }, entry.payload))
+        Some((TimerKey { index, generation }, entry))
     }
 
     /// Before a poll: applies remote commands if a remote exists, and moves the wheel's now
@@ -567,7 +607,7 @@ impl<T> LocalWheel<T> {
     /// between the expiry and a remote cancel or reset; the losers are dealt with and the
     /// next due timer tried.
     #[inline(never)]
-    fn expire_shared(&mut self, first: Key) -> Option<(TimerKey, T)> {
+    fn expire_shared(&mut self, first: Key) -> Option<(TimerKey, Entry<T>)> {
         let tick = self.now_tick;
         let mut wheel_key = first;
         loop {
@@ -581,7 +621,7 @@ impl<T> LocalWheel<T> {
                     self.forget_resets(index);
                     let entry = self.wheel.take(wheel_key);
                     self.retire_if_round(wheel_key, generation);
-                    return Some((TimerKey { index, generation }, entry.payload));
+                    return Some((TimerKey { index, generation }, entry));
                 }
                 // A remote cancel won before its notice came: drop it now (the notice will
                 // find the slot moved on).
