@@ -282,6 +282,42 @@ MUTATIONS = [
      """        self.mail.swap(true, Ordering::Release);""",
      """        self.mail.swap(true, Ordering::Relaxed);""",
      "loom_local", "remote_cancel_races_local_poll"),
+    # The per-thread count slots (loom-tests/counts.rs): their hand-over, claim and give-back.
+    ("M70", "a slot's give-back weakened from Release to Relaxed", "src/counts.rs",
+     """        self.in_use.store(false, Ordering::Release);""",
+     """        self.in_use.store(false, Ordering::Relaxed);""",
+     "loom_counts", "a_slot_is_handed_over_with_its_counts"),
+    ("M71", "a claim's CAS becomes a load and a store (check, then act)", "src/counts.rs",
+     """            if !slot.in_use.load(Ordering::Relaxed)
+                && slot.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                return slot;
+            }""",
+     """            if !slot.in_use.load(Ordering::Acquire) {
+                slot.in_use.store(true, Ordering::Relaxed);
+                return slot;
+            }""",
+     "loom_counts", "two_threads_race_for_one_free_slot"),
+    ("M72", "a claim's CAS weakened from Acquire to Relaxed", "src/counts.rs",
+     """compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)""",
+     """compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)""",
+     "loom_counts", "a_slot_is_handed_over_with_its_counts"),
+    ("M73", "an exiting thread gives its slot back only if it armed (not a cancel-only thread)", "src/staging.rs",
+     """            owned.counts().give_back();
+            if owned.stage.retire(&mut self.scratch) {
+                owned.announce(0);""",
+     """            if owned.stage.retire(&mut self.scratch) {
+                owned.counts().give_back();
+                owned.announce(0);""",
+     "loom_counts", "a_cancel_only_thread_leaves_its_slot_to_the_next"),
+    ("M74", "a new slot is published free, not held by the thread that pushed it", "src/counts.rs",
+     """            in_use: AtomicBool::new(true),""",
+     """            in_use: AtomicBool::new(false),""",
+     "loom_counts", "a_slot_is_handed_over_with_its_counts"),
+    ("M75", "a slot's give-back weakened from Release to Relaxed (through the service)", "src/counts.rs",
+     """        self.in_use.store(false, Ordering::Release);""",
+     """        self.in_use.store(false, Ordering::Relaxed);""",
+     "loom_counts", "threads_that_only_cancel_give_their_slots_back"),
 ]
 
 

@@ -115,6 +115,15 @@ impl Slots {
         }
     }
 
+    /// `(slots, held)`: how long the list is, and how many of its slots a thread holds now.
+    /// For the tests and loom models of the hand-over.
+    #[cfg(any(test, loom))]
+    pub(crate) fn census(&self) -> (usize, usize) {
+        // Relaxed: a count for a check, which must order nothing: a model that waits on it
+        // must not gain from it the order that `give_back` and `claim` are meant to give.
+        self.iter().fold((0, 0), |(n, held), slot| (n + 1, held + usize::from(slot.in_use.load(Ordering::Relaxed))))
+    }
+
     /// Timeouts armed and cancelled, over every slot.
     pub(crate) fn sum(&self) -> (u64, u64) {
         // Relaxed: counts, read as "exact at rest" allows (module docs).

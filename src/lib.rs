@@ -179,6 +179,68 @@ pub mod loom_support {
         crate::clock::mock::advance_to(to);
     }
 
+    /// `(slots, held)`: the per-thread count slots (`counts.rs`) of every shard of `timers`,
+    /// and how many of them a thread holds now. Read with `Relaxed` loads: waiting on it
+    /// orders nothing.
+    pub fn count_slots(timers: &crate::TimerService) -> (usize, usize) {
+        (0..timers.shard_count())
+            .map(|i| timers.shard_at(i).counts.census())
+            .fold((0, 0), |(n, held), (m, h)| (n + m, held + h))
+    }
+
+    /// A bare list of count slots (`counts.rs`), for the models of its hand-over alone.
+    #[derive(Debug)]
+    pub struct CountSlots(crate::counts::Slots);
+
+    impl Default for CountSlots {
+        fn default() -> Self {
+            CountSlots(crate::counts::Slots::new())
+        }
+    }
+
+    impl CountSlots {
+        /// A slot for the calling thread: a free one, or a new one.
+        pub fn claim(&self) -> CountSlot<'_> {
+            CountSlot(self.0.claim())
+        }
+
+        /// `(armed, cancelled)` over every slot.
+        pub fn sum(&self) -> (u64, u64) {
+            self.0.sum()
+        }
+
+        /// `(slots, held)`, as `count_slots`.
+        pub fn census(&self) -> (usize, usize) {
+            self.0.census()
+        }
+    }
+
+    /// A claimed slot: its holder alone counts in it, until it gives it back.
+    #[derive(Debug)]
+    pub struct CountSlot<'a>(&'a crate::counts::Slot);
+
+    impl CountSlot<'_> {
+        /// Counts an arm.
+        pub fn armed(&self) {
+            self.0.armed();
+        }
+
+        /// Counts a cancel.
+        pub fn cancelled(&self) {
+            self.0.cancelled();
+        }
+
+        /// Gives the slot back, as its thread exits.
+        pub fn give_back(self) {
+            self.0.give_back();
+        }
+
+        /// The slot's address, to tell slots apart.
+        pub fn addr(&self) -> usize {
+            std::ptr::from_ref(self.0) as usize
+        }
+    }
+
     /// Makes the calling thread's arms skip its stages and go straight to the mailbox, as a
     /// thread whose thread-locals are gone arms: for the models of the mailbox protocol
     /// itself.

@@ -208,3 +208,33 @@ pub(crate) mod loom_bypass {
         BYPASS.with(|b| b.get())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::TimerService;
+    use std::time::Duration;
+
+    /// Thread churn with threads that only cancel (never arm) on a shard: each claims a count
+    /// slot there for its cancel, and must give it back as it exits, so the list stays as
+    /// long as the most threads that held one at once, however many come and go.
+    #[test]
+    fn threads_that_only_cancel_give_their_count_slots_back() {
+        const THREADS: usize = 64;
+        const AT_ONCE: usize = 4;
+        let timers = TimerService::builder().shards(1).build().unwrap();
+        let shard = timers.shard_at(0).clone();
+        let timeouts: Vec<_> = (0..THREADS).map(|_| timers.schedule(Duration::from_secs(60), || {}).unwrap()).collect();
+        for batch in timeouts.chunks(AT_ONCE) {
+            let threads: Vec<_> =
+                batch.iter().cloned().map(|t| std::thread::spawn(move || assert!(t.cancel()))).collect();
+            // `join` returns once the thread is gone, its thread-locals (and slots) with it.
+            threads.into_iter().for_each(|t| t.join().unwrap());
+        }
+        let (slots, held) = shard.counts.census();
+        assert_eq!(held, 1, "only this thread (which armed) still holds a slot");
+        assert!(slots <= 1 + AT_ONCE, "{slots} slots after {THREADS} threads, at most {AT_ONCE} at once");
+        let stats = timers.stats();
+        assert_eq!((stats.cancelled, stats.pending), (THREADS as u64, 0));
+        assert!(timers.stop().unwrap().is_empty());
+    }
+}
