@@ -227,20 +227,28 @@ impl TimerService {
         self.inner.shards.iter().all(|s| s.mailbox.is_closed())
     }
 
-    /// After a paused clock moved (`TestClock::advance`): wakes every shard, and waits
-    /// until each has fired what is due by the clock's now and run those tasks (those handed
-    /// to an offload pool may still be running), or has stopped.
+    /// After a paused clock moved (`TestClock::advance`): asks every shard to catch up and
+    /// waits until each has fired what is due by the clock's now and run those tasks (those
+    /// handed to an offload pool may still be running), or has stopped. Rounds repeat while
+    /// a round fired anything: a task that ran may have armed a timeout due now, on its own
+    /// shard or another that had already caught up.
     pub(crate) fn settle_paused(&self) {
-        let now = self.inner.clock.now_tick();
-        for shard in self.inner.shards.iter() {
-            shard.mailbox.wake();
-        }
-        for shard in self.inner.shards.iter() {
-            // Bounded by the shard's own progress: a task that blocks its shard forever
-            // blocks this too, as it would block every timeout of that shard.
-            while shard.settled() < now && !shard.mailbox.is_closed() {
-                // std's, not the facade's: a paused clock is never used under loom.
-                std::thread::sleep(std::time::Duration::from_micros(20));
+        loop {
+            let fired = self.stats().expired;
+            let requests: Vec<u64> = self.inner.shards.iter().map(|shard| shard.request_settle()).collect();
+            for shard in self.inner.shards.iter() {
+                shard.mailbox.wake();
+            }
+            for (shard, request) in self.inner.shards.iter().zip(requests) {
+                // Bounded by the shard's own progress: a task that blocks its shard forever
+                // blocks this too, as it would block every timeout of that shard.
+                while shard.settled() < request && !shard.mailbox.is_closed() {
+                    // std's, not the facade's: a paused clock is never used under loom.
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            }
+            if self.stats().expired == fired {
+                return;
             }
         }
     }

@@ -145,3 +145,39 @@ fn advancing_a_stopped_or_dropped_service_only_moves_the_clock() {
     assert_eq!(clock.elapsed(), Duration::from_secs(4));
     assert!(format!("{clock:?}").contains("TestClock"));
 }
+
+/// A timeout due at a tick the shard has already caught up with (`Duration::ZERO`,
+/// `schedule_at(now)`, an advance shorter than a tick), and one armed due now on another shard
+/// by a task that `advance` made run: each has fired and run when `advance` returns.
+#[test]
+fn advance_waits_for_what_is_due_now_even_within_a_tick_and_across_shards() {
+    let (timers, clock) = TimerService::builder().shards(2).pin_threads(false).build_paused().unwrap();
+    clock.advance(Duration::from_millis(5));
+    let (tx, rx) = mpsc::channel();
+    let t = tx.clone();
+    timers.schedule(Duration::ZERO, move || t.send("zero").unwrap()).unwrap();
+    clock.advance(Duration::ZERO);
+    assert_eq!(rx.try_recv(), Ok("zero"));
+    let t = tx.clone();
+    timers.schedule_at(clock.now(), move || t.send("now").unwrap()).unwrap();
+    clock.advance(Duration::from_micros(999));
+    assert_eq!(rx.try_recv(), Ok("now"));
+    // A chain: a task on shard 0 arms a timeout due now on shard 1, whose task arms one on
+    // shard 0 again.
+    let (t, s) = (tx.clone(), timers.clone());
+    timers
+        .schedule_on(0, Duration::from_millis(1), move || {
+            let s2 = s.clone();
+            s.schedule_on(1, Duration::ZERO, move || {
+                s2.schedule_on(0, Duration::ZERO, move || t.send("chain").unwrap()).unwrap();
+            })
+            .unwrap();
+        })
+        .unwrap();
+    // (The clock stands at 5.999 ms: a 1 ms delay is due at tick 7.)
+    clock.advance(Duration::from_millis(1));
+    assert!(rx.try_recv().is_err(), "never early");
+    clock.advance(Duration::from_micros(1));
+    let got = rx.try_recv();
+    assert_eq!(got, Ok("chain"));
+}

@@ -52,8 +52,6 @@ struct Local {
     taken: Vec<EntryRef>,
     /// Arms read from the mail while a stage was still due, to file once none is (`turn`).
     deferred: Vec<EntryRef>,
-    /// The tick the last turn polled the wheel to.
-    polled: u64,
 }
 
 const_thread_local! {
@@ -82,7 +80,6 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
             due_stages: Vec::with_capacity(STAGE_BUDGET),
             taken: Vec::with_capacity(stage::CAPACITY),
             deferred: Vec::new(),
-            polled: 0,
         })
     });
     // Tasks' panics are caught where they run; one that reaches here is the driver's own (a
@@ -118,7 +115,11 @@ fn drive(shard: &Arc<Shard>, offload: Option<&PlainArc<Pool>>) {
     let mut batch: Vec<OwnedTask> = Vec::with_capacity(EXPIRY_BUDGET);
     // The wake-up tick last announced to producers (see `keep_promise`).
     let mut promised = None;
+    let paused = shard.clock.is_paused();
     while !shard.mailbox.is_closed() {
+        // On a paused clock: the request to catch up that this turn answers if it goes idle
+        // (read before the turn reads the clock and the mail).
+        let request = if paused { shard.settle_requested() } else { 0 };
         let mut turn = with_local(|local| local.turn(&mut batch));
         if !batch.is_empty() {
             match offload {
@@ -131,10 +132,10 @@ fn drive(shard: &Arc<Shard>, offload: Option<&PlainArc<Pool>>) {
             }
         }
         if let Turn::Idle(next) = turn {
-            if shard.clock.is_paused() {
+            if paused {
                 // Everything due by the turn's now has fired and run: `TestClock::advance`
                 // may return.
-                shard.settle(with_local(|local| local.polled));
+                shard.settle(request);
             }
             promised = keep_promise(next, promised, shard.clock.now_tick());
             sleep(shard, promised);
@@ -205,7 +206,6 @@ impl Local {
     /// not yet filed is settled by the entry's state word when it is (`refile`, `arm`).
     fn turn(&mut self, batch: &mut Vec<OwnedTask>) -> Turn {
         let now = self.shard.clock.now_tick();
-        self.polled = now;
         let more_stages = self.take_due_stages(now);
         let more_announced = self.drain_announcements(MAILBOX_BUDGET, now);
         let arms_may_file = !more_stages && !more_announced;
@@ -563,7 +563,6 @@ mod tests {
             due_stages: Vec::new(),
             taken: Vec::new(),
             deferred: Vec::new(),
-            polled: 0,
         };
         // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
         let now = shard.clock.now_tick();

@@ -46,8 +46,10 @@ pub(crate) struct Shard {
     /// Set when the shard's driver panicked (a bug): it takes no more timeouts
     /// (`ScheduleError::ShardFailed`).
     failed: AtomicBool,
-    /// On a paused clock (`TestClock`): the tick through which the driver has fired
-    /// everything due and run those tasks, published as it goes idle.
+    /// On a paused clock (`TestClock`): how many times `advance` asked this shard to catch
+    /// up, and the last of those requests the driver has answered (it read the request
+    /// before a turn, and that turn went idle with everything due fired and run).
+    settle_requested: AtomicU64,
     settled: AtomicU64,
     /// `usize::MAX` when unbounded.
     max_pending: usize,
@@ -66,6 +68,7 @@ impl Shard {
             returned: Returned::new(),
             abandoned: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            settle_requested: AtomicU64::new(0),
             settled: AtomicU64::new(0),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
@@ -79,15 +82,29 @@ impl Shard {
         self.mailbox.close();
     }
 
-    /// Driver only, on a paused clock, as it goes idle: everything due by `tick` has fired,
-    /// and its tasks have run.
-    pub(crate) fn settle(&self, tick: u64) {
-        // Release: the tasks' effects before the tick; pairs with the Acquire in `settled`,
-        // so that `TestClock::advance` returns with them visible.
-        self.settled.store(tick, Ordering::Release);
+    /// `TestClock::advance`: asks the driver to catch up with the clock; returns the
+    /// request's number, which `settled` reaches once it has.
+    pub(crate) fn request_settle(&self) -> u64 {
+        // Release: the clock's move and the caller's arms before the request; pairs with
+        // the Acquire in `settle_requested`.
+        self.settle_requested.fetch_add(1, Ordering::Release) + 1
     }
 
-    /// The tick the driver last settled at (see `settle`).
+    /// Driver only, before a turn on a paused clock: the latest request to catch up.
+    pub(crate) fn settle_requested(&self) -> u64 {
+        // Acquire: see `request_settle`.
+        self.settle_requested.load(Ordering::Acquire)
+    }
+
+    /// Driver only, on a paused clock, as it goes idle: the turn that began after request
+    /// `request` fired everything due and ran those tasks.
+    pub(crate) fn settle(&self, request: u64) {
+        // Release: the tasks' effects before the answer; pairs with the Acquire in
+        // `settled`, so that `TestClock::advance` returns with them visible.
+        self.settled.store(request, Ordering::Release);
+    }
+
+    /// The last request the driver answered (see `settle`).
     pub(crate) fn settled(&self) -> u64 {
         // Acquire: see `settle`.
         self.settled.load(Ordering::Acquire)
