@@ -46,8 +46,8 @@ impl<T> ScheduleError<T> {
     /// The same error without its task (dropped here): a `ScheduleError<()>`, which is
     /// `Send + Sync + 'static` whatever the task was, so `?` can turn it into a
     /// `Box<dyn Error + Send + Sync>` or an `anyhow::Error`. Those need the error to be
-    /// `Send + Sync`, and a `ScheduleError<T>` is only when `T` is: a closure that holds an
-    /// `Rc` or a `Cell`, or any task that is not `Sync`, needs this step first. Take the
+    /// `Send + Sync`, and a `ScheduleError<T>` is only when `T` is: a closure that holds a
+    /// `Cell` (or anything else `Send` but not `Sync`) needs this step first. Take the
     /// task out with [`into_task`](ScheduleError::into_task) before, if it must not be lost.
     ///
     /// ```

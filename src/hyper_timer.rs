@@ -36,6 +36,12 @@ impl hyper::rt::Timer for TimerService {
         Box::pin(TimerService::sleep_until(self, deadline))
     }
 
+    /// The service's clock, so that hyper's deadlines are on the timeline its sleeps use (a
+    /// paused one's, under a `TestClock`).
+    fn now(&self) -> Instant {
+        self.clock().now()
+    }
+
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
         match sleep.as_mut().downcast_mut_pin::<Sleep>() {
             Some(ours) => Pin::into_inner(ours).reset(new_deadline),

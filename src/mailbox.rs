@@ -155,6 +155,13 @@ impl Mailbox {
         self.queue.len() + self.stages.len()
     }
 
+    /// Whether an announcement waits to be read. Driver only, after it popped an `Arm`: the
+    /// arm's thread announced its stage before it sent the arm, so popping the arm makes
+    /// that announcement visible here, if it is not read yet.
+    pub(crate) fn has_announcements(&self) -> bool {
+        !self.stages.is_empty()
+    }
+
     /// Driver only: the next command, if any.
     pub(crate) fn pop(&self) -> Option<Command> {
         self.queue.pop()

@@ -100,6 +100,17 @@ pub trait TimerTask: Send + 'static {
     {
         false
     }
+
+    /// Whether the task is a `Sleep`'s wake-up, which wakes its sleep when dropped: a shard
+    /// whose thread failed drops these at once, so that each sleep registers again on a
+    /// shard that runs. Sealed.
+    #[doc(hidden)]
+    fn is_wake_up(_: sealed::Token) -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
 }
 
 /// The seal on [`TimerTask`]'s hidden methods.

@@ -165,7 +165,8 @@ impl fmt::Debug for Timeout {
             // From now, so that the output reads without a reference instant: positive
             // ahead, negative behind.
             let deadline = self.deadline();
-            let now = Instant::now();
+            // The service's clock (a paused one's, for a `TestClock`).
+            let now = self.shard.clock.now();
             let from_now = match deadline.checked_duration_since(now) {
                 Some(ahead) => format!("in {ahead:.3?}"),
                 None => format!("{:.3?} ago", now.duration_since(deadline)),

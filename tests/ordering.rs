@@ -99,3 +99,76 @@ fn mixed_deadlines_fire_by_deadline_then_arming_order() {
     let fired: Vec<usize> = events(&rx, N).into_iter().map(|e| e.id).collect();
     assert_eq!(fired, keys.iter().map(|&(_, id)| id).collect::<Vec<_>>());
 }
+
+/// One thread's arms for the same tick keep their order across the mailbox: X on the
+/// thread's own queue, then, as the thread exits (after its queue was retired and announced),
+/// Y from a later thread-local's destructor, through the mailbox. While a flood of notices
+/// keeps the shard's mail busy, a turn could read Y's arm before the announcement of the
+/// queue holding X, and file Y first.
+#[test]
+fn an_arm_from_a_late_destructor_fires_after_its_threads_earlier_arms() {
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    struct OnExit(Option<Box<dyn FnOnce()>>);
+    impl Drop for OnExit {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    thread_local! { static ON_EXIT: RefCell<OnExit> = const { RefCell::new(OnExit(None)) }; }
+
+    const ROUNDS: usize = 300;
+    let timers = one_shard();
+    // The flood: earlier resets of 2000 timeouts, each a refile notice, bounded in time.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let (timers, stop) = (timers.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let far: Vec<_> = (0..2000).map(|_| timers.schedule(Duration::from_secs(7200), || {}).unwrap()).collect();
+            let end = Instant::now() + Duration::from_secs(30);
+            let mut secs = 7000;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                for t in &far {
+                    t.reset(Duration::from_secs(secs));
+                }
+                secs = (secs - 1).max(1000);
+            }
+        })
+    };
+    let fired: Arc<Mutex<Vec<(usize, char)>>> = Arc::default();
+    let at = Instant::now() + Duration::from_millis(1500);
+    let mut threads = Vec::new();
+    for i in 0..ROUNDS {
+        let (timers, fired) = (timers.clone(), fired.clone());
+        threads.push(std::thread::spawn(move || {
+            let (t, f) = (timers.clone(), fired.clone());
+            ON_EXIT.with(|e| {
+                e.borrow_mut().0 = Some(Box::new(move || {
+                    t.schedule_at(at, move || f.lock().unwrap().push((i, 'Y'))).unwrap();
+                }))
+            });
+            timers.schedule_at(at, move || fired.lock().unwrap().push((i, 'X'))).unwrap();
+        }));
+        if i % 8 == 0 {
+            for t in threads.drain(..) {
+                t.join().unwrap();
+            }
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let all_fired = || fired.lock().unwrap().len() == 2 * ROUNDS;
+    assert!(common::wait_until(all_fired, at.saturating_duration_since(Instant::now()) + common::PATIENCE));
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    let fired = fired.lock().unwrap();
+    let out_of_order: Vec<_> = (0..ROUNDS)
+        .filter(|&i| fired.iter().filter(|(j, _)| *j == i).map(|(_, c)| *c).collect::<Vec<_>>() != ['X', 'Y'])
+        .collect();
+    assert!(out_of_order.is_empty(), "threads whose Y fired before X: {out_of_order:?}");
+}

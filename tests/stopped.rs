@@ -253,6 +253,17 @@ fn a_sleep_awaited_on_its_own_shard_thread_panics_instead_of_hanging() {
     let outcome = rx.recv_timeout(Duration::from_secs(10)).expect("the task ends: the shard does not hang");
     let m = outcome.expect_err("the sleep cannot complete on its own shard's thread");
     assert!(m.contains("shard thread"), "{m}");
+    // A sleep already due, polled once there without waiting (`now_or_never`), completes.
+    let (tx, rx) = mpsc::channel();
+    let t = timers.clone();
+    timers
+        .schedule(Duration::ZERO, move || {
+            let mut due = pin!(t.sleep(Duration::ZERO));
+            let polled = catch_unwind(AssertUnwindSafe(|| due.as_mut().poll(&mut Context::from_waker(Waker::noop()))));
+            tx.send(polled.map_err(message)).unwrap();
+        })
+        .unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), Ok(Poll::Ready(())));
     // The shard goes on: a sleep from another thread still completes.
     futures_executor::block_on(timers.sleep(Duration::from_millis(2)));
     // A sleep of another service is fine there.

@@ -88,6 +88,8 @@ struct VTable {
     runs_on_shard: fn() -> bool,
     /// [`TimerTask::left_pending_by_stop`] of the task's type.
     left_pending_by_stop: fn() -> bool,
+    /// [`TimerTask::is_wake_up`] of the task's type.
+    is_wake_up: fn() -> bool,
 }
 
 #[repr(C)]
@@ -106,6 +108,7 @@ impl<T: TimerTask> Cell<T> {
         type_id: TypeId::of::<T>,
         runs_on_shard: || T::runs_on_shard(TOKEN),
         left_pending_by_stop: || T::left_pending_by_stop(TOKEN),
+        is_wake_up: || T::is_wake_up(TOKEN),
     };
 
     /// # Safety

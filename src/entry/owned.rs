@@ -65,6 +65,11 @@ impl OwnedTask {
         unsafe { (entry.header().vtable.boxed)(entry.ptr) }
     }
 
+    /// Whether the task is a `Sleep`'s wake-up (dropping it wakes the sleep).
+    pub(crate) fn is_wake_up(&self) -> bool {
+        (self.entry.header().vtable.is_wake_up)()
+    }
+
     /// The task as the type it was scheduled with (to hand it back in an error).
     ///
     /// Panics if `T` is not that type: the caller scheduled it, so a mismatch is a bug here.

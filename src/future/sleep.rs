@@ -132,7 +132,9 @@ enum Phase {
     Idle(u64),
     /// Registered: the cell that holds the waker.
     Armed(Timeout),
-    /// The service was stopped when the sleep tried to register (its deadline, in ticks).
+    /// No cell, and none to come: the service was stopped when the sleep tried to register,
+    /// or the sleep was already due on its own shard's thread (its deadline, in ticks). It
+    /// completes if the deadline has passed, else says the service stopped.
     Stopped(u64),
 }
 
@@ -201,6 +203,11 @@ impl TimerTask for WakeTask {
     /// A wake-up is the crate's own short work: it runs on the shard even with offload, so
     /// a busy pool delays no sleep (and a task on the pool may block on one).
     fn runs_on_shard(_: Token) -> bool {
+        true
+    }
+
+    /// Dropped, it wakes its sleep (see `Drop`).
+    fn is_wake_up(_: Token) -> bool {
         true
     }
 }
@@ -344,7 +351,7 @@ impl Sleep {
             // Only `stop()` cancels a cell that the sleep still holds.
             TimeoutState::Cancelled => {
                 let tick = timeout.entry.state().load().deadline();
-                return Poll::Ready(this.stopped_at(tick));
+                return this.taken_back(tick, cx.waker());
             }
         }
         if same_waker {
@@ -357,10 +364,26 @@ impl Sleep {
         if !timeout.cancel() {
             return match timeout.state() {
                 TimeoutState::Expired => Poll::Ready(Ok(())),
-                _ => Poll::Ready(this.stopped_at(tick)),
+                _ => this.taken_back(tick, cx.waker()),
             };
         }
+        // The cell is gone: unregistered until the new one is armed (should that arm panic,
+        // a later poll starts afresh rather than mistake the cancelled cell for a stop).
+        this.phase = Phase::Idle(tick);
         this.arm(tick, cx.waker())
+    }
+
+    /// The sleep's cell was cancelled by its shard, not by the sleep: `stop()` took it back,
+    /// or its shard's thread failed (a bug in shardwheel) and took it back as it closed. A
+    /// stopped service ends the wait (see `stopped_at`); a failed shard does not stop the
+    /// service, so the sleep registers again, on a shard that still runs.
+    fn taken_back(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
+        let failed = matches!(&self.phase, Phase::Armed(timeout) if timeout.shard.has_failed());
+        if failed && !self.service.is_stopped() {
+            self.phase = Phase::Idle(tick);
+            return self.arm(tick, waker);
+        }
+        Poll::Ready(self.stopped_at(tick))
     }
 
     /// The outcome for a sleep due at `tick` on a stopped service: complete if the deadline
@@ -413,29 +436,42 @@ impl Sleep {
     /// Arms a cell for `tick` holding `waker`, on the polling thread's shard.
     fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
         if self.service.on_own_shard_thread() {
+            // A sleep already due completes without waiting (a poll that does not block, such
+            // as `now_or_never`, is fine here); only a wait could never end.
+            if self.passed(tick) {
+                self.phase = Phase::Stopped(tick);
+                return Poll::Ready(Ok(()));
+            }
             panic!(
                 "a shardwheel Sleep was polled by a task running on one of its own service's \
                  shard threads: only that thread can wake it, so waiting for it there would \
                  wait forever (run such tasks with Builder::offload, or on another thread)"
             );
         }
-        let shard = self.service.route();
-        match self.service.schedule_with(shard, |_| tick, WakeTask::new(waker)) {
-            Ok(timeout) => {
-                self.waker = WakerId::of(waker);
-                self.phase = Phase::Armed(timeout);
-                Poll::Pending
-            }
-            Err(ScheduleError::Shutdown(task)) => {
-                task.silence();
-                Poll::Ready(self.stopped_at(tick))
-            }
-            Err(e) => {
-                let message = e.to_string();
-                e.into_task().silence();
-                panic!("a Sleep could not register: {message}");
+        // The polling thread's shard, or, if that one's thread failed, the next that runs.
+        let home = self.service.route();
+        let shards = self.service.shard_count();
+        for k in 0..shards {
+            let shard = (home + k) % shards;
+            match self.service.schedule_with(shard, |_| tick, WakeTask::new(waker)) {
+                Ok(timeout) => {
+                    self.waker = WakerId::of(waker);
+                    self.phase = Phase::Armed(timeout);
+                    return Poll::Pending;
+                }
+                Err(ScheduleError::Shutdown(task)) => {
+                    task.silence();
+                    return Poll::Ready(self.stopped_at(tick));
+                }
+                Err(ScheduleError::ShardFailed(task)) if k + 1 < shards => task.silence(),
+                Err(e) => {
+                    let message = e.to_string();
+                    e.into_task().silence();
+                    panic!("a Sleep could not register: {message}");
+                }
             }
         }
+        unreachable!("the last shard's refusal panics above")
     }
 }
 
@@ -471,7 +507,8 @@ impl fmt::Debug for Sleep {
         let phase = match &self.phase {
             Phase::Idle(_) => "idle",
             Phase::Armed(_) => "registered",
-            Phase::Stopped(_) => "stopped",
+            Phase::Stopped(_) if self.service.is_stopped() => "stopped",
+            Phase::Stopped(_) => "done",
         };
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline())

@@ -92,7 +92,13 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
     let mut local = LOCAL.with(|l| l.borrow_mut().take()).expect("the driver's state is set above");
     // After a failure the wheel may be mid-change: a second panic hands back nothing more
     // rather than unwind out of the thread (the panic message is printed either way).
-    let taken_back = catch_unwind(AssertUnwindSafe(|| local.shut_down())).unwrap_or_default();
+    let mut taken_back = catch_unwind(AssertUnwindSafe(|| local.shut_down())).unwrap_or_default();
+    if shard.has_failed() {
+        // The service goes on: wake the sleeps this shard held (dropping a `Sleep`'s wake-up
+        // wakes it) rather than keep them for a `stop()` that may be far off. Each finds its
+        // cell taken back by a failed shard and registers again on one that runs.
+        taken_back.retain(|TakenBack { task, .. }| !task.is_wake_up());
+    }
     // SeqCst, as the mailbox's `closed` it was stored before: this thread saw `closed`, so
     // it sees the flag if the service's last drop set it.
     if shard.abandoned.load(Ordering::SeqCst) {
@@ -304,7 +310,17 @@ impl Local {
         }
         for _ in 0..budget {
             match self.shard.mailbox.pop() {
-                Some(Command::Arm(entry)) if !arms_may_file => self.deferred.push(entry),
+                Some(Command::Arm(entry)) if !arms_may_file || !self.deferred.is_empty() => {
+                    self.deferred.push(entry);
+                }
+                // An announcement that came in after this turn read them may be of a stage
+                // holding older arms of this arm's thread (a thread that retired its stage as
+                // it exited, then armed from a later thread-local's destructor): read it
+                // first, next turn.
+                Some(Command::Arm(entry)) if self.shard.mailbox.has_announcements() => {
+                    self.deferred.push(entry);
+                    return true;
+                }
                 Some(Command::Arm(entry)) => self.arm(entry),
                 Some(Command::Unlink(entry)) => self.unlink(entry),
                 Some(Command::Refile(entry)) => self.refile(entry),
@@ -601,6 +617,53 @@ mod tests {
             assert!(stage.is_empty());
         }
         drop(local.shut_down());
+    }
+
+    /// A `Sleep` on a shard whose driver fails is woken, registers again on a shard that
+    /// runs, and completes on time: a failed shard does not stop the service, so it must
+    /// neither hang the sleep until `stop()` nor report the service stopped.
+    #[test]
+    fn a_sleep_on_a_failed_shard_moves_to_a_shard_that_runs() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::{Context, Poll, Wake, Waker};
+
+        struct Flag(AtomicUsize);
+        impl Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
+        let flag = Arc::new(Flag(AtomicUsize::new(0)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let start = Instant::now();
+        let mut sleep = Box::pin(timers.sleep(Duration::from_millis(300)));
+        assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
+        // The sleep registered on this thread's home shard: make that one fail.
+        let home = crate::routing::home_shard(2);
+        assert_eq!(timers.shard_at(home).mailbox.send(Command::Panic, None), Sent::Delivered);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while flag.0.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the failed shard wakes the sleep");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!timers.is_stopped());
+        // Registered again, on the shard that runs: pending until its deadline, then done.
+        assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "not early, not stopped");
+        while sleep.as_mut().try_poll(&mut cx).is_pending() {
+            assert!(Instant::now() < deadline, "the sleep completes on the other shard");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(start.elapsed() >= Duration::from_millis(300), "never early");
+        // A new sleep from this thread goes past the failed home shard too.
+        let mut again = Box::pin(timers.sleep(Duration::from_millis(1)));
+        while again.as_mut().try_poll(&mut cx) != Poll::Ready(Ok(())) {
+            assert!(Instant::now() < deadline, "a new sleep completes");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(timers.stop().unwrap());
     }
 
     /// A driver that panics (a bug, injected here) closes its shard: later schedules there
