@@ -133,11 +133,22 @@ impl Client {
 
     /// Reads one response (a head and a `Content-Length` body).
     pub fn response(&mut self) -> Response {
+        self.try_response().expect("closed while waiting for a response")
+    }
+
+    /// Reads one response; `None` if the connection closes before its head.
+    pub fn try_response(&mut self) -> Option<Response> {
         let head_end = loop {
             if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break at + 4;
             }
-            self.fill("a response head");
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("{e} while waiting for a response head"),
+            }
         };
         let head = String::from_utf8(self.buf[..head_end].to_vec()).expect("a text head");
         let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("a status");
@@ -150,7 +161,7 @@ impl Client {
         }
         let body = String::from_utf8(self.buf[head_end..head_end + length].to_vec()).expect("a text body");
         self.buf.drain(..head_end + length);
-        Response { status, head, body }
+        Some(Response { status, head, body })
     }
 
     fn fill(&mut self, what: &str) {
