@@ -287,9 +287,8 @@ impl Conn {
                     ctx.cancel(self.header.take());
                     bump(&ctx.stats.counters.requests);
                     bump(&ctx.stats.counters.bad_requests);
-                    self.input.clear();
                     http::respond_plain(&mut self.output, status, false);
-                    self.closing = true;
+                    self.responded(false, ctx);
                 }
             }
         }
@@ -324,13 +323,14 @@ impl Conn {
         self.responded(keep_alive, ctx);
     }
 
-    /// A response is in the output: close after it, or go idle and push the idle timer out.
+    /// A response is in the output: the connection goes idle, its idle timer pushed out,
+    /// and closes after the response unless `keep_alive`. (The idle timer also bounds how
+    /// long a peer that does not read its last response holds the connection.)
     fn responded(&mut self, keep_alive: bool, ctx: &mut Ctx<'_>) {
         self.phase = Phase::Idle;
         if !keep_alive {
             self.closing = true;
             self.input.clear();
-            return;
         }
         let deadline = Instant::now() + ctx.timeouts.idle;
         match self.idle {

@@ -137,6 +137,9 @@ impl Worker {
                     Token(token) => self.ready(token - FIRST_CONN, now),
                 }
             }
+            // Read again: what came due while the events were handled fires now, and the
+            // lateness of a timeout close is measured at the close.
+            let now = Instant::now();
             while let Some((key, timer)) = self.wheel.poll_expired(now) {
                 match timer {
                     ConnTimer::Conn { id, kind } => {
