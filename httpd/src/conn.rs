@@ -1,0 +1,367 @@
+//! One connection's state machine and its three timers.
+//!
+//! ```text
+//!   accept ──► Head ──(head complete)──► respond ──► Idle ──(a byte)──► Head …
+//!               │  └──(GET /delay/ms)──► Delay ──(timer)──┘   │
+//!               └─(header timer)──► closed      (idle timer)─┘──► closed
+//! ```
+//!
+//! - **Head**: the header-read timer is armed, at accept or when the first byte of a later
+//!   request comes (or, pipelined, when the previous response is written), and cancelled
+//!   when the head is complete: an arm and a cancel per request. Bytes that trickle in do
+//!   not push it out, so a slowloris client is closed at the timeout. (A keep-alive
+//!   connection waiting for its next request is under the idle timer instead, as in nginx,
+//!   whose `client_header_timeout` also counts from the request's first byte.)
+//! - **Delay**: `GET /delay/<ms>` is answered by a timer `<ms>` later; requests pipelined
+//!   behind it wait, so responses go out in order.
+//! - **Idle**: after each response the idle timer is pushed out (`reset_at`, armed afresh
+//!   only the first time or after it fired), so a busy keep-alive connection resets one
+//!   timer rather than arming one per request. It closes the connection only if it fires
+//!   while the connection is idle; firing in the middle of a request, it is dropped, and the
+//!   next response arms it again.
+//!
+//! Every timer a connection holds is cancelled when it closes, so a timer that fires always
+//! names a live connection; the key is checked all the same.
+
+use crate::http::{self, Parsed, Route, Status};
+use crate::stats::{ThreadStats, Totals, bump};
+use mio::net::TcpStream;
+use shardwheel::{LocalWheel, TimerKey};
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+/// Input held at most before reading stops until requests are answered.
+const INPUT_CAP: usize = 64 * 1024;
+/// Output waiting for the peer at most before answering stops until it reads.
+const OUTPUT_CAP: usize = 64 * 1024;
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A timer's payload in a thread's wheel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnTimer {
+    /// A connection's timer: the connection's slab index and which of its timers.
+    Conn { id: usize, kind: TimerKind },
+    /// The graceful stop, armed by the main thread through the `RemoteWheel`.
+    Shutdown,
+}
+
+/// Which of a connection's timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerKind {
+    Header,
+    Idle,
+    Delay,
+}
+
+/// Where a connection is in its request cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Reading a request's head, under the header timer.
+    Head,
+    /// A `/delay/` response waits for its timer.
+    Delay,
+    /// Between requests, under the idle timer.
+    Idle,
+}
+
+/// Why a connection closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Close {
+    /// The peer closed it, reset it, or an I/O error.
+    Peer,
+    /// A response with `Connection: close` (asked for, or after a bad request) went out.
+    Answered,
+    /// Its header-read timer fired.
+    HeaderTimeout,
+    /// Its idle timer fired.
+    IdleTimeout,
+    /// The graceful stop.
+    Shutdown,
+}
+
+/// The timeouts every connection runs under.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub header: Duration,
+    pub idle: Duration,
+}
+
+/// What a connection's handlers need from its thread: the wheel, the counters, the time.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    pub wheel: &'a mut LocalWheel<ConnTimer>,
+    /// This thread's counters.
+    pub stats: &'a ThreadStats,
+    /// Every thread's counters, for `GET /stats`.
+    pub all: &'a [ThreadStats],
+    pub timeouts: Timeouts,
+    /// The instant the loop woke at (what fired timers are measured against).
+    pub now: Instant,
+}
+
+impl Ctx<'_> {
+    /// Arms a timer of connection `id` at `deadline`.
+    fn arm(&mut self, id: usize, kind: TimerKind, deadline: Instant) -> Timer {
+        bump(&self.stats.counters.timers_armed);
+        Timer { key: self.wheel.arm_at(deadline, ConnTimer::Conn { id, kind }), deadline }
+    }
+
+    /// Cancels `timer` if it is still pending.
+    fn cancel(&mut self, timer: Option<Timer>) {
+        if let Some(timer) = timer
+            && self.wheel.cancel(timer.key).is_some()
+        {
+            bump(&self.stats.counters.timers_cancelled);
+        }
+    }
+}
+
+/// Where a read stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadEnd {
+    /// The socket has nothing more for now.
+    Drained,
+    /// The input is at its cap; the socket may hold more.
+    Cap,
+    /// The peer closed its end.
+    Eof,
+}
+
+/// A pending timer: its key, and the deadline it was armed for (for lateness).
+#[derive(Debug, Clone, Copy)]
+struct Timer {
+    key: TimerKey,
+    deadline: Instant,
+}
+
+/// One connection.
+#[derive(Debug)]
+pub struct Conn {
+    /// Its index in the thread's slab: its timers' payload.
+    id: usize,
+    pub stream: TcpStream,
+    phase: Phase,
+    /// Bytes read and not yet consumed by a request.
+    input: Vec<u8>,
+    /// Bytes to send, of which `written` are sent.
+    output: Vec<u8>,
+    written: usize,
+    /// Once `output` is sent, close (a `Connection: close` response went in).
+    closing: bool,
+    header: Option<Timer>,
+    idle: Option<Timer>,
+    /// The `/delay/` timer, its milliseconds, and whether the connection stays open after.
+    delay: Option<(Timer, u64, bool)>,
+}
+
+impl Conn {
+    /// A connection just accepted, its header timer armed.
+    pub fn accept(id: usize, stream: TcpStream, ctx: &mut Ctx<'_>) -> Conn {
+        bump(&ctx.stats.counters.connections);
+        let mut conn = Conn {
+            id,
+            stream,
+            phase: Phase::Idle,
+            input: Vec::new(),
+            output: Vec::new(),
+            written: 0,
+            closing: false,
+            header: None,
+            idle: None,
+            delay: None,
+        };
+        conn.enter_head(ctx);
+        conn
+    }
+
+    /// Reads, answers and writes what it can; `Err` says why it must close.
+    pub fn drive(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Close> {
+        loop {
+            let end = self.read(ctx)?;
+            let consumed = self.answer(ctx);
+            self.flush()?;
+            if self.closing && self.written == self.output.len() {
+                return Err(Close::Answered);
+            }
+            match end {
+                // The peer sent all it will: what it asked for before is answered (as far
+                // as the socket takes it now), and the connection closes.
+                ReadEnd::Eof => return Err(Close::Peer),
+                // Input left behind at the cap: read on once answering made room.
+                ReadEnd::Cap if consumed => {}
+                ReadEnd::Cap | ReadEnd::Drained => return Ok(()),
+            }
+        }
+    }
+
+    /// One of this connection's timers fired.
+    pub fn on_timer(&mut self, kind: TimerKind, key: TimerKey, ctx: &mut Ctx<'_>) -> Result<(), Close> {
+        let now = ctx.now;
+        let late = |timer: Timer| now.saturating_duration_since(timer.deadline);
+        match kind {
+            TimerKind::Header if self.header.is_some_and(|t| t.key == key) => {
+                let timer = self.header.take().expect("checked");
+                if self.phase == Phase::Head {
+                    ctx.stats.record_lateness(late(timer));
+                    return Err(Close::HeaderTimeout);
+                }
+            }
+            TimerKind::Idle if self.idle.is_some_and(|t| t.key == key) => {
+                let timer = self.idle.take().expect("checked");
+                if self.phase == Phase::Idle {
+                    ctx.stats.record_lateness(late(timer));
+                    return Err(Close::IdleTimeout);
+                }
+            }
+            TimerKind::Delay if self.delay.is_some_and(|(t, ..)| t.key == key) => {
+                let (_, ms, keep_alive) = self.delay.take().expect("checked");
+                let body = format!("delayed {ms} ms\n");
+                http::respond(&mut self.output, Status::Ok, "text/plain", body.as_bytes(), keep_alive);
+                self.responded(keep_alive, ctx);
+                return self.drive(ctx);
+            }
+            // A stale key: nothing of this connection's.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Closes: cancels every timer it holds and counts why. The socket closes on drop.
+    pub fn close(mut self, why: Close, ctx: &mut Ctx<'_>) {
+        ctx.cancel(self.header.take());
+        ctx.cancel(self.idle.take());
+        ctx.cancel(self.delay.take().map(|(t, ..)| t));
+        let c = &ctx.stats.counters;
+        bump(match why {
+            Close::Peer => &c.peer_closes,
+            Close::HeaderTimeout => &c.header_timeouts,
+            Close::IdleTimeout => &c.idle_timeouts,
+            Close::Shutdown => &c.shutdown_closes,
+            Close::Answered => return,
+        });
+    }
+
+    /// Reads until the socket is drained, the input is at its cap, or the peer's end.
+    fn read(&mut self, ctx: &mut Ctx<'_>) -> Result<ReadEnd, Close> {
+        let mut chunk = [0u8; READ_CHUNK];
+        while self.input.len() < INPUT_CAP {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Ok(ReadEnd::Eof),
+                Ok(n) => {
+                    if self.phase == Phase::Idle {
+                        self.enter_head(ctx);
+                    }
+                    self.input.extend_from_slice(&chunk[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(ReadEnd::Drained),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(Close::Peer),
+            }
+        }
+        Ok(ReadEnd::Cap)
+    }
+
+    /// Answers the requests at the front of the input, in order, until one must wait (a
+    /// delay, a partial head) or the output is at its cap. Whether it consumed any input.
+    fn answer(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        let mut consumed = false;
+        while self.phase != Phase::Delay && !self.closing && self.output.len() - self.written < OUTPUT_CAP {
+            if self.input.is_empty() {
+                break;
+            }
+            if self.phase == Phase::Idle {
+                self.enter_head(ctx);
+            }
+            match http::parse(&self.input) {
+                Parsed::Partial => break,
+                Parsed::Request(req) => {
+                    consumed = true;
+                    ctx.cancel(self.header.take());
+                    bump(&ctx.stats.counters.requests);
+                    self.input.drain(..req.len);
+                    self.route(req.route, req.keep_alive, ctx);
+                }
+                Parsed::Reject(status) => {
+                    consumed = true;
+                    ctx.cancel(self.header.take());
+                    bump(&ctx.stats.counters.requests);
+                    bump(&ctx.stats.counters.bad_requests);
+                    http::respond_plain(&mut self.output, status, false);
+                    self.responded(false, ctx);
+                }
+            }
+        }
+        consumed
+    }
+
+    /// Answers a request (or arms its `/delay/` timer).
+    fn route(&mut self, route: Route, keep_alive: bool, ctx: &mut Ctx<'_>) {
+        let out = &mut self.output;
+        match route {
+            Route::Delay(ms) => {
+                let timer = ctx.arm(self.id, TimerKind::Delay, Instant::now() + Duration::from_millis(ms));
+                self.delay = Some((timer, ms, keep_alive));
+                self.phase = Phase::Delay;
+                return;
+            }
+            Route::Root => http::respond(out, Status::Ok, "text/plain", b"hello from shardwheel-httpd\n", keep_alive),
+            Route::Stats => {
+                let json = Totals::of(ctx.all).to_json().to_string() + "\n";
+                http::respond(out, Status::Ok, "application/json", json.as_bytes(), keep_alive);
+            }
+            Route::BadDelay | Route::MethodNotAllowed | Route::NotFound => {
+                bump(&ctx.stats.counters.bad_requests);
+                let status = match route {
+                    Route::BadDelay => Status::BadRequest,
+                    Route::MethodNotAllowed => Status::MethodNotAllowed,
+                    _ => Status::NotFound,
+                };
+                http::respond_plain(out, status, keep_alive);
+            }
+        }
+        self.responded(keep_alive, ctx);
+    }
+
+    /// A response is in the output: the connection goes idle, its idle timer pushed out,
+    /// and closes after the response unless `keep_alive`. (The idle timer also bounds how
+    /// long a peer that does not read its last response holds the connection.)
+    fn responded(&mut self, keep_alive: bool, ctx: &mut Ctx<'_>) {
+        self.phase = Phase::Idle;
+        if !keep_alive {
+            self.closing = true;
+            self.input.clear();
+        }
+        let deadline = Instant::now() + ctx.timeouts.idle;
+        match self.idle {
+            Some(ref mut timer) if ctx.wheel.reset_at(timer.key, deadline) => {
+                timer.deadline = deadline;
+                bump(&ctx.stats.counters.timers_reset);
+            }
+            _ => self.idle = Some(ctx.arm(self.id, TimerKind::Idle, deadline)),
+        }
+    }
+
+    /// A request's head starts: the header timer is armed.
+    fn enter_head(&mut self, ctx: &mut Ctx<'_>) {
+        self.phase = Phase::Head;
+        let deadline = Instant::now() + ctx.timeouts.header;
+        self.header = Some(ctx.arm(self.id, TimerKind::Header, deadline));
+    }
+
+    /// Writes what the socket takes.
+    fn flush(&mut self) -> Result<(), Close> {
+        while self.written < self.output.len() {
+            match self.stream.write(&self.output[self.written..]) {
+                Ok(0) => return Err(Close::Peer),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(Close::Peer),
+            }
+        }
+        self.output.clear();
+        self.written = 0;
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+//! HTTP/1.1: a request's head parsed by `httparse`, routed, and the responses written.
+//!
+//! The server's routes take no body: `GET /`, `GET /stats`, `GET /delay/<ms>`. Anything
+//! the parser rejects is a `400` and the connection closes; a head over
+//! [`MAX_HEADER_BYTES`] (or with more than [`MAX_HEADERS`] headers) a `431` and close; a
+//! request with a body a `413` and close (the bytes that follow could not be told from the
+//! next request otherwise).
+
+/// The most bytes a request's head (request line and headers) may take.
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// The most headers a request may carry.
+pub const MAX_HEADERS: usize = 64;
+/// The longest `/delay/<ms>` served.
+pub const MAX_DELAY_MS: u64 = 60_000;
+
+/// What the bytes at the front of a connection's input hold.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// Not a whole head yet.
+    Partial,
+    /// A whole request, `len` bytes long.
+    Request(Request),
+    /// A request that is answered with this status, after which the connection closes.
+    Reject(Status),
+}
+
+/// A request whose head is complete.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Its length in bytes (the head: it has no body).
+    pub len: usize,
+    /// What it asks for.
+    pub route: Route,
+    /// Whether the connection stays open after the response.
+    pub keep_alive: bool,
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /`: a small body.
+    Root,
+    /// `GET /stats`: the counters as JSON.
+    Stats,
+    /// `GET /delay/<ms>`: answered by a timer `<ms>` later.
+    Delay(u64),
+    /// `/delay/` with a number out of `0..=MAX_DELAY_MS`, or none.
+    BadDelay,
+    /// A method other than `GET`.
+    MethodNotAllowed,
+    /// Any other path.
+    NotFound,
+}
+
+/// The statuses the server answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    ContentTooLarge,
+    HeadersTooLarge,
+}
+
+impl Status {
+    /// The code and reason phrase.
+    fn line(self) -> (u16, &'static str) {
+        match self {
+            Status::Ok => (200, "OK"),
+            Status::BadRequest => (400, "Bad Request"),
+            Status::NotFound => (404, "Not Found"),
+            Status::MethodNotAllowed => (405, "Method Not Allowed"),
+            Status::ContentTooLarge => (413, "Content Too Large"),
+            Status::HeadersTooLarge => (431, "Request Header Fields Too Large"),
+        }
+    }
+}
+
+/// Parses the request at the front of `buf`.
+pub fn parse(buf: &[u8]) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) if len > MAX_HEADER_BYTES => Parsed::Reject(Status::HeadersTooLarge),
+        Ok(httparse::Status::Complete(len)) => request(&req, len),
+        // The whole of `buf` is this request's head so far.
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEADER_BYTES => Parsed::Reject(Status::HeadersTooLarge),
+        Ok(httparse::Status::Partial) => Parsed::Partial,
+        Err(httparse::Error::TooManyHeaders) => Parsed::Reject(Status::HeadersTooLarge),
+        Err(_) => Parsed::Reject(Status::BadRequest),
+    }
+}
+
+/// A complete head: checked for a body, its keep-alive read, routed.
+fn request(req: &httparse::Request<'_, '_>, len: usize) -> Parsed {
+    let mut keep_alive = req.version == Some(1);
+    for header in req.headers.iter() {
+        if header.name.eq_ignore_ascii_case("connection") {
+            for token in header.value.split(|&b| b == b',').map(|t| t.trim_ascii()) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Parsed::Reject(Status::ContentTooLarge);
+        } else if header.name.eq_ignore_ascii_case("content-length") {
+            match std::str::from_utf8(header.value).ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+                Some(0) => {}
+                Some(_) => return Parsed::Reject(Status::ContentTooLarge),
+                None => return Parsed::Reject(Status::BadRequest),
+            }
+        }
+    }
+    // `Complete` means the method and path were parsed.
+    let (method, path) = (req.method.unwrap_or(""), req.path.unwrap_or(""));
+    Parsed::Request(Request { len, route: route(method, path), keep_alive })
+}
+
+/// The route of a `method` and `path` (its query, if any, ignored).
+pub fn route(method: &str, path: &str) -> Route {
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    if method != "GET" {
+        return Route::MethodNotAllowed;
+    }
+    match path {
+        "/" => Route::Root,
+        "/stats" => Route::Stats,
+        _ => match path.strip_prefix("/delay/") {
+            Some(ms) => match ms.parse::<u64>() {
+                Ok(ms) if ms <= MAX_DELAY_MS => Route::Delay(ms),
+                _ => Route::BadDelay,
+            },
+            None => Route::NotFound,
+        },
+    }
+}
+
+/// Appends a response to `out`: `status`, a `Content-Length` body, and `Connection: close`
+/// unless `keep_alive`.
+pub fn respond(out: &mut Vec<u8>, status: Status, content_type: &str, body: &[u8], keep_alive: bool) {
+    use std::io::Write;
+    let (code, reason) = status.line();
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    // Writing to a `Vec` cannot fail.
+    let _ = write!(
+        out,
+        "HTTP/1.1 {code} {reason}\r\nServer: shardwheel-httpd\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {}\r\nConnection: {connection}\r\n\r\n",
+        body.len()
+    );
+    out.extend_from_slice(body);
+}
+
+/// Appends a plain-text response whose body is the status's reason phrase.
+pub fn respond_plain(out: &mut Vec<u8>, status: Status, keep_alive: bool) {
+    let (_, reason) = status.line();
+    respond(out, status, "text/plain", format!("{reason}\n").as_bytes(), keep_alive);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Parsed {
+        parse(text.as_bytes())
+    }
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("GET", "/"), Route::Root);
+        assert_eq!(route("GET", "/stats?x=1"), Route::Stats);
+        assert_eq!(route("GET", "/delay/0"), Route::Delay(0));
+        assert_eq!(route("GET", "/delay/60000"), Route::Delay(60_000));
+        assert_eq!(route("GET", "/delay/60001"), Route::BadDelay);
+        assert_eq!(route("GET", "/delay/-1"), Route::BadDelay);
+        assert_eq!(route("GET", "/delay/"), Route::BadDelay);
+        assert_eq!(route("GET", "/nope"), Route::NotFound);
+        assert_eq!(route("POST", "/"), Route::MethodNotAllowed);
+    }
+
+    #[test]
+    fn keep_alive_by_version_and_header() {
+        let req = |text| match parsed(text) {
+            Parsed::Request(r) => r,
+            other => panic!("{other:?}"),
+        };
+        assert!(req("GET / HTTP/1.1\r\n\r\n").keep_alive);
+        assert!(!req("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n").keep_alive);
+        assert!(!req("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(req("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+        assert_eq!(req("GET / HTTP/1.1\r\n\r\nGET").len, 18);
+    }
+
+    #[test]
+    fn rejects() {
+        assert_eq!(parsed("GET / HTTP/1.1\r\nHost"), Parsed::Partial);
+        assert_eq!(parsed("NOT HTTP\r\n\r\n"), Parsed::Reject(Status::BadRequest));
+        assert_eq!(parsed("GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n"), Parsed::Reject(Status::ContentTooLarge));
+        assert_eq!(parsed("GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"), Parsed::Reject(Status::BadRequest));
+        let long = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEADER_BYTES));
+        assert_eq!(parsed(&long), Parsed::Reject(Status::HeadersTooLarge));
+        assert_eq!(parsed(&format!("{long}\r\n\r\n")), Parsed::Reject(Status::HeadersTooLarge));
+    }
+}

@@ -1,0 +1,167 @@
+//! `shardwheel-httpd`: an HTTP/1.1 server whose per-connection timeouts run on shardwheel's
+//! `LocalWheel`, a thread per core (`--stack local`).
+//!
+//! The main thread binds the listeners, starts the loops (`server.rs`), prints the start
+//! line, and waits for SIGINT, SIGTERM or the end of `--for`; then it stops every loop
+//! through its `RemoteWheel`, joins them, and prints the summary (`summary.rs`).
+
+mod conn;
+mod http;
+mod server;
+mod stats;
+mod summary;
+
+use clap::{CommandFactory, Parser, ValueEnum};
+use conn::Timeouts;
+use mio::{Events, Interest, Poll, Token};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use stats::{ThreadStats, Totals};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+use summary::{Summary, Usage};
+
+/// An HTTP/1.1 server on shardwheel: per-connection header-read and idle timeouts, and
+/// `GET /delay/<ms>` answered by a timer.
+#[derive(Debug, Parser)]
+#[command(name = "shardwheel-httpd", version)]
+struct Flags {
+    /// Where to listen (port 0: any free port, printed on the start line).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// Event-loop threads, each with its own listener, wheel and connections.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+    /// From a request's first byte (or the accept) to the end of its headers.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    header_timeout_ms: u64,
+    /// A keep-alive connection's wait for its next request, from the last response.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    idle_timeout_ms: u64,
+    /// Connections held at most (each thread holds its share); more are accepted and
+    /// closed at once.
+    #[arg(long, default_value_t = 19_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    max_conns: u64,
+    /// Stop by itself after this many seconds (as on SIGINT or SIGTERM).
+    #[arg(long = "for", value_name = "SECS")]
+    for_secs: Option<f64>,
+    /// The server's stack: `local`, a thread per core on mio and `LocalWheel`.
+    #[arg(long, value_enum, default_value_t = Stack::Local)]
+    stack: Stack,
+}
+
+/// Which server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Stack {
+    /// A thread per core: mio, `SO_REUSEPORT`, a `LocalWheel` per thread.
+    Local,
+    /// hyper 1.x on tokio (not built yet).
+    Hyper,
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    if flags.stack == Stack::Hyper {
+        Flags::command()
+            .error(
+                clap::error::ErrorKind::InvalidValue,
+                "--stack hyper is not built yet (the next step of issue 16); use --stack local",
+            )
+            .exit();
+    }
+    if let Some(secs) = flags.for_secs
+        && !(secs.is_finite() && secs > 0.0 && secs <= 1e9)
+    {
+        Flags::command().error(clap::error::ErrorKind::InvalidValue, "--for takes seconds above 0").exit();
+    }
+    match serve(&flags) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shardwheel-httpd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the server until a signal or `--for`, then prints the summary.
+fn serve(flags: &Flags) -> std::io::Result<()> {
+    let started = Instant::now();
+    let threads = usize::from(flags.threads);
+    let timeouts = Timeouts {
+        header: Duration::from_millis(flags.header_timeout_ms),
+        idle: Duration::from_millis(flags.idle_timeout_ms),
+    };
+    let per_thread = usize::try_from(flags.max_conns).unwrap_or(usize::MAX).div_ceil(threads);
+    // Before the start line: a signal sent once it is out stops the server gracefully.
+    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    let mut poll = Poll::new()?;
+    poll.registry().register(&mut signals, Token(0), Interest::READABLE)?;
+
+    let listeners = server::bind(flags.addr, threads)?;
+    let addr = listeners[0].local_addr()?;
+    let stats: Arc<[ThreadStats]> = (0..threads).map(|_| ThreadStats::default()).collect();
+    let mut stoppers = Vec::with_capacity(threads);
+    let mut loops = Vec::with_capacity(threads);
+    for (index, listener) in listeners.into_iter().enumerate() {
+        let (worker, stopper) = server::Worker::new(index, listener, stats.clone(), timeouts, per_thread)?;
+        stoppers.push(stopper);
+        loops.push(thread::Builder::new().name(format!("httpd-{index}")).spawn(move || worker.run())?);
+    }
+    println!(
+        "shardwheel-httpd: listening on {addr} (stack local, {threads} threads, header timeout {} ms, \
+         idle timeout {} ms, max {} connections)",
+        flags.header_timeout_ms, flags.idle_timeout_ms, flags.max_conns
+    );
+
+    let deadline = flags.for_secs.map(|secs| started + Duration::from_secs_f64(secs));
+    let stopped_by = wait(&mut poll, &mut signals, deadline, &loops)?;
+    for stopper in &stoppers {
+        stopper.stop();
+    }
+    let mut failed = None;
+    for handle in loops {
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed = Some(e),
+            Err(_) => failed = Some(std::io::Error::other("an event loop panicked")),
+        }
+    }
+    let summary = Summary { totals: Totals::of(&stats), usage: Usage::now(), ran: started.elapsed(), stopped_by };
+    println!("{summary}");
+    failed.map_or(Ok(()), Err)
+}
+
+/// Waits for SIGINT or SIGTERM, the `--for` deadline, or a loop that ended (an error);
+/// says which.
+fn wait(
+    poll: &mut Poll,
+    signals: &mut Signals,
+    deadline: Option<Instant>,
+    loops: &[thread::JoinHandle<std::io::Result<()>>],
+) -> std::io::Result<String> {
+    let mut events = Events::with_capacity(4);
+    loop {
+        // Wakes twice a second at most to see whether a loop ended.
+        let mut timeout = Duration::from_millis(500);
+        if let Some(deadline) = deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok("--for".to_string());
+            }
+            timeout = timeout.min(left);
+        }
+        match poll.poll(&mut events, Some(timeout)) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            result => result?,
+        }
+        if let Some(signal) = signals.pending().next() {
+            return Ok(if signal == SIGINT { "SIGINT" } else { "SIGTERM" }.to_string());
+        }
+        if loops.iter().any(|l| l.is_finished()) {
+            return Ok("an event loop's error".to_string());
+        }
+    }
+}

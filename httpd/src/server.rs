@@ -1,0 +1,222 @@
+//! A thread's event loop: its own `mio::Poll`, its own `SO_REUSEPORT` listener, its own
+//! `LocalWheel` and its own connections. Nothing is shared with the other threads on the
+//! request path; the only cross-thread path is the graceful stop, a timer the main thread
+//! arms through the wheel's `RemoteWheel` (which wakes the loop through its `mio::Waker`),
+//! and `GET /stats`, which reads the other threads' counters.
+//!
+//! The loop sleeps in `epoll_wait` until the wheel's next deadline (`LocalWheel::park`),
+//! then handles the socket events, then fires what is due.
+
+use crate::conn::{Close, Conn, ConnTimer, Ctx, Timeouts};
+use crate::stats::{ThreadStats, bump};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+use shardwheel::{LocalWheel, RemoteWheel};
+use slab::Slab;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a connection's handlers need from a `Worker`: borrows its wheel and counters,
+/// field by field, so that its `conns` stay free to borrow beside them.
+macro_rules! ctx {
+    ($worker:ident, $now:expr) => {
+        Ctx {
+            wheel: &mut $worker.wheel,
+            stats: &$worker.stats[$worker.index],
+            all: &$worker.stats,
+            timeouts: $worker.timeouts,
+            now: $now,
+        }
+    };
+}
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+/// A connection's token is its slab index plus this.
+const FIRST_CONN: usize = 2;
+/// The listen backlog.
+const BACKLOG: i32 = 1024;
+/// Events taken per `epoll_wait`.
+const EVENTS: usize = 1024;
+
+/// `threads` listeners on `addr`, all with `SO_REUSEPORT`: the kernel spreads connections
+/// among them. With port 0 the first picks the port and the others take the same one.
+pub fn bind(addr: SocketAddr, threads: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    let first = bind_one(addr)?;
+    let addr = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..threads {
+        listeners.push(bind_one(addr)?);
+    }
+    Ok(listeners)
+}
+
+fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// The main thread's hold on a loop: stops it.
+#[derive(Debug)]
+pub struct Stopper {
+    remote: RemoteWheel<ConnTimer>,
+}
+
+impl Stopper {
+    /// Asks the loop to close its connections and return: a timer due now, armed through
+    /// the `RemoteWheel`, which wakes the loop if it sleeps.
+    pub fn stop(&self) {
+        // `Closed` only if the loop is gone already.
+        let _ = self.remote.arm(Duration::ZERO, ConnTimer::Shutdown);
+    }
+}
+
+/// One thread's event loop.
+#[derive(Debug)]
+pub struct Worker {
+    /// Which thread: its counters are `stats[index]`.
+    index: usize,
+    poll: Poll,
+    listener: TcpListener,
+    wheel: LocalWheel<ConnTimer>,
+    conns: Slab<Conn>,
+    stats: Arc<[ThreadStats]>,
+    timeouts: Timeouts,
+    /// Connections this thread holds at most.
+    max_conns: usize,
+}
+
+impl Worker {
+    /// A loop on `listener`, and the handle that stops it.
+    pub fn new(
+        index: usize,
+        listener: std::net::TcpListener,
+        stats: Arc<[ThreadStats]>,
+        timeouts: Timeouts,
+        max_conns: usize,
+    ) -> io::Result<(Worker, Stopper)> {
+        let poll = Poll::new()?;
+        let mut listener = TcpListener::from_std(listener);
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let wheel = LocalWheel::builder()
+            .capacity(max_conns.min(1 << 16))
+            // Runs on the main thread when its stop timer is earlier than the loop's sleep.
+            .notifier(move || {
+                let _ = waker.wake();
+            })
+            .build::<ConnTimer>()
+            .map_err(io::Error::other)?;
+        let stopper = Stopper { remote: wheel.remote() };
+        let conns = Slab::with_capacity(max_conns.min(1 << 16));
+        Ok((Worker { index, poll, listener, wheel, conns, stats, timeouts, max_conns }, stopper))
+    }
+
+    /// Serves until stopped.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(EVENTS);
+        loop {
+            // Sleep until the wheel's next deadline, a socket event or the stop.
+            match self.wheel.park(|timeout| self.poll.poll(&mut events, timeout)) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                result => result?,
+            }
+            let now = Instant::now();
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(now),
+                    WAKER => {}
+                    Token(token) => self.ready(token - FIRST_CONN, now),
+                }
+            }
+            // Read again: what came due while the events were handled fires now, and the
+            // lateness of a timeout close is measured at the close.
+            let now = Instant::now();
+            while let Some((key, timer)) = self.wheel.poll_expired(now) {
+                match timer {
+                    ConnTimer::Conn { id, kind } => {
+                        bump(&self.stats[self.index].counters.timers_fired);
+                        let mut ctx = ctx!(self, now);
+                        if let Some(conn) = self.conns.get_mut(id)
+                            && let Err(why) = conn.on_timer(kind, key, &mut ctx)
+                        {
+                            self.close(id, why, now);
+                        }
+                    }
+                    ConnTimer::Shutdown => {
+                        self.shutdown(now);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Accepts every waiting connection; past `max_conns`, closes it at once.
+    fn accept(&mut self, now: Instant) {
+        loop {
+            let (mut stream, _) = match self.listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => continue,
+                // Out of descriptors or memory: the rest wait in the backlog for the next
+                // connection's event.
+                Err(e) => {
+                    eprintln!("shardwheel-httpd: accept: {e}");
+                    return;
+                }
+            };
+            if self.conns.len() >= self.max_conns {
+                bump(&self.stats[self.index].counters.rejected);
+                continue; // dropped: closed at once
+            }
+            let entry = self.conns.vacant_entry();
+            let id = entry.key();
+            // Small responses go out at once, not after the peer's delayed ACK.
+            let _ = stream.set_nodelay(true);
+            let registered = self.poll.registry().register(
+                &mut stream,
+                Token(id + FIRST_CONN),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if registered.is_err() {
+                continue;
+            }
+            let mut ctx = ctx!(self, now);
+            entry.insert(Conn::accept(id, stream, &mut ctx));
+        }
+    }
+
+    /// A connection's socket is ready.
+    fn ready(&mut self, id: usize, now: Instant) {
+        let mut ctx = ctx!(self, now);
+        if let Some(conn) = self.conns.get_mut(id)
+            && let Err(why) = conn.drive(&mut ctx)
+        {
+            self.close(id, why, now);
+        }
+    }
+
+    /// Closes connection `id`.
+    fn close(&mut self, id: usize, why: Close, now: Instant) {
+        let mut conn = self.conns.remove(id);
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        conn.close(why, &mut ctx!(self, now));
+    }
+
+    /// The graceful stop: closes every connection, then the listener (on drop).
+    fn shutdown(&mut self, now: Instant) {
+        let ids: Vec<usize> = self.conns.iter().map(|(id, _)| id).collect();
+        for id in ids {
+            self.close(id, Close::Shutdown, now);
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Each thread's counters and its histogram of timeout-close lateness.
+//!
+//! One [`ThreadStats`] per event loop, written by that loop only (a load and a store, no
+//! read-modify-write: nothing contends), read by any loop answering `GET /stats` and by the
+//! main thread's summary. Cache-padded, so one loop's writes never touch a line another
+//! loop writes.
+
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Sub-buckets per power of two of the lateness histogram: at most 1/16 (6 %) error.
+const SUB_BUCKETS: usize = 16;
+/// Buckets: microseconds up to 2⁴⁴ (half a year), more than any lateness.
+const BUCKETS: usize = SUB_BUCKETS * 41;
+
+/// What one thread counts. Every field is written by its thread only.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Connections accepted and served.
+    pub connections: AtomicU64,
+    /// Connections accepted past `--max-conns` and closed at once.
+    pub rejected: AtomicU64,
+    /// Requests whose head was complete (answered, or to be answered by a timer).
+    pub requests: AtomicU64,
+    /// Requests answered with a 4xx status.
+    pub bad_requests: AtomicU64,
+    /// Connections closed by their header-read timeout.
+    pub header_timeouts: AtomicU64,
+    /// Connections closed by their idle keep-alive timeout.
+    pub idle_timeouts: AtomicU64,
+    /// Connections the peer closed or reset.
+    pub peer_closes: AtomicU64,
+    /// Connections closed by the graceful stop.
+    pub shutdown_closes: AtomicU64,
+    /// Timers armed, cancelled, pushed out (`reset_at`) and fired on this thread's wheel.
+    pub timers_armed: AtomicU64,
+    pub timers_cancelled: AtomicU64,
+    pub timers_reset: AtomicU64,
+    pub timers_fired: AtomicU64,
+}
+
+/// A thread's counters and lateness histogram.
+#[derive(Debug)]
+pub struct ThreadStats {
+    pub counters: CachePadded<Counters>,
+    lateness: CachePadded<Lateness>,
+}
+
+/// How late timeout closes were, as the loop saw them: log-linear buckets of microseconds.
+#[derive(Debug)]
+struct Lateness {
+    buckets: Box<[AtomicU64]>,
+    max_micros: AtomicU64,
+}
+
+impl Default for ThreadStats {
+    fn default() -> Self {
+        ThreadStats {
+            counters: CachePadded::new(Counters::default()),
+            lateness: CachePadded::new(Lateness {
+                buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+                max_micros: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+/// Adds one to a counter only its own thread writes.
+pub fn bump(counter: &AtomicU64) {
+    add(counter, 1);
+}
+
+/// Adds `n` to a counter only its own thread writes: a load and a store.
+pub fn add(counter: &AtomicU64, n: u64) {
+    // Relaxed: the readers (`/stats`, the summary) want a recent value, not an ordering.
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+impl ThreadStats {
+    /// Records that a timeout close came `late` after its deadline.
+    pub fn record_lateness(&self, late: Duration) {
+        let micros = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);
+        bump(&self.lateness.buckets[bucket_of(micros)]);
+        if micros > self.lateness.max_micros.load(Ordering::Relaxed) {
+            self.lateness.max_micros.store(micros, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The bucket of `micros`: exact below 16, then 16 per power of two.
+fn bucket_of(micros: u64) -> usize {
+    if micros < SUB_BUCKETS as u64 {
+        return micros as usize;
+    }
+    let power = 63 - micros.leading_zeros() as usize; // ≥ 4
+    let sub = (micros >> (power - 4)) as usize & (SUB_BUCKETS - 1);
+    ((power - 3) * SUB_BUCKETS + sub).min(BUCKETS - 1)
+}
+
+/// The largest value bucket `index` holds.
+fn bucket_top(index: usize) -> u64 {
+    if index < SUB_BUCKETS {
+        return index as u64;
+    }
+    let (power, sub) = (index / SUB_BUCKETS + 3, (index % SUB_BUCKETS) as u64);
+    ((SUB_BUCKETS as u64 + sub + 1) << (power - 4)) - 1
+}
+
+/// Every thread's figures added up.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Totals {
+    pub connections: u64,
+    pub rejected: u64,
+    pub requests: u64,
+    pub bad_requests: u64,
+    pub header_timeouts: u64,
+    pub idle_timeouts: u64,
+    pub peer_closes: u64,
+    pub shutdown_closes: u64,
+    pub timers_armed: u64,
+    pub timers_cancelled: u64,
+    pub timers_reset: u64,
+    pub timers_fired: u64,
+    /// Timeout closes' lateness: p50, p99 and max, in microseconds (p50 and p99 to 6 %).
+    pub late_p50_micros: u64,
+    pub late_p99_micros: u64,
+    pub late_max_micros: u64,
+}
+
+impl Totals {
+    /// Adds up `threads`.
+    pub fn of(threads: &[ThreadStats]) -> Totals {
+        let mut t = Totals::default();
+        let mut buckets = vec![0u64; BUCKETS];
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        for s in threads {
+            let c = &s.counters;
+            t.connections += load(&c.connections);
+            t.rejected += load(&c.rejected);
+            t.requests += load(&c.requests);
+            t.bad_requests += load(&c.bad_requests);
+            t.header_timeouts += load(&c.header_timeouts);
+            t.idle_timeouts += load(&c.idle_timeouts);
+            t.peer_closes += load(&c.peer_closes);
+            t.shutdown_closes += load(&c.shutdown_closes);
+            t.timers_armed += load(&c.timers_armed);
+            t.timers_cancelled += load(&c.timers_cancelled);
+            t.timers_reset += load(&c.timers_reset);
+            t.timers_fired += load(&c.timers_fired);
+            t.late_max_micros = t.late_max_micros.max(load(&s.lateness.max_micros));
+            for (sum, b) in buckets.iter_mut().zip(s.lateness.buckets.iter()) {
+                *sum += load(b);
+            }
+        }
+        t.late_p50_micros = percentile(&buckets, 0.50).min(t.late_max_micros);
+        t.late_p99_micros = percentile(&buckets, 0.99).min(t.late_max_micros);
+        t
+    }
+
+    /// The totals as a JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "connections": self.connections,
+            "rejected_over_max_conns": self.rejected,
+            "requests": self.requests,
+            "bad_requests": self.bad_requests,
+            "closed_by_header_timeout": self.header_timeouts,
+            "closed_by_idle_timeout": self.idle_timeouts,
+            "closed_by_peer": self.peer_closes,
+            "closed_by_shutdown": self.shutdown_closes,
+            "timers_armed": self.timers_armed,
+            "timers_cancelled": self.timers_cancelled,
+            "timers_reset": self.timers_reset,
+            "timers_fired": self.timers_fired,
+            "timeout_close_late_us": {
+                "p50": self.late_p50_micros,
+                "p99": self.late_p99_micros,
+                "max": self.late_max_micros,
+            },
+        })
+    }
+}
+
+/// The top of the bucket where the `q` quantile falls; 0 with no samples.
+fn percentile(buckets: &[u64], q: f64) -> u64 {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    let rank = ((total as f64 * q).ceil() as u64).max(1);
+    let mut seen = 0;
+    for (i, &n) in buckets.iter().enumerate() {
+        seen += n;
+        if seen >= rank {
+            return bucket_top(i);
+        }
+    }
+    bucket_top(buckets.len() - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_hold_their_values_within_a_sixteenth() {
+        for micros in (0..100_000u64).chain([1 << 30, 1 << 40]) {
+            let i = bucket_of(micros);
+            assert!(bucket_top(i) >= micros, "{micros}");
+            if i > 0 {
+                assert!(bucket_top(i - 1) < micros, "{micros}");
+            }
+            assert!(bucket_top(i) - micros <= micros / 16, "{micros}");
+        }
+    }
+
+    #[test]
+    fn percentiles() {
+        let threads = [ThreadStats::default(), ThreadStats::default()];
+        for ms in 1..=100 {
+            threads[ms % 2].record_lateness(Duration::from_millis(ms as u64));
+        }
+        let t = Totals::of(&threads);
+        assert_eq!(t.late_max_micros, 100_000);
+        assert!((50_000..=53_125).contains(&t.late_p50_micros), "{}", t.late_p50_micros);
+        assert!((99_000..=100_000).contains(&t.late_p99_micros), "{}", t.late_p99_micros);
+    }
+}

@@ -1,0 +1,196 @@
+//! The tests' harness: the real binary on an ephemeral loopback port, and a plain-socket
+//! client. Every wait is bounded: reads time out, and a server left running is killed.
+#![allow(dead_code)] // each test file uses its own part of it
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest any single read waits.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How much later than its timeout a close may come on a loaded 2-core machine.
+pub const SLACK: Duration = Duration::from_secs(1);
+
+/// The server, started on `127.0.0.1:0`; killed on drop if still running.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    pub addr: SocketAddr,
+    pub start_line: String,
+}
+
+impl Server {
+    /// Starts the binary with `args` (after `--addr 127.0.0.1:0`), and reads the port off
+    /// its start line.
+    pub fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd"))
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut start_line = String::new();
+        stdout.read_line(&mut start_line).expect("a start line");
+        let addr = start_line
+            .split_whitespace()
+            .find_map(|word| word.parse::<SocketAddr>().ok())
+            .unwrap_or_else(|| panic!("no address in the start line {start_line:?}"));
+        Server { child, stdout, addr, start_line }
+    }
+
+    /// A connection to it, reads and writes bounded by `READ_TIMEOUT`.
+    pub fn connect(&self) -> Client {
+        let stream = TcpStream::connect(self.addr).expect("connect");
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(READ_TIMEOUT)).unwrap();
+        Client { stream, buf: Vec::new() }
+    }
+
+    /// `GET /stats` on a new connection, parsed.
+    pub fn stats(&self) -> serde_json::Value {
+        let mut client = self.connect();
+        client.send("GET /stats HTTP/1.1\r\nHost: t\r\n\r\n");
+        let response = client.response();
+        assert_eq!(response.status, 200);
+        serde_json::from_str(&response.body).expect("/stats is JSON")
+    }
+
+    /// Polls `/stats` until `ready` holds of it (at most 3 s), and hands it back.
+    pub fn stats_when(&self, ready: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let until = Instant::now() + Duration::from_secs(3);
+        loop {
+            let stats = self.stats();
+            if ready(&stats) || Instant::now() > until {
+                return stats;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` and waits (at most 10 s) for the exit; its status and the rest of
+    /// its standard output (the summary).
+    pub fn stop_with(mut self, signal: nix::sys::signal::Signal) -> (ExitStatus, String) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("kill");
+        self.wait()
+    }
+
+    /// Waits (at most 10 s) for the exit; its status and the rest of its standard output.
+    pub fn wait(&mut self) -> (ExitStatus, String) {
+        let until = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            assert!(Instant::now() < until, "the server did not exit within 10 s");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).expect("stdout");
+        (status, rest)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A response read off a connection.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// The head, as text.
+    pub head: String,
+    pub body: String,
+}
+
+impl Response {
+    /// Whether the head says `Connection: close`.
+    pub fn closes(&self) -> bool {
+        self.head.to_ascii_lowercase().contains("\r\nconnection: close\r\n")
+    }
+}
+
+/// A plain-socket client, buffering what it read past a response.
+#[derive(Debug)]
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn send(&mut self, bytes: impl AsRef<[u8]>) {
+        self.stream.write_all(bytes.as_ref()).expect("write");
+    }
+
+    /// Reads one response (a head and a `Content-Length` body).
+    pub fn response(&mut self) -> Response {
+        self.try_response().expect("closed while waiting for a response")
+    }
+
+    /// Reads one response; `None` if the connection closes before its head.
+    pub fn try_response(&mut self) -> Option<Response> {
+        let head_end = loop {
+            if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("{e} while waiting for a response head"),
+            }
+        };
+        let head = String::from_utf8(self.buf[..head_end].to_vec()).expect("a text head");
+        let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("a status");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+            .expect("a Content-Length");
+        while self.buf.len() < head_end + length {
+            self.fill("a response body");
+        }
+        let body = String::from_utf8(self.buf[head_end..head_end + length].to_vec()).expect("a text body");
+        self.buf.drain(..head_end + length);
+        Some(Response { status, head, body })
+    }
+
+    fn fill(&mut self, what: &str) {
+        let mut chunk = [0u8; 4096];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => panic!("closed while waiting for {what}"),
+            Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            Err(e) => panic!("{e} while waiting for {what}"),
+        }
+    }
+
+    /// Waits for the server to close the connection (an end of stream or a reset, with
+    /// nothing else read first) and says when; panics past `READ_TIMEOUT`.
+    pub fn closed_at(&mut self) -> Instant {
+        assert!(self.buf.is_empty(), "unread bytes: {:?}", String::from_utf8_lossy(&self.buf));
+        let mut chunk = [0u8; 4096];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => Instant::now(),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Instant::now(),
+            Ok(n) => panic!("read {:?} instead of the close", String::from_utf8_lossy(&chunk[..n])),
+            Err(e) => panic!("{e} instead of the close"),
+        }
+    }
+}
+
+/// Asserts that `closed`, measured from `from`, came at `timeout` or after, and within
+/// `SLACK` of it.
+pub fn assert_closed_at(from: Instant, closed: Instant, timeout: Duration, what: &str) {
+    let after = closed - from;
+    assert!(after >= timeout, "{what}: closed after {after:?}, before its {timeout:?} timeout");
+    assert!(after <= timeout + SLACK, "{what}: closed after {after:?}, long past its {timeout:?} timeout");
+}

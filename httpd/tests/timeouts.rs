@@ -1,0 +1,91 @@
+//! The per-connection timers, seen from a client: silent, idle and trickling connections
+//! are closed at their timeouts and not before, and `/delay/` answers no earlier than asked.
+//! "Not before" is asserted strictly, from an instant the server's own clock cannot precede;
+//! "at" with a second's slack, for a loaded 2-core machine.
+
+mod common;
+
+use common::{Server, assert_closed_at};
+use std::io::{ErrorKind, Read, Write};
+use std::time::{Duration, Instant};
+
+const HEADER: Duration = Duration::from_millis(200);
+
+#[test]
+fn silent_connections_are_closed_at_the_header_timeout() {
+    let server = Server::start(&["--threads", "2", "--header-timeout-ms", "200", "--idle-timeout-ms", "300"]);
+    // Taken before the connect: the server arms the timer at its accept, later.
+    let opened = Instant::now();
+    let mut clients: Vec<_> = (0..10).map(|_| server.connect()).collect();
+    for client in &mut clients {
+        assert_closed_at(opened, client.closed_at(), HEADER, "a silent connection");
+    }
+    let stats = server.stats_when(|s| s["closed_by_header_timeout"] == 10);
+    assert_eq!(stats["closed_by_header_timeout"], 10, "{stats}");
+    assert!(stats["timeout_close_late_us"]["max"].as_u64().unwrap() > 0, "{stats}");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout_each_response_pushes_out() {
+    let idle = Duration::from_millis(800);
+    let server = Server::start(&["--threads", "1", "--header-timeout-ms", "200", "--idle-timeout-ms", "800"]);
+    let mut client = server.connect();
+    client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(client.response().status, 200);
+    // Longer than the header timeout: a connection between requests is under the idle one.
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(client.response().status, 200, "the connection lived past the header timeout");
+    // The second response pushed the idle timer out: counted from it, not the first.
+    assert_closed_at(sent, client.closed_at(), idle, "an idle keep-alive connection");
+    let stats = server.stats_when(|s| s["closed_by_idle_timeout"] == 1);
+    assert_eq!(stats["closed_by_idle_timeout"], 1, "{stats}");
+    assert!(stats["timers_reset"].as_u64().unwrap() >= 1, "{stats}");
+}
+
+#[test]
+fn a_slowloris_connection_is_closed_at_the_header_timeout_however_it_trickles() {
+    let server = Server::start(&["--threads", "1", "--header-timeout-ms", "300", "--idle-timeout-ms", "300"]);
+    let header = Duration::from_millis(300);
+    let opened = Instant::now();
+    let mut client = server.connect();
+    client.stream.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    // Never a whole head: one byte every 50 ms, for at most 3 s.
+    let trickle = format!("GET / HTTP/1.1\r\nX-Slow: {}", "a".repeat(60));
+    let mut sent = 0;
+    let closed = 'trickle: {
+        for byte in trickle.as_bytes() {
+            if client.stream.write_all(&[*byte]).is_err() {
+                break 'trickle Instant::now();
+            }
+            sent += 1;
+            // The 50 ms pause: a read that sees the close, or times out.
+            match client.stream.read(&mut [0u8; 64]) {
+                Ok(0) => break 'trickle Instant::now(),
+                Ok(n) => panic!("{n} bytes answered a partial head"),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => break 'trickle Instant::now(),
+            }
+        }
+        panic!("still open after trickling {sent} bytes");
+    };
+    assert!(sent >= 4, "only {sent} bytes trickled before the close");
+    assert_closed_at(opened, closed, header, "a slowloris connection");
+}
+
+#[test]
+fn delay_is_answered_no_earlier_than_asked() {
+    let server = Server::start(&["--threads", "2", "--header-timeout-ms", "2000", "--idle-timeout-ms", "2000"]);
+    let mut client = server.connect();
+    for ms in [100, 0, 30] {
+        let sent = Instant::now();
+        client.send(format!("GET /delay/{ms} HTTP/1.1\r\nHost: t\r\n\r\n"));
+        let response = client.response();
+        let took = sent.elapsed();
+        assert_eq!((response.status, response.body.as_str()), (200, format!("delayed {ms} ms\n").as_str()));
+        let asked = Duration::from_millis(ms);
+        assert!(took >= asked, "/delay/{ms} answered after {took:?}");
+        assert!(took <= asked + common::SLACK, "/delay/{ms} answered after {took:?}");
+    }
+}
