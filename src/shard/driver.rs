@@ -555,6 +555,12 @@ mod tests {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
+    /// How long these tests wait for what should happen soon: long, for valgrind's pace (CI
+    /// runs these tests there). A passing test never waits this long. (The injected panic is
+    /// sent with deadline 0, so that it wakes a sleeping shard: sent with none, it waited for
+    /// whatever woke the shard next.)
+    const PATIENCE: Duration = Duration::from_secs(60);
+
     /// Every source gets a share of every turn: with more stages due than a turn takes, the
     /// mail (here an earlier reset's refile notice) is still read in the same turn. The
     /// turn used to skip the mail while any stage was still due, so threads whose stages
@@ -643,8 +649,8 @@ mod tests {
         assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
         // The sleep registered on this thread's home shard: make that one fail.
         let home = crate::routing::home_shard(2);
-        assert_eq!(timers.shard_at(home).mailbox.send(Command::Panic, None), Sent::Delivered);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        assert_eq!(timers.shard_at(home).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
+        let deadline = Instant::now() + PATIENCE;
         while flag.0.load(Ordering::SeqCst) == 0 {
             assert!(Instant::now() < deadline, "the failed shard wakes the sleep");
             std::thread::sleep(Duration::from_millis(1));
@@ -674,8 +680,8 @@ mod tests {
     fn a_driver_that_panics_closes_its_shard_and_stop_hands_back_what_it_held() {
         let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
         let held = timers.schedule_on(0, Duration::from_secs(3600), || {}).unwrap();
-        assert_eq!(timers.shard_at(0).mailbox.send(Command::Panic, None), Sent::Delivered);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        assert_eq!(timers.shard_at(0).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
+        let deadline = Instant::now() + PATIENCE;
         while timers.stats().failed_shards == 0 {
             assert!(Instant::now() < deadline, "the shard is marked failed");
             std::thread::sleep(Duration::from_millis(1));
@@ -688,7 +694,7 @@ mod tests {
         }
         let (tx, rx) = mpsc::channel();
         timers.schedule_on(1, Duration::from_millis(1), move || tx.send(()).unwrap()).unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(()), "the other shard still fires");
+        assert_eq!(rx.recv_timeout(PATIENCE), Ok(()), "the other shard still fires");
         let unfired = timers.stop().expect("stop does not re-raise the shard's panic");
         assert!(unfired.iter().any(|u| u.timeout().ptr_eq(&held)), "the failed shard's timeout is handed back");
         assert_eq!(held.state(), TimeoutState::Cancelled);
