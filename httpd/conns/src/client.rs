@@ -1,0 +1,361 @@
+//! The loop: one `mio` poll (epoll) holds every connection, nonblocking, on one thread.
+//!
+//! Connections are opened at a steady pace (`open_per_ms`), so that the server's accept
+//! queue never overflows (an overflow drops the handshake and the retry comes a second
+//! later, which would read as lateness). Each is stamped before its `connect` call: the
+//! server cannot accept it, so cannot arm its header timer, before that instant. An idle
+//! connection writes its request once connected and stamps the write; it is stamped again
+//! when its response is whole. A slowloris connection writes one byte every `trickle` from a
+//! queue ordered by due instant (one interval for all, so pushing at the back keeps it
+//! ordered). A close is a read that returns 0 or an error (a reset counts), or a write that
+//! fails, stamped when the loop sees it.
+
+use crate::report::{Class, ClassReport, Outcome, Report};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The idle connections' one request.
+const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: shardwheel-conns\r\n\r\n";
+/// What a slowloris connection trickles: a request line, then one header value that never
+/// ends.
+const TRICKLE_HEAD: &[u8] = b"GET / HTTP/1.1\r\nHost: shardwheel-conns\r\nX-Trickle: ";
+/// The trickled value's byte, after the head.
+const TRICKLE_FILL: u8 = b'a';
+/// The most distinct failure reasons reported.
+const MAX_ERRORS: usize = 5;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub addr: SocketAddr,
+    pub silent: usize,
+    pub idle: usize,
+    pub slowloris: usize,
+    /// The server's header timeout, as the client expects it.
+    pub header_timeout: Duration,
+    /// The server's idle keep-alive timeout, as the client expects it.
+    pub idle_timeout: Duration,
+    /// A slowloris connection's pause between bytes.
+    pub trickle: Duration,
+    /// Connections opened per millisecond.
+    pub open_per_ms: usize,
+    /// The whole run's bound: connections still open then are reported open.
+    pub max: Duration,
+}
+
+impl Plan {
+    /// Every connection's class, in the order opened: idle first (their timeout starts
+    /// latest), then slowloris, then silent.
+    fn classes(&self) -> Vec<Class> {
+        let mut classes = vec![Class::Idle; self.idle];
+        classes.extend(std::iter::repeat_n(Class::Slowloris, self.slowloris));
+        classes.extend(std::iter::repeat_n(Class::Silent, self.silent));
+        classes
+    }
+}
+
+/// Where a connection is.
+#[derive(Debug)]
+enum State {
+    /// Its stream is open.
+    Live,
+    /// Done: the outcome, its stream dropped.
+    Done(Outcome),
+}
+
+/// One connection.
+#[derive(Debug)]
+struct Conn {
+    class: Class,
+    stream: Option<TcpStream>,
+    /// Before the `connect` call.
+    opened: Instant,
+    connected: bool,
+    /// Before the request's last write (idle).
+    request_sent: Option<Instant>,
+    written: usize,
+    /// The response so far, until whole (idle).
+    response: Vec<u8>,
+    /// When the response was whole (idle).
+    responded: Option<Instant>,
+    /// Bytes trickled (slowloris).
+    trickled: usize,
+    state: State,
+}
+
+/// The loop's state.
+#[derive(Debug)]
+struct Client {
+    plan: Plan,
+    poll: Poll,
+    conns: Vec<Conn>,
+    live: usize,
+    trickles: VecDeque<(Instant, usize)>,
+    errors: Vec<String>,
+}
+
+/// Runs the plan to its end (every connection closed or failed) or to `plan.max`.
+pub fn run(plan: &Plan) -> std::io::Result<Report> {
+    let classes = plan.classes();
+    let mut client = Client {
+        plan: plan.clone(),
+        poll: Poll::new()?,
+        conns: Vec::with_capacity(classes.len()),
+        live: 0,
+        trickles: VecDeque::new(),
+        errors: Vec::new(),
+    };
+    let mut events = Events::with_capacity(1024);
+    let started = Instant::now();
+    let end = started + plan.max;
+    let mut opening = Duration::ZERO;
+    loop {
+        let now = Instant::now();
+        // Open as many as the pace allows by now.
+        if client.conns.len() < classes.len() {
+            let elapsed_ms = usize::try_from((now - started).as_millis()).unwrap_or(usize::MAX);
+            let target = elapsed_ms.saturating_add(1).saturating_mul(plan.open_per_ms).min(classes.len());
+            while client.conns.len() < target {
+                client.open(classes[client.conns.len()]);
+            }
+            if client.conns.len() == classes.len() {
+                opening = Instant::now() - started;
+            }
+        }
+        client.trickle_due();
+        if (client.conns.len() == classes.len() && client.live == 0) || Instant::now() >= end {
+            break;
+        }
+        // Sleep until the next byte to trickle, the next millisecond's opens, or the end.
+        let mut wake = end;
+        if let Some(&(due, _)) = client.trickles.front() {
+            wake = wake.min(due);
+        }
+        if client.conns.len() < classes.len() {
+            wake = wake.min(Instant::now() + Duration::from_millis(1));
+        }
+        // Rounded up to a whole millisecond by epoll: never a busy wait.
+        let timeout = wake.saturating_duration_since(Instant::now());
+        match client.poll.poll(&mut events, Some(timeout)) {
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            result => result?,
+        }
+        for event in events.iter() {
+            client.on_event(event.token().0, event.is_error() || event.is_read_closed());
+        }
+    }
+    let ran = started.elapsed();
+    Ok(client.report(opening, ran))
+}
+
+impl Client {
+    /// Opens one connection of `class`: stamped, then a nonblocking connect.
+    fn open(&mut self, class: Class) {
+        let token = self.conns.len();
+        let opened = Instant::now();
+        let mut conn = Conn {
+            class,
+            stream: None,
+            opened,
+            connected: false,
+            request_sent: None,
+            written: 0,
+            response: Vec::new(),
+            responded: None,
+            trickled: 0,
+            state: State::Live,
+        };
+        let registered = TcpStream::connect(self.plan.addr).and_then(|mut stream| {
+            self.poll.registry().register(&mut stream, Token(token), Interest::READABLE | Interest::WRITABLE)?;
+            Ok(stream)
+        });
+        match registered {
+            Ok(stream) => {
+                conn.stream = Some(stream);
+                self.live += 1;
+                if class == Class::Slowloris {
+                    self.trickles.push_back((opened + self.plan.trickle, token));
+                }
+            }
+            Err(e) => {
+                conn.state = State::Done(Outcome::Failed);
+                note(&mut self.errors, format!("connect: {e}"));
+            }
+        }
+        self.conns.push(conn);
+    }
+
+    /// Writes one byte on each slowloris connection whose turn has come.
+    fn trickle_due(&mut self) {
+        while let Some(&(due, token)) = self.trickles.front() {
+            let now = Instant::now();
+            if due > now {
+                return;
+            }
+            self.trickles.pop_front();
+            let conn = &mut self.conns[token];
+            let (State::Live, Some(stream)) = (&conn.state, conn.stream.as_mut()) else { continue };
+            if conn.connected {
+                let byte = TRICKLE_HEAD.get(conn.trickled).copied().unwrap_or(TRICKLE_FILL);
+                match stream.write(&[byte]) {
+                    Ok(n) => conn.trickled += n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(_) => {
+                        self.close(token, now);
+                        continue;
+                    }
+                }
+            }
+            self.trickles.push_back((now + self.plan.trickle, token));
+        }
+    }
+
+    /// A readiness event on `token`: the connect's end, the request's write, reads.
+    fn on_event(&mut self, token: usize, hung_up: bool) {
+        let now = Instant::now();
+        let conn = &mut self.conns[token];
+        let (State::Live, Some(stream)) = (&conn.state, conn.stream.as_mut()) else { return };
+        if !conn.connected {
+            let failure = match (stream.take_error(), stream.peer_addr()) {
+                (Ok(Some(e)) | Err(e), _) => Some(e.to_string()),
+                (Ok(None), Ok(_)) => None,
+                (Ok(None), Err(e)) if hung_up => Some(e.to_string()),
+                // Not connected yet: the next event tells.
+                (Ok(None), Err(_)) => return,
+            };
+            if let Some(e) = failure {
+                note(&mut self.errors, format!("connect: {e}"));
+                self.finish(token, Outcome::Failed);
+                return;
+            }
+            conn.connected = true;
+        }
+        if conn.class == Class::Idle && conn.written < REQUEST.len() {
+            let before = Instant::now();
+            match stream.write(&REQUEST[conn.written..]) {
+                Ok(n) => {
+                    conn.written += n;
+                    if conn.written == REQUEST.len() {
+                        conn.request_sent = Some(before);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => return self.close(token, now),
+            }
+        }
+        self.read(token, now);
+    }
+
+    /// Reads until it would block: a close, or (idle) the response.
+    fn read(&mut self, token: usize, now: Instant) {
+        let mut buf = [0u8; 4096];
+        loop {
+            let conn = &mut self.conns[token];
+            let Some(stream) = conn.stream.as_mut() else { return };
+            match stream.read(&mut buf) {
+                Ok(0) => return self.close(token, now),
+                Ok(n) if conn.class == Class::Idle && conn.responded.is_none() => {
+                    conn.response.extend_from_slice(&buf[..n]);
+                    match response_end(&conn.response) {
+                        Ok(Some(_)) => {
+                            conn.responded = Some(Instant::now());
+                            conn.response = Vec::new();
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            note(&mut self.errors, format!("idle: {e}"));
+                            return self.finish(token, Outcome::Failed);
+                        }
+                    }
+                }
+                // Bytes nobody asked for (an error page before a close): read past them.
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return self.close(token, now),
+            }
+        }
+    }
+
+    /// The server closed `token`, seen at `closed`: its outcome against its timeout.
+    fn close(&mut self, token: usize, closed: Instant) {
+        let conn = &self.conns[token];
+        let outcome = match conn.class {
+            Class::Silent | Class::Slowloris if conn.connected => {
+                let timeout = self.plan.header_timeout;
+                Outcome::closed(closed, conn.opened + timeout, conn.opened, timeout)
+            }
+            Class::Idle => match (conn.request_sent, conn.responded) {
+                (Some(sent), Some(responded)) => {
+                    let timeout = self.plan.idle_timeout;
+                    Outcome::closed(closed, responded + timeout, sent, timeout)
+                }
+                _ => {
+                    note(&mut self.errors, "idle: closed before its whole response".to_string());
+                    Outcome::Failed
+                }
+            },
+            _ => Outcome::Failed,
+        };
+        self.finish(token, outcome);
+    }
+
+    /// Drops `token`'s stream and records its outcome.
+    fn finish(&mut self, token: usize, outcome: Outcome) {
+        let conn = &mut self.conns[token];
+        if let Some(mut stream) = conn.stream.take() {
+            let _ = self.poll.registry().deregister(&mut stream);
+            self.live -= 1;
+        }
+        conn.state = State::Done(outcome);
+    }
+
+    /// Every class's figures; connections still live are open.
+    fn report(&self, opening: Duration, ran: Duration) -> Report {
+        let classes = Class::ALL
+            .iter()
+            .map(|&class| {
+                let outcomes = self.conns.iter().filter(|c| c.class == class).map(|c| match c.state {
+                    State::Live => Outcome::Open,
+                    State::Done(outcome) => outcome,
+                });
+                ClassReport::of(class, outcomes)
+            })
+            .collect();
+        Report { classes, opening, ran, errors: self.errors.clone() }
+    }
+}
+
+/// Where a response ends, if it is whole: its head parsed by `httparse`, its body by
+/// `Content-Length` (none: no body).
+fn response_end(buf: &[u8]) -> Result<Option<usize>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    let head = match response.parse(buf) {
+        Ok(httparse::Status::Complete(head)) => head,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("a malformed response: {e}")),
+    };
+    if response.code != Some(200) {
+        return Err(format!("status {:?} to GET /", response.code));
+    }
+    let length = match response.headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-length")) {
+        Some(h) => std::str::from_utf8(h.value)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .ok_or_else(|| "a bad Content-Length".to_string())?,
+        None => 0,
+    };
+    Ok((buf.len() >= head + length).then_some(head + length))
+}
+
+/// Keeps `error` if it is new and there is room.
+fn note(errors: &mut Vec<String>, error: String) {
+    if errors.len() < MAX_ERRORS && !errors.contains(&error) {
+        errors.push(error);
+    }
+}
