@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# httpd/bench.sh: shardwheel-httpd beside nginx (issue 16), on loopback, with the same
+# timeouts: `wrk -t2 -c256 -d5s` on `/`, then shardwheel-conns's 10 000 silent, 1 000 idle
+# keep-alive and 200 slowloris connections; req/s, client-seen close lateness per class
+# (p50/p99/max, early), server RSS before and with the connections open, and CPU seconds.
+# Prints one markdown table. CI does not run it: the README's table does, with the command.
+#
+#   bash httpd/bench.sh
+#   HEADER_MS=2000 IDLE_MS=5000 SILENT=10000 IDLE=1000 SLOWLORIS=200 PORT=18480 bash httpd/bench.sh
+#
+# Installs wrk, nginx-light (or nginx) and jq with apt-get when missing, and says so. Every
+# server it starts is stopped on exit. Everything listens on 127.0.0.1 only; every run of
+# requests is bounded (wrk by -d, the client by --max-secs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HEADER_MS=${HEADER_MS:-2000}
+IDLE_MS=${IDLE_MS:-5000}
+SILENT=${SILENT:-10000}
+IDLE=${IDLE:-1000}
+SLOWLORIS=${SLOWLORIS:-200}
+TRICKLE_MS=${TRICKLE_MS:-100}
+THREADS=${THREADS:-2}
+WRK_THREADS=${WRK_THREADS:-2}
+WRK_CONNS=${WRK_CONNS:-256}
+WRK_SECS=${WRK_SECS:-5}
+# The client's bound: the idle timeout, the opening and a margin.
+MAX_SECS=${MAX_SECS:-$((IDLE_MS / 1000 + HEADER_MS / 1000 + 10))}
+PORT=${PORT:-18480}
+
+say() { printf 'bench.sh: %s\n' "$*" >&2; }
+
+tmp=$(mktemp -d /tmp/bench-httpd.XXXXXX)
+declare -a started_pids=()
+cleanup() {
+  local pid
+  for pid in "${started_pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${started_pids[@]}"; do
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- tools ---------------------------------------------------------------------------------
+as_root() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+nginx_bin() { command -v nginx || { [[ -x /usr/sbin/nginx ]] && echo /usr/sbin/nginx; } || true; }
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v jq >/dev/null || missing+=(jq)
+[[ -n $(nginx_bin) ]] || missing+=(nginx-light)
+if ((${#missing[@]})); then
+  say "installing ${missing[*]} with apt-get (missing)"
+  # Debian starts an installed nginx as a service on port 80 unless policy-rc.d says no.
+  own_policy=
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod +x /usr/sbin/policy-rc.d
+    own_policy=1
+  fi
+  as_root apt-get update -qq
+  if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >"$tmp/apt.log" 2>&1; then
+    say "nginx-light did not install; trying nginx"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]/nginx-light/nginx}" >>"$tmp/apt.log" 2>&1
+  fi
+  [[ -n $own_policy ]] && as_root rm -f /usr/sbin/policy-rc.d
+fi
+NGINX=$(nginx_bin)
+
+# --- open files: 11 200 connections and the server's share --------------------------------
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if (($(ulimit -n) < SILENT + IDLE + SLOWLORIS + 1000)); then
+  say "warning: ulimit -n is $(ulimit -n), below the $((SILENT + IDLE + SLOWLORIS + 1000)) wanted"
+fi
+
+# --- build ----------------------------------------------------------------------------------
+say "building shardwheel-httpd and shardwheel-conns (release)"
+cargo build --release -q -p shardwheel-httpd -p shardwheel-conns
+target=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)
+HTTPD=$target/release/shardwheel-httpd
+CONNS=$target/release/shardwheel-conns
+
+# --- measuring a process tree ---------------------------------------------------------------
+# The pids of $1 and its children (nginx's workers).
+tree() {
+  local pid=$1 stat
+  echo "$pid"
+  for stat in /proc/[0-9]*/stat; do
+    # Field 4, after the command's closing parenthesis, is the parent.
+    [[ $(sed 's/.*) //' "$stat" 2>/dev/null | cut -d' ' -f2) == "$pid" ]] && basename "$(dirname "$stat")"
+  done
+  return 0
+}
+rss_kib() { # the summed VmRSS of $@, KiB
+  local sum=0 pid kib
+  for pid in "$@"; do
+    kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    sum=$((sum + ${kib:-0}))
+  done
+  echo "$sum"
+}
+cpu_ticks() { # the summed utime + stime of $@, clock ticks
+  local sum=0 pid
+  for pid in "$@"; do
+    sum=$((sum + $(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0)))
+  done
+  echo "$sum"
+}
+TICK=$(getconf CLK_TCK)
+secs() { awk -v t="$1" -v hz="$TICK" 'BEGIN {printf "%.2f", t / hz}'; }
+
+# Waits (at most 10 s) until 127.0.0.1:$1 answers `GET /`.
+wait_ready() {
+  local port=$1
+  for _ in $(seq 100); do
+    if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+# A free port from $PORT on.
+next_port() {
+  while curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/" || ss -Hltn "sport = :$PORT" | grep -q .; do
+    PORT=$((PORT + 1))
+  done
+  echo "$PORT"
+  PORT=$((PORT + 1))
+}
+
+# --- nginx's configuration ------------------------------------------------------------------
+nginx_conf() { # $1 port, $2 dir
+  local user=
+  [[ $EUID -eq 0 ]] && user="user nobody nogroup;"
+  mkdir -p "$2/logs"
+  cat >"$2/nginx.conf" <<EOF
+# Written by httpd/bench.sh: 2 workers, the same timeouts as shardwheel-httpd, return 200.
+$user
+worker_processes 2;
+worker_rlimit_nofile 20000;
+daemon off;
+pid $2/nginx.pid;
+error_log $2/logs/error.log warn;
+events { worker_connections 16384; }
+http {
+    access_log off;
+    client_body_temp_path $2/body;
+    proxy_temp_path $2/proxy;
+    fastcgi_temp_path $2/fastcgi;
+    uwsgi_temp_path $2/uwsgi;
+    scgi_temp_path $2/scgi;
+    client_header_timeout ${HEADER_MS}ms;
+    keepalive_timeout ${IDLE_MS}ms;
+    # shardwheel-httpd caps neither: without this, nginx closes a wrk connection every 1000
+    # requests (its default) and wrk reconnects.
+    keepalive_requests 1000000;
+    server {
+        # reuseport: a listener per worker, as shardwheel-httpd has one per thread.
+        listen 127.0.0.1:$1 backlog=1024 reuseport;
+        location / { return 200 "hello from nginx\n"; }
+    }
+}
+EOF
+}
+
+# --- one server -----------------------------------------------------------------------------
+rows=()
+notes=()
+# $1: the name in the table, $2: port, $3: how to stop it (TERM or QUIT), the rest: its command.
+bench() {
+  local name=$1 port=$2 stop=$3
+  shift 3
+  local log=$tmp/${name//[^a-z0-9]/-}
+  say "$name: starting on 127.0.0.1:$port"
+  "$@" >"$log.out" 2>&1 &
+  local pid=$!
+  started_pids+=("$pid")
+  if ! wait_ready "$port"; then
+    notes+=("$name did not start: $(tail -2 "$log.out" | tr '\n' ' ')")
+    kill -KILL "$pid" 2>/dev/null || true
+    return 0
+  fi
+  local pids
+  mapfile -t pids < <(tree "$pid")
+  local rss_start cpu0 cpu1 cpu2 rss_before rss_peak=0 rss
+  rss_start=$(rss_kib "${pids[@]}")
+  cpu0=$(cpu_ticks "${pids[@]}")
+
+  say "$name: wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s"
+  wrk "-t$WRK_THREADS" "-c$WRK_CONNS" "-d${WRK_SECS}s" "http://127.0.0.1:$port/" >"$log.wrk" 2>&1 || true
+  local reqs
+  reqs=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$log.wrk")
+  cpu1=$(cpu_ticks "${pids[@]}")
+  sleep 1 # wrk's connections closed
+  rss_before=$(rss_kib "${pids[@]}")
+
+  say "$name: $SILENT silent, $IDLE idle, $SLOWLORIS slowloris connections (at most $MAX_SECS s)"
+  "$CONNS" --addr "127.0.0.1:$port" --silent "$SILENT" --idle "$IDLE" --slowloris "$SLOWLORIS" \
+    --header-timeout-ms "$HEADER_MS" --idle-timeout-ms "$IDLE_MS" --trickle-ms "$TRICKLE_MS" \
+    --max-secs "$MAX_SECS" --json >"$log.json" 2>"$log.conns.err" &
+  local client=$!
+  started_pids+=("$client")
+  # The peak while they are open (every 50 ms; the silent ones are all open just before the
+  # header timeout).
+  while kill -0 "$client" 2>/dev/null; do
+    rss=$(rss_kib "${pids[@]}")
+    ((rss > rss_peak)) && rss_peak=$rss
+    sleep 0.05
+  done
+  wait "$client" || notes+=("$name: shardwheel-conns failed: $(cat "$log.conns.err")")
+  cpu2=$(cpu_ticks "${pids[@]}")
+
+  kill "-$stop" "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+
+  local conns=$((SILENT + IDLE + SLOWLORIS)) per_conn
+  per_conn=$(((rss_peak - rss_before) * 1024 / (conns > 0 ? conns : 1)))
+  local class cells=""
+  for class in silent idle slowloris; do
+    cells+=$(jq -r --arg c "$class" '.classes[$c] as $k
+      | def f: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
+      " \($k.closed)/\($k.count) | \($k.early) | \($k.late_ms.p50 | f) / \($k.late_ms.p99 | f) / \($k.late_ms.max | f) |"' "$log.json" 2>/dev/null || echo " ? | ? | ? |")
+  done
+  rows+=("| $name | ${reqs:-?} |$cells $(awk -v a="$rss_start" -v b="$rss_before" -v c="$rss_peak" 'BEGIN {printf "%.1f / %.1f / %.1f", a / 1024, b / 1024, c / 1024}') | $per_conn | $(secs $((cpu1 - cpu0))) / $(secs $((cpu2 - cpu1))) |")
+  if grep -q '^summary: timeout closes' "$log.out"; then
+    notes+=("$name, as the server saw it: $(grep '^summary: timeout closes' "$log.out" | sed 's/^summary: //')")
+  fi
+  local errors
+  errors=$(jq -r '.errors | join("; ")' "$log.json" 2>/dev/null || true)
+  [[ -n $errors ]] && notes+=("$name: the client's errors: $errors")
+  return 0
+}
+
+common=(--threads "$THREADS" --header-timeout-ms "$HEADER_MS" --idle-timeout-ms "$IDLE_MS")
+port=$(next_port)
+bench "shardwheel-httpd --stack local" "$port" TERM "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack local
+
+# --stack hyper only where the binary has it: a short run on a free port says.
+for timer in shardwheel tokio; do
+  if timeout 10 "$HTTPD" --addr 127.0.0.1:0 --for 0.3 --stack hyper --timer "$timer" "${common[@]}" >/dev/null 2>"$tmp/probe.err"; then
+    port=$(next_port)
+    bench "shardwheel-httpd --stack hyper --timer $timer" "$port" TERM \
+      "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack hyper --timer "$timer"
+  else
+    notes+=("--stack hyper --timer $timer skipped: this binary does not run it ($(head -1 "$tmp/probe.err"))")
+  fi
+done
+
+port=$(next_port)
+nginx_conf "$port" "$tmp/nginx"
+bench "nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///')" "$port" QUIT "$NGINX" -p "$tmp/nginx" -e "$tmp/nginx/logs/error.log" -c "$tmp/nginx/nginx.conf"
+
+# --- the table ------------------------------------------------------------------------------
+echo
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r); header timeout $HEADER_MS ms, idle timeout $IDLE_MS ms;" \
+  "wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s; $SILENT silent, $IDLE idle, $SLOWLORIS slowloris (a byte every $TRICKLE_MS ms)"
+echo
+echo "| server | req/s | silent closed | early | late p50 / p99 / max ms | idle closed | early | late p50 / p99 / max ms | slowloris closed | early | late p50 / p99 / max ms | RSS MiB start / before / with conns | RSS B per conn | CPU s wrk / conns |"
+echo "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|---|---:|---|"
+printf '%s\n' "${rows[@]}"
+echo
+echo "Lateness is client-seen: from the connect call (silent, slowloris) or the response read (idle) plus the timeout, to the read that saw the close."
+for note in "${notes[@]}"; do
+  echo "- $note"
+done
+say "logs in $tmp"
