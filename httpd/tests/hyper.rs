@@ -114,7 +114,7 @@ fn pipelined_requests_are_answered_in_order(timer: &str) {
 fn stats_are_json(timer: &str) {
     let server = start(timer, 2, 5000, 5000, &[]);
     let mut client = server.connect();
-    assert_eq!(get(&mut client, "/").status, 200);
+    assert_eq!(get(&mut client, "/delay/10").status, 200);
     assert_eq!(get(&mut client, "/nope").status, 404);
     let response = get(&mut client, "/stats");
     assert!(response.head.contains("application/json"), "{}", response.head);
@@ -127,9 +127,11 @@ fn stats_are_json(timer: &str) {
     }
     assert!(stats["timeout_close_late_us"]["p99"].is_u64(), "{stats}");
     if timer == "shardwheel" {
-        // hyper's header timer, armed for each request and cancelled once its head is in.
-        assert!(stats["timers_armed"].as_u64().unwrap() >= 3, "{stats}");
-        assert!(stats["timers_cancelled"].as_u64().unwrap() >= 2, "{stats}");
+        // `/delay/10`'s sleep at least (hyper's header timers register only if hyper had to
+        // wait for a head, which depends on the timing).
+        assert!(stats["timers_armed"].as_u64().unwrap() >= 1, "{stats}");
+        assert!(stats["timers_fired"].as_u64().unwrap() >= 1, "{stats}");
+        assert!(stats["timers_cancelled"].is_u64(), "{stats}");
     } else {
         assert!(stats["timers_armed"].is_null(), "tokio's timer keeps no counts: {stats}");
     }

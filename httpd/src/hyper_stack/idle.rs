@@ -40,8 +40,7 @@ pub struct IdleIo<T> {
     idle_timeout: Duration,
     accepted: Instant,
     track: Arc<Track>,
-    /// The stats slot of the server's first worker, for the idle closes (they are read by
-    /// the summary as a whole, not per thread).
+    /// Every worker's stats: an idle close is counted in the slot of the worker it runs on.
     stats: Arc<[ThreadStats]>,
     /// The connection's one idle sleep, once it has been idle once.
     sleep: Option<Pin<Box<dyn Sleep>>>,

@@ -168,14 +168,21 @@ async fn run(flags: &Flags, shared: Arc<Shared>, http1: Arc<http1::Builder>) -> 
     let max_conns = usize::try_from(flags.max_conns).unwrap_or(usize::MAX);
     tokio::spawn(accept(listener, shared, http1, max_conns, live.clone(), stopped));
 
-    let for_secs = flags.for_secs.map(Duration::from_secs_f64).unwrap_or(Duration::MAX);
+    // `--for` on tokio's clock whatever the `--timer`: it times the run, not a connection.
+    let for_secs = async {
+        match flags.for_secs {
+            Some(secs) => tokio::time::sleep(Duration::from_secs_f64(secs)).await,
+            None => std::future::pending().await,
+        }
+    };
     let stopped_by = tokio::select! {
         _ = sigint.recv() => "SIGINT",
         _ = sigterm.recv() => "SIGTERM",
-        _ = tokio::time::sleep(for_secs.min(Duration::from_secs(1 << 32))) => "--for",
+        _ = for_secs => "--for",
     };
     let _ = stop.send(true);
-    // Bounded: at most `STOP_GRACE`, in steps of 10 ms.
+    // Bounded: at most `STOP_GRACE`, in steps of 10 ms. Acquire: pairs with the Release
+    // decrement in `Live::drop`, so every ended connection's close is counted in the summary.
     let until = Instant::now() + STOP_GRACE;
     while live.load(Ordering::Acquire) > 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -206,12 +213,13 @@ async fn accept(
                 continue;
             }
         };
-        // Acquire: pairs with the Release decrement of a connection that ended.
-        if live.load(Ordering::Acquire) >= max_conns {
+        // Relaxed: a count; only this task adds to it, so it can only be high, for a moment
+        // (a connection that just ended), never let one too many in.
+        if live.load(Ordering::Relaxed) >= max_conns {
             bump_shared(&shared.slot().counters.rejected);
             continue; // dropped: closed at once
         }
-        live.fetch_add(1, Ordering::AcqRel);
+        live.fetch_add(1, Ordering::Relaxed);
         let guard = Live { live: live.clone(), shared: shared.clone(), counted: false };
         tokio::spawn(connection(stream, guard, http1.clone(), stopped.clone()));
     }
@@ -231,8 +239,9 @@ impl Drop for Live {
         if !self.counted {
             bump_shared(&self.shared.slot().counters.shutdown_closes);
         }
-        // Release: the count of its close is visible to the stop that sees it gone.
-        self.live.fetch_sub(1, Ordering::AcqRel);
+        // Release: pairs with the stop's Acquire load; the count of its close, above, is
+        // visible to the stop that sees it gone.
+        self.live.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -280,7 +289,8 @@ async fn connection(
             stats.record_lateness_shared(Instant::now().saturating_duration_since(deadline));
         }
         _ if stopping => bump_shared(&stats.counters.shutdown_closes),
-        // The peer closed or reset, or a response with `Connection: close` went out.
+        // The peer closed or reset, or a response with `Connection: close` went out (hyper
+        // does not say which: the local stack counts only the former).
         _ => bump_shared(&stats.counters.peer_closes),
     }
 }
