@@ -1,12 +1,15 @@
-//! `shardwheel-httpd`: an HTTP/1.1 server whose per-connection timeouts run on shardwheel's
-//! `LocalWheel`, a thread per core (`--stack local`).
+//! `shardwheel-httpd`: an HTTP/1.1 server whose per-connection timeouts run on shardwheel:
+//! its `LocalWheel`, a thread per core (`--stack local`), or its `TimerService` as hyper's
+//! timer (`--stack hyper`, `hyper_stack/`, beside tokio's timer with `--timer tokio`).
 //!
-//! The main thread binds the listeners, starts the loops (`server.rs`), prints the start
-//! line, and waits for SIGINT, SIGTERM or the end of `--for`; then it stops every loop
-//! through its `RemoteWheel`, joins them, and prints the summary (`summary.rs`).
+//! With `--stack local`, the main thread binds the listeners, starts the loops
+//! (`server.rs`), prints the start line, and waits for SIGINT, SIGTERM or the end of
+//! `--for`; then it stops every loop through its `RemoteWheel`, joins them, and prints the
+//! summary (`summary.rs`).
 
 mod conn;
 mod http;
+mod hyper_stack;
 mod server;
 mod stats;
 mod summary;
@@ -22,7 +25,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
-use summary::{Summary, Usage};
+use summary::{Summary, TimerCounts, Usage};
 
 /// An HTTP/1.1 server on shardwheel: per-connection header-read and idle timeouts, and
 /// `GET /delay/<ms>` answered by a timer.
@@ -48,9 +51,15 @@ struct Flags {
     /// Stop by itself after this many seconds (as on SIGINT or SIGTERM).
     #[arg(long = "for", value_name = "SECS")]
     for_secs: Option<f64>,
-    /// The server's stack: `local`, a thread per core on mio and `LocalWheel`.
+    /// The server's stack: `local`, a thread per core on mio and `LocalWheel`; `hyper`,
+    /// hyper 1.x on a tokio runtime of `--threads` workers.
     #[arg(long, value_enum, default_value_t = Stack::Local)]
     stack: Stack,
+    /// The timer of `--stack hyper`'s timeouts and `/delay/`: `shardwheel` (its
+    /// `TimerService`, a shard per worker) or `tokio` (hyper-util's `TokioTimer`). The
+    /// local stack runs on shardwheel only.
+    #[arg(long, value_enum, default_value_t = TimerChoice::Shardwheel)]
+    timer: TimerChoice,
 }
 
 /// Which server runs.
@@ -58,17 +67,36 @@ struct Flags {
 enum Stack {
     /// A thread per core: mio, `SO_REUSEPORT`, a `LocalWheel` per thread.
     Local,
-    /// hyper 1.x on tokio (not built yet).
+    /// hyper 1.x on a multi-thread tokio runtime.
     Hyper,
+}
+
+/// Which timer `--stack hyper` runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TimerChoice {
+    /// shardwheel's `TimerService`, as `hyper::rt::Timer`.
+    Shardwheel,
+    /// hyper-util's `TokioTimer`: tokio's timer.
+    Tokio,
+}
+
+impl TimerChoice {
+    /// Its name on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            TimerChoice::Shardwheel => "shardwheel",
+            TimerChoice::Tokio => "tokio",
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
-    if flags.stack == Stack::Hyper {
+    if flags.stack == Stack::Local && flags.timer != TimerChoice::Shardwheel {
         Flags::command()
             .error(
-                clap::error::ErrorKind::InvalidValue,
-                "--stack hyper is not built yet (the next step of issue 16); use --stack local",
+                clap::error::ErrorKind::ArgumentConflict,
+                "--timer tokio needs --stack hyper (the local stack runs on shardwheel's LocalWheel)",
             )
             .exit();
     }
@@ -77,7 +105,11 @@ fn main() -> ExitCode {
     {
         Flags::command().error(clap::error::ErrorKind::InvalidValue, "--for takes seconds above 0").exit();
     }
-    match serve(&flags) {
+    let served = match flags.stack {
+        Stack::Local => serve(&flags),
+        Stack::Hyper => hyper_stack::serve(&flags),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("shardwheel-httpd: {e}");
@@ -129,7 +161,13 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
             Err(_) => failed = Some(std::io::Error::other("an event loop panicked")),
         }
     }
-    let summary = Summary { totals: Totals::of(&stats), usage: Usage::now(), ran: started.elapsed(), stopped_by };
+    let summary = Summary {
+        totals: Totals::of(&stats),
+        usage: Usage::now(),
+        ran: started.elapsed(),
+        stopped_by,
+        timers: TimerCounts::Wheels,
+    };
     println!("{summary}");
     failed.map_or(Ok(()), Err)
 }

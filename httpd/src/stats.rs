@@ -4,6 +4,10 @@
 //! read-modify-write: nothing contends), read by any loop answering `GET /stats` and by the
 //! main thread's summary. Cache-padded, so one loop's writes never touch a line another
 //! loop writes.
+//!
+//! The hyper stack's tasks move between tokio's workers, so its writers are not alone: it
+//! writes with the `_shared` read-modify-writes instead, to the slot of the worker it runs on
+//! (so the lines are still mostly one thread's).
 
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,7 +81,21 @@ pub fn add(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
 
+/// Adds one to a counter any thread may write: a `fetch_add`.
+pub fn bump_shared(counter: &AtomicU64) {
+    // Relaxed: as in `add`; the read-modify-write loses no count to a concurrent writer.
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
 impl ThreadStats {
+    /// As [`ThreadStats::record_lateness`], for a histogram any thread may write.
+    pub fn record_lateness_shared(&self, late: Duration) {
+        let micros = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);
+        // Relaxed: counts, read for a recent value only.
+        self.lateness.buckets[bucket_of(micros)].fetch_add(1, Ordering::Relaxed);
+        self.lateness.max_micros.fetch_max(micros, Ordering::Relaxed);
+    }
+
     /// Records that a timeout close came `late` after its deadline.
     pub fn record_lateness(&self, late: Duration) {
         let micros = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);

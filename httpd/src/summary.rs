@@ -38,6 +38,18 @@ fn rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Where the summary's timer counts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerCounts {
+    /// The local stack's own wheels: every arm, cancel, reset and fire of its timers.
+    Wheels,
+    /// shardwheel's `TimerService` under hyper: the service's counts (hyper's timers and the
+    /// server's), resets not counted apart.
+    Service,
+    /// tokio's timer, which keeps no counts.
+    Uncounted,
+}
+
 /// The summary: totals, usage, and how long the server ran.
 #[derive(Debug)]
 pub struct Summary {
@@ -46,6 +58,7 @@ pub struct Summary {
     pub ran: Duration,
     /// What stopped it: a signal's name, or `--for`.
     pub stopped_by: String,
+    pub timers: TimerCounts,
 }
 
 fn ms(micros: u64) -> f64 {
@@ -66,11 +79,19 @@ impl fmt::Display for Summary {
             "summary: closed by header timeout {}, by idle timeout {}, by peer {}, by the stop {}",
             t.header_timeouts, t.idle_timeouts, t.peer_closes, t.shutdown_closes
         )?;
-        writeln!(
-            f,
-            "summary: timers armed {}, cancelled {}, reset {}, fired {}",
-            t.timers_armed, t.timers_cancelled, t.timers_reset, t.timers_fired
-        )?;
+        match self.timers {
+            TimerCounts::Wheels => writeln!(
+                f,
+                "summary: timers armed {}, cancelled {}, reset {}, fired {}",
+                t.timers_armed, t.timers_cancelled, t.timers_reset, t.timers_fired
+            )?,
+            TimerCounts::Service => writeln!(
+                f,
+                "summary: timers (shardwheel's service, hyper's and the server's) armed {}, cancelled {}, fired {}",
+                t.timers_armed, t.timers_cancelled, t.timers_fired
+            )?,
+            TimerCounts::Uncounted => writeln!(f, "summary: timers not counted (tokio's timer keeps no counts)")?,
+        }
         writeln!(
             f,
             "summary: timeout closes late (as the server saw it) p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",

@@ -75,7 +75,8 @@ fn bad_flags_are_a_usage_error_with_status_2() {
         (&["--addr", "not-an-address"], "--addr"),
         (&["--for=-1"], "--for"),
         (&["--for", "0"], "--for"),
-        (&["--stack", "hyper"], "not built yet"),
+        (&["--timer", "tokio"], "--timer tokio needs --stack hyper"),
+        (&["--stack", "hyper", "--timer", "other"], "--timer"),
         (&["--stack", "other"], "--stack"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd")).args(args).output().expect("runs");
