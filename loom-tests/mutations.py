@@ -74,11 +74,11 @@ MUTATIONS = [
      """            std::mem::forget(self.wheel.remove(key));""",
      "loom_mailbox", "arm_in_mailbox_races_cancel"),
     ("M12", "a winning cancel forgets the task instead of dropping it", "src/timeout.rs",
-     """        task.cancelled();""",
-     """        std::mem::forget(task);""",
+     """        if catch_unwind(AssertUnwindSafe(|| task.cancelled())).is_err() {""",
+     """        if catch_unwind(AssertUnwindSafe(|| std::mem::forget(task))).is_err() {""",
      "loom_memory", "drop_races_expire_and_cancel"),
     ("M13", "a winning cancel is not counted (pending stays up)", "src/timeout.rs",
-     """        crate::staging::count_cancelled(&self.shard);""",
+     """        crate::staging::count_cancelled(self.shard.shard());""",
      """        let _ = crate::staging::count_cancelled;""",
      "loom_shutdown", "stop_races_cancel"),
     ("M15", "driver's SeqCst fence before its mailbox re-check removed", "src/mailbox.rs",
@@ -168,7 +168,7 @@ MUTATIONS = [
      """        if !timeout.cancel() {
             return match timeout.state() {
                 TimeoutState::Expired => Poll::Ready(Ok(())),
-                _ => Poll::Ready(this.stopped_at(tick)),
+                _ => this.taken_back(tick, cx.waker()),
             };
         }""",
      """        if !timeout.cancel() {
