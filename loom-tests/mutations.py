@@ -4,6 +4,7 @@ and checks that loom reports it. Prints a Markdown table (kept in loom-tests/REA
 
     python3 loom-tests/mutations.py            # every mutation (several minutes: one rebuild each)
     python3 loom-tests/mutations.py M3 M7      # some of them
+    python3 loom-tests/mutations.py --check    # no build: every text and model is still there (CI)
 
 Each mutation replaces one exact piece of source text; the file is restored afterwards,
 whatever happens. A mutation whose text is not found fails the run, so the table cannot
@@ -352,7 +353,27 @@ def run(mutation):
     return mid, what, f"{target}::{name}", verdict, why[:110], time.time() - start
 
 
+def check():
+    """Without building anything: every mutation's text occurs exactly once in its file, and
+    its model exists. CI runs this, so that the table cannot go stale unnoticed."""
+    stale = []
+    for mid, _, path, old, _, target, name in MUTATIONS:
+        with open(os.path.join(ROOT, path)) as f:
+            found = f.read().count(old)
+        if found != 1:
+            stale.append(f"{mid}: its text occurs {found} times in {path}")
+        model = os.path.join(ROOT, "loom-tests", target.removeprefix("loom_") + ".rs")
+        with open(model) as f:
+            if f"fn {name}(" not in f.read():
+                stale.append(f"{mid}: no model {name} in {model}")
+    if stale:
+        sys.exit("the mutation table is stale:\n" + "\n".join(stale))
+    print(f"{len(MUTATIONS)} mutations: each text found once, each model present")
+
+
 def main():
+    if sys.argv[1:] == ["--check"]:
+        return check()
     wanted = set(sys.argv[1:])
     rows = [run(m) for m in MUTATIONS if not wanted or m[0] in wanted]
     print("| id | mutation | model | result | how loom reported it |")
