@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# httpd/bench.sh: shardwheel-httpd beside nginx (issue 16), on loopback, with the same
+# httpd/bench.sh: shardwheel-httpd beside nginx, on loopback, with the same
 # timeouts: `wrk -t2 -c256 -d5s` on `/`, then shardwheel-conns's 10 000 silent, 1 000 idle
 # keep-alive and 200 slowloris connections; req/s, client-seen close lateness per class
 # (p50/p99/max, early), server RSS before and with the connections open, and CPU seconds.

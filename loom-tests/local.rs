@@ -140,7 +140,7 @@ fn remote_reset_races_local_expiry() {
     });
 }
 
-/// A remote reset ∥ the owner's poll, then the owner's own reset (defect 2): the last reset
+/// A remote reset ∥ the owner's poll, then the owner's own reset: the last reset
 /// that returned `true` wins, whichever side made it. When the owner saw the remote reset
 /// return before it reset the timer itself (`done`), its reset is the later one, and the
 /// remote reset's message, however late it is applied, must not move the timer back.

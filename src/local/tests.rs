@@ -460,17 +460,23 @@ fn sizes() {
     assert_eq!(std::mem::size_of::<SlotWord>(), 8);
 }
 
-#[test]
-fn notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+/// A wheel whose notifier counts its calls, and the count.
+fn counting_notifier() -> (LocalWheel<u32>, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let c = calls.clone();
-    let mut wheel = LocalWheel::builder()
+    let wheel = LocalWheel::builder()
         .notifier(move || {
-            c.fetch_add(1, Ordering::SeqCst);
+            c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         })
         .build::<u32>()
         .unwrap();
+    (wheel, calls)
+}
+
+#[test]
+fn notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps() {
+    use std::sync::atomic::Ordering;
+    let (mut wheel, calls) = counting_notifier();
     let remote = wheel.remote();
     let now = wheel.now();
     wheel.arm(Duration::from_secs(10), 0);
@@ -696,7 +702,7 @@ fn a_loser_of_the_expiry_cas_does_not_end_the_poll() {
     assert_eq!(wheel.poll_expired(start + Duration::from_secs(60)), Some((moved, 2)));
 }
 
-/// Defect 2: a remote reset, then a later reset by the owner. Both return `true`; the
+/// A remote reset, then a later reset by the owner. Both return `true`; the
 /// owner's is the last, so the remote one's message, applied at the next poll, must not
 /// move the timer back to the remote deadline.
 #[test]
@@ -731,20 +737,13 @@ fn the_later_of_two_remote_resets_wins_whatever_order_their_messages_take() {
     assert_eq!(wheel.poll_expired(now + Duration::from_secs(2)), Some((key, 7)));
 }
 
-/// Defect 7: `next_deadline` is a getter. Called (any number of times) before a poll, it
+/// `next_deadline` is a getter. Called (any number of times) before a poll, it
 /// announces nothing: a remote arm while the owner runs calls no notifier. The sleep is
 /// announced by `park` alone, for as long as its closure runs, and taken back after.
 #[test]
 fn next_deadline_is_a_getter_and_park_announces_the_sleep() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let calls = std::sync::Arc::new(AtomicUsize::new(0));
-    let c = calls.clone();
-    let mut wheel = LocalWheel::builder()
-        .notifier(move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        })
-        .build::<u32>()
-        .unwrap();
+    use std::sync::atomic::Ordering;
+    let (mut wheel, calls) = counting_notifier();
     let remote = wheel.remote();
     let now = wheel.now();
     wheel.arm_at(now + Duration::from_secs(10), 0);
@@ -789,7 +788,7 @@ fn park_with_mail_waiting_says_dont_sleep() {
     assert_eq!(empty, None, "nothing pending: sleep until woken");
 }
 
-/// Defect 13: `arm(delay)` counts from the clock, not from the last poll: a loop busy for
+/// `arm(delay)` counts from the clock, not from the last poll: a loop busy for
 /// 20 ms since its last poll that arms 30 ms must not see the timer due 10 ms later.
 #[test]
 fn arm_by_delay_never_fires_before_the_delay_in_real_time() {
@@ -809,7 +808,7 @@ fn arm_by_delay_never_fires_before_the_delay_in_real_time() {
     assert_eq!(wheel.deadline(fast), Some(now + Duration::from_millis(30)));
 }
 
-/// Defect 8: the wheel moves to another thread (with timers and a remote handle out).
+/// The wheel moves to another thread (with timers and a remote handle out).
 #[test]
 fn a_local_wheel_is_send() {
     fn send<S: Send>(_: &S) {}
@@ -832,7 +831,7 @@ fn a_local_wheel_is_send() {
     assert!(!remote.cancel(key));
 }
 
-/// Compile-time: `LocalWheel<T>` is `Send` for every `T: Send` (defect 8).
+/// Compile-time: `LocalWheel<T>` is `Send` for every `T: Send`.
 const _: fn() = || {
     fn send<S: Send>() {}
     send::<LocalWheel<u64>>();
