@@ -253,14 +253,15 @@ impl TimerService {
         }
     }
 
-    /// Whether the calling thread is one of this service's shard threads (running a task).
-    pub(crate) fn on_own_shard_thread(&self) -> bool {
-        routing::driving(self.inner.id).is_some()
+    /// The shard for a call without an explicit one: `Ok` with the shard this thread drives
+    /// (a task on one of this service's shard threads), else `Err` with its home shard.
+    pub(crate) fn route_or_home(&self) -> Result<usize, usize> {
+        routing::driving(self.inner.id).ok_or_else(|| routing::home_shard(self.inner.shards.len()))
     }
 
     /// The shard for a call without an explicit one.
     pub(crate) fn route(&self) -> usize {
-        routing::driving(self.inner.id).unwrap_or_else(|| routing::home_shard(self.inner.shards.len()))
+        self.route_or_home().unwrap_or_else(|home| home)
     }
 
     pub(crate) fn schedule_with<T: TimerTask>(

@@ -435,7 +435,8 @@ impl Sleep {
 
     /// Arms a cell for `tick` holding `waker`, on the polling thread's shard.
     fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
-        if self.service.on_own_shard_thread() {
+        // One look at the thread's routing: its own shard, if it drives one of this service's.
+        let Err(home) = self.service.route_or_home() else {
             // A sleep already due completes without waiting (a poll that does not block, such
             // as `now_or_never`, is fine here); only a wait could never end.
             if self.passed(tick) {
@@ -447,9 +448,8 @@ impl Sleep {
                  shard threads: only that thread can wake it, so waiting for it there would \
                  wait forever (run such tasks with Builder::offload, or on another thread)"
             );
-        }
+        };
         // The polling thread's shard, or, if that one's thread failed, the next that runs.
-        let home = self.service.route();
         let shards = self.service.shard_count();
         for k in 0..shards {
             let shard = (home + k) % shards;
