@@ -46,6 +46,28 @@ fn assert_stopped_panic<T: std::fmt::Debug>(outcome: Result<T, String>, what: &s
     }
 }
 
+/// A task that sleeps a second, again and again, counting each sleep that completed.
+fn sleeps_forever(timers: &TimerService, done: &Arc<AtomicUsize>) -> impl Future<Output = ()> + Send + 'static {
+    let (timers, done) = (timers.clone(), done.clone());
+    async move {
+        loop {
+            timers.sleep(Duration::from_secs(1)).await;
+            done.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A task that awaits an interval's ticks, again and again.
+fn ticks_forever(timers: &TimerService) -> impl Future<Output = ()> + Send + 'static {
+    let timers = timers.clone();
+    async move {
+        let mut every = timers.interval(Duration::from_millis(5));
+        loop {
+            every.tick().await;
+        }
+    }
+}
+
 /// A waker that counts its wake-ups.
 #[derive(Default)]
 struct Flag(AtomicUsize);
@@ -68,26 +90,8 @@ fn a_sleep_first_polled_after_stop_is_loud_under_each_executor() {
 
     // The loop of 1 s sleeps that ran 212 000 times in 200 ms: not one completes.
     let done = Arc::new(AtomicUsize::new(0));
-    let (t, d) = (timers.clone(), done.clone());
-    assert_stopped_panic(
-        block_on_catching(async move {
-            loop {
-                t.sleep(Duration::from_secs(1)).await;
-                d.fetch_add(1, Ordering::SeqCst);
-            }
-        }),
-        "futures-executor",
-    );
-    let (t, d) = (timers.clone(), done.clone());
-    assert_stopped_panic(
-        tokio_catching(async move {
-            loop {
-                t.sleep(Duration::from_secs(1)).await;
-                d.fetch_add(1, Ordering::SeqCst);
-            }
-        }),
-        "tokio",
-    );
+    assert_stopped_panic(block_on_catching(sleeps_forever(&timers, &done)), "futures-executor");
+    assert_stopped_panic(tokio_catching(sleeps_forever(&timers, &done)), "tokio");
     assert_eq!(done.load(Ordering::SeqCst), 0, "a sleep completed early");
 }
 
@@ -211,26 +215,8 @@ fn an_interval_ticks_no_more_after_stop_even_when_woken_by_another_branch() {
     assert_eq!(ticks, 0, "the interval ticked after the stop");
 
     // Awaited plainly, a tick after the stop panics, under each executor; `try_tick` says so.
-    let t = timers.clone();
-    assert_stopped_panic(
-        block_on_catching(async move {
-            let mut every = t.interval(Duration::from_millis(5));
-            loop {
-                every.tick().await;
-            }
-        }),
-        "futures-executor",
-    );
-    let t = timers.clone();
-    assert_stopped_panic(
-        tokio_catching(async move {
-            let mut every = t.interval(Duration::from_millis(5));
-            loop {
-                every.tick().await;
-            }
-        }),
-        "tokio",
-    );
+    assert_stopped_panic(block_on_catching(ticks_forever(&timers)), "futures-executor");
+    assert_stopped_panic(tokio_catching(ticks_forever(&timers)), "tokio");
     let mut every = timers.interval(Duration::from_secs(1));
     assert_eq!(futures_executor::block_on(every.try_tick()), Err(Stopped::new()));
     let mut cx = Context::from_waker(Waker::noop());
