@@ -1,7 +1,9 @@
 //! A request timeout that did not fire, as an async server has it: a sleep made, polled once
 //! with the task's own context (it registers) and dropped (it is cancelled), in tasks on a
-//! tokio runtime with 2 workers, one task per worker. shardwheel's `Sleep` against
-//! `tokio::time::sleep`, on the same runtime, in the same run. The bar: ≥ 2× tokio.
+//! tokio runtime with 1 worker, and on one with 2 workers, one task per worker (checked: each
+//! task holds its worker until every task has one). shardwheel's `Sleep` against
+//! `tokio::time::sleep`, on the same runtime, in the same run, with one shard per worker. The
+//! bars: ≥ 1.5× tokio on 1 worker, ≥ 2× on 2.
 //!
 //! Both sleeps are pinned on the task's stack (as `tokio::time::timeout` and
 //! `TimerService::timeout` keep theirs inline in their future); each costs what its design
@@ -23,8 +25,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
-/// Worker threads, and producer tasks (one per worker).
-const WORKERS: usize = 2;
+/// Worker threads, and producer tasks (one per worker): a thread alone, and every core busy.
+const WORKERS: [usize; 2] = [1, 2];
 /// Long enough never to fire while measured.
 const DELAY: Duration = Duration::from_secs(30);
 
@@ -33,28 +35,30 @@ async fn poll_once<F: Future>(mut sleep: Pin<&mut F>) -> Poll<F::Output> {
     poll_fn(|cx| Poll::Ready(sleep.as_mut().poll(cx))).await
 }
 
-/// Holds this task's worker until every producer task has one of its own (setup, untimed).
-fn meet(arrived: &AtomicUsize) {
+/// Holds this task's worker until all `workers` producer tasks have one of their own (setup,
+/// untimed).
+fn meet(arrived: &AtomicUsize, workers: usize) {
     arrived.fetch_add(1, Ordering::AcqRel);
     let t = Instant::now();
-    while arrived.load(Ordering::Acquire) < WORKERS {
+    while arrived.load(Ordering::Acquire) < workers {
         assert!(t.elapsed() < Duration::from_secs(10), "the producer tasks did not each get a worker");
         std::thread::yield_now();
     }
 }
 
-/// Runs `body(iters)` as one task per worker; the time from the first start to the last end.
-fn on_workers<B, F>(rt: &Runtime, iters: u64, body: B) -> Duration
+/// Runs `body(iters)` as one task on each of the `workers` workers; the time from the first
+/// start to the last end.
+fn on_workers<B, F>(rt: &Runtime, workers: usize, iters: u64, body: B) -> Duration
 where
     B: Fn(u64) -> F + Send + Sync + Clone + 'static,
     F: Future<Output = u64> + Send,
 {
     let arrived = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..WORKERS)
+    let tasks: Vec<_> = (0..workers)
         .map(|_| {
             let (arrived, body) = (arrived.clone(), body.clone());
             rt.spawn(async move {
-                meet(&arrived);
+                meet(&arrived, workers);
                 let start = Instant::now();
                 let lost = body(iters).await;
                 (start, Instant::now(), lost)
@@ -74,17 +78,24 @@ where
 }
 
 fn sleep_made_polled_dropped(c: &mut Criterion) {
+    for workers in WORKERS {
+        on_runtime(c, workers);
+    }
+}
+
+/// Both rows on one runtime of `workers` workers, with a service of one shard per worker.
+fn on_runtime(c: &mut Criterion, workers: usize) {
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
+        .worker_threads(workers)
         .enable_time()
         .build()
         .expect("a tokio runtime");
-    let timers = TimerService::builder().shards(WORKERS).build().expect("a valid service");
-    let mut g = c.benchmark_group(format!("sleep made, polled once, dropped; {WORKERS} workers"));
-    g.throughput(Throughput::Elements(WORKERS as u64));
-    g.bench_function(BenchmarkId::new("tokio::time::sleep", WORKERS), |b| {
+    let timers = TimerService::builder().shards(workers).build().expect("a valid service");
+    let mut g = c.benchmark_group(format!("sleep made, polled once, dropped; {workers} workers"));
+    g.throughput(Throughput::Elements(workers as u64));
+    g.bench_function(BenchmarkId::new("tokio::time::sleep", workers), |b| {
         b.iter_custom(|iters| {
-            on_workers(&rt, iters, |n| async move {
+            on_workers(&rt, workers, iters, |n| async move {
                 let mut lost = 0;
                 for _ in 0..n {
                     let sleep = pin!(tokio::time::sleep(DELAY));
@@ -94,10 +105,10 @@ fn sleep_made_polled_dropped(c: &mut Criterion) {
             })
         });
     });
-    g.bench_function(BenchmarkId::new("shardwheel Sleep", WORKERS), |b| {
+    g.bench_function(BenchmarkId::new("shardwheel Sleep", workers), |b| {
         b.iter_custom(|iters| {
             let timers = timers.clone();
-            on_workers(&rt, iters, move |n| {
+            on_workers(&rt, workers, iters, move |n| {
                 let timers = timers.clone();
                 async move {
                     let mut lost = 0;
@@ -112,7 +123,11 @@ fn sleep_made_polled_dropped(c: &mut Criterion) {
     });
     g.finish();
     let stats = timers.stats();
-    println!("shardwheel: {} sleeps registered, {} pending after the run", stats.scheduled, timers.pending());
+    println!(
+        "shardwheel, {workers} workers: {} sleeps registered, {} pending after the run",
+        stats.scheduled,
+        timers.pending()
+    );
 }
 
 criterion_group!(benches, sleep_made_polled_dropped);
