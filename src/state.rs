@@ -172,6 +172,12 @@ impl StateCell {
 
     /// PENDING(d) → PENDING(new), keeping the LINKED flag. Says whether the new deadline is
     /// earlier than the old.
+    ///
+    /// A reset to the deadline the word already holds writes nothing: it takes effect at the
+    /// load that saw it (the word was PENDING at that deadline then, which is all a reset
+    /// asks). The idle timeout of a busy connection is reset to the same tick many times per
+    /// tick, and each such reset is a load instead of a compare-and-swap that would take the
+    /// line exclusive.
     pub(crate) fn try_reset(&self, new: u64) -> Reset {
         let new = new.min(NEVER);
         let mut cur = self.word.load(Ordering::Acquire);
@@ -180,6 +186,9 @@ impl StateCell {
                 return Reset::NotPending;
             }
             let old = cur >> DEADLINE_SHIFT;
+            if old == new {
+                return Reset::Later;
+            }
             let next = pack(PENDING, new) | (cur & LINKED);
             // AcqRel/Acquire: a reset publishes nothing but the word itself, but it must
             // read-modify-write the latest value, and the release lets the shard's Acquire
