@@ -39,7 +39,7 @@
 //! before it), so `I₀ ≥ f(t₀)`. A caller that read `I = f(τ)` and then asks for an estimate
 //! gets one from a TSC value `t ≥ τ` (see the note on ordering below). With `s = mult/2³²`:
 //!
-//! `estimate = I₀ + ⌊(t − t₀)·s⌋ + 1 > f(t₀) + (t − t₀)·s ≥ f(t₀) + (t − t₀)·m_max ≥ f(t) ≥ f(τ) = I`
+//! `I₀ + ⌊(t − t₀)·s⌋ + 1 > f(t₀) + (t − t₀)·s ≥ f(t₀) + (t − t₀)·m_max ≥ f(t) ≥ f(τ) = I`
 //!
 //! as long as `s ≥ m_max`, the largest slope over `[t₀, t]`. Calibration makes `s` an upper
 //! bound of the average slope (the first pair's TSC value is read after its `Instant`, the
@@ -62,12 +62,15 @@
 //! # How late: the bound
 //!
 //! `estimate − f(t) ≤ (I₀ − f(t₀)) + (t − t₀)·(s − m_min) + 1 + SKEW_NANOS`. The first term is
-//! at most the anchor's own bracket (`t₀` to the TSC read after `Instant::now()`; an anchor is kept only
-//! if that is under [`MAX_BRACKET`] cycles, some 60 ns usually, ≤ 2.8 µs at 3 GHz); the
+//! at most the anchor's own bracket (`t₀` to the TSC read after `Instant::now()`; an anchor
+//! is kept only if that is under [`MAX_BRACKET`] cycles, some 60 ns usually, ≤ 2.8 µs at
+//! 3 GHz); the
 //! second is at most a window (~1 ms) times the margin plus the calibration's error and
-//! NTP's drift (≤ 3,906 + 1,000 + 2,000 ppm): 7 µs. So a deadline counted from the estimate
-//! is late by under 12 µs more than one counted from `Instant::now()`: under 1 % of the
-//! default 1 ms tick, and well within the lateness bar (1 tick + 0.5 ms).
+//! NTP's drift (≤ 3,906 + 1,000 + 2,000 ppm; the calibration's error is at most its two
+//! brackets over its 20 ms, ≤ 820 ppm on a 1 GHz TSC): 7 µs. So a deadline counted from the
+//! estimate is late by under 12 µs more than one counted from `Instant::now()` on a 3 GHz
+//! TSC (20 µs on a 1 GHz one): about 1 % of the default 1 ms tick, and well within the
+//! lateness bar (1 tick + 0.5 ms).
 
 // Not modelled under loom (this file is not built there: the mocked clock is the only one),
 // so std's cell, thread-local and `OnceLock`, and the facade's `plain` atomics: one word,
@@ -203,11 +206,14 @@ fn renew(old: Anchor) -> Option<u64> {
         ANCHOR.with(|a| a.set(Anchor::NONE));
         return Some(nanos);
     }
+    // A bracket the thread was not interrupted in: the anchor's error, and the
+    // calibration's, are at most its width.
+    let narrow = after.wrapping_sub(before) <= MAX_BRACKET;
     let mult = match scale {
-        UNCALIBRATED => calibrate(start.tsc, before, nanos),
+        UNCALIBRATED if narrow => calibrate(start.tsc, before, nanos),
         mult => mult,
     };
-    if mult != UNCALIBRATED && mult != OFF && after.wrapping_sub(before) <= MAX_BRACKET {
+    if mult != UNCALIBRATED && mult != OFF && narrow {
         let anchor = Anchor { tsc: before, nanos: nanos.saturating_add(1 + SKEW_NANOS), mult, window: window_of(mult) };
         ANCHOR.with(|a| a.set(anchor));
     }
@@ -257,15 +263,14 @@ fn first_pair() -> Option<Start> {
         SCALE.store(OFF, Ordering::Relaxed);
         return None;
     }
-    // A bracket not interrupted (a few tries): its TSC value is read after the `Instant`.
-    let mut pair = bracket();
-    for _ in 0..8 {
-        if pair.2.wrapping_sub(pair.0) <= MAX_BRACKET {
-            break;
-        }
-        pair = bracket();
-    }
-    Some(Start { base: pair.1, tsc: pair.2 })
+    // A bracket not interrupted (a few tries; none in eight: an `Instant::now()` too slow
+    // for the estimate to pay). Its TSC value is read after the `Instant`.
+    let found = (0..8).map(|_| bracket()).find(|&(before, _, after)| after.wrapping_sub(before) <= MAX_BRACKET);
+    let Some((_, base, tsc)) = found else {
+        SCALE.store(OFF, Ordering::Relaxed);
+        return None;
+    };
+    Some(Start { base, tsc })
 }
 
 /// A TSC value read before `Instant::now()`, the instant, and one read after it.
