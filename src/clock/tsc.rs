@@ -48,9 +48,10 @@
 //!
 //! Ordering: the estimate reads the TSC with a plain `rdtsc`, which the CPU may execute ahead
 //! of the instructions before it (the caller's `Instant::now()`, or the load that saw
-//! another thread's signal). An `lfence` before it would rule that out, but costs some 17 ns
-//! in place, more than half of what the estimate saves (measured: 86 → 57 ns per
-//! arm-and-cancel pair with a plain `rdtsc`, 86 → 75 ns with `lfence; rdtsc`). Instead every
+//! another thread's signal). An `lfence` before it would rule that out, but costs some 20 ns
+//! in place, most of what the estimate saves (CPU time per arm-and-cancel pair, one
+//! producer, medians of five: 86 ns with `Instant::now()`, 58 ns with a plain `rdtsc`,
+//! 78 ns with `lfence; rdtsc`). Instead every
 //! estimate is raised by [`SKEW_NANOS`] (2 µs): an `rdtsc` runs ahead only of instructions
 //! issued before it and not yet executed (at most a reorder buffer's, some 200), and the
 //! slowest of those (a load that misses every cache: ~100 ns; a page walk, a few hundred)
