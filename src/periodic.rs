@@ -442,7 +442,8 @@ impl TimerService {
         // The handle's cell: never handed to the shard, so its second reference goes now.
         let (entry, _never_filed) = EntryRef::new_pair(NEVER, ControlTask(control.clone()));
         let handle = Timeout { entry, shard: ShardHandle::new(shard.clone()) };
-        let due = saturating_add(self.clock().now(), first_delay);
+        // Now never behind `Instant::now()` (the TSC estimate, where there is one).
+        let due = saturating_add(self.clock().now_for_deadline(), first_delay);
         let first = Run {
             task: Some(task),
             handle: handle.clone(),
