@@ -156,8 +156,9 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection just accepted, its header timer armed.
-    pub fn accept(id: usize, stream: TcpStream, ctx: &mut Ctx<'_>) -> Conn {
+    /// A connection just accepted, its header timer armed from `accepted` (when `accept`
+    /// returned it: the kernel had it by then, so the timeout cannot fire early).
+    pub fn accept(id: usize, stream: TcpStream, accepted: Instant, ctx: &mut Ctx<'_>) -> Conn {
         bump(&ctx.stats.counters.connections);
         let mut conn = Conn {
             id,
@@ -171,8 +172,17 @@ impl Conn {
             idle: None,
             delay: None,
         };
-        conn.enter_head(ctx);
+        conn.enter_head_at(accepted, ctx);
         conn
+    }
+
+    /// The deadline its timer `kind` is armed for, if armed.
+    pub fn deadline(&self, kind: TimerKind) -> Option<Instant> {
+        match kind {
+            TimerKind::Header => self.header.map(|t| t.deadline),
+            TimerKind::Idle => self.idle.map(|t| t.deadline),
+            TimerKind::Delay => self.delay.map(|(t, ..)| t.deadline),
+        }
     }
 
     /// Reads, answers and writes what it can; `Err` says why it must close.
@@ -344,8 +354,13 @@ impl Conn {
 
     /// A request's head starts: the header timer is armed.
     fn enter_head(&mut self, ctx: &mut Ctx<'_>) {
+        self.enter_head_at(Instant::now(), ctx);
+    }
+
+    /// A request's head starts at `start`: the header timer is armed from it.
+    fn enter_head_at(&mut self, start: Instant, ctx: &mut Ctx<'_>) {
         self.phase = Phase::Head;
-        let deadline = Instant::now() + ctx.timeouts.header;
+        let deadline = start + ctx.timeouts.header;
         self.header = Some(ctx.arm(self.id, TimerKind::Header, deadline));
     }
 

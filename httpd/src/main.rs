@@ -13,6 +13,7 @@ mod hyper_stack;
 mod server;
 mod stats;
 mod summary;
+mod trace;
 
 use clap::{CommandFactory, Parser, ValueEnum};
 use conn::Timeouts;
@@ -60,6 +61,11 @@ struct Flags {
     /// local stack runs on shardwheel only.
     #[arg(long, value_enum, default_value_t = TimerChoice::Shardwheel)]
     timer: TimerChoice,
+    /// A diagnostic (`--stack local`): each thread writes, at the stop, to `FILE.<thread>`
+    /// when each connection was accepted and closed (`CLOCK_MONOTONIC` ns, by peer port),
+    /// for `httpd/trace_join.py` to join with `shardwheel-conns --trace`.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
 }
 
 /// Which server runs.
@@ -138,7 +144,8 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     let mut stoppers = Vec::with_capacity(threads);
     let mut loops = Vec::with_capacity(threads);
     for (index, listener) in listeners.into_iter().enumerate() {
-        let (worker, stopper) = server::Worker::new(index, listener, stats.clone(), timeouts, per_thread)?;
+        let (worker, stopper) =
+            server::Worker::new(index, listener, stats.clone(), timeouts, per_thread, flags.trace.as_deref())?;
         stoppers.push(stopper);
         loops.push(thread::Builder::new().name(format!("httpd-{index}")).spawn(move || worker.run())?);
     }

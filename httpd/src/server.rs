@@ -9,6 +9,7 @@
 
 use crate::conn::{Close, Conn, ConnTimer, Ctx, Timeouts};
 use crate::stats::{ThreadStats, bump};
+use crate::trace::Trace;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shardwheel::{LocalWheel, RemoteWheel};
@@ -92,6 +93,8 @@ pub struct Worker {
     timeouts: Timeouts,
     /// Connections this thread holds at most.
     max_conns: usize,
+    /// `--trace`: when each connection was accepted and closed.
+    trace: Option<Trace>,
 }
 
 impl Worker {
@@ -102,6 +105,7 @@ impl Worker {
         stats: Arc<[ThreadStats]>,
         timeouts: Timeouts,
         max_conns: usize,
+        trace: Option<&std::path::Path>,
     ) -> io::Result<(Worker, Stopper)> {
         let poll = Poll::new()?;
         let mut listener = TcpListener::from_std(listener);
@@ -117,7 +121,8 @@ impl Worker {
             .map_err(io::Error::other)?;
         let stopper = Stopper { remote: wheel.remote() };
         let conns = Slab::with_capacity(max_conns.min(1 << 16));
-        Ok((Worker { index, poll, listener, wheel, conns, stats, timeouts, max_conns }, stopper))
+        let trace = trace.map(|path| Trace::new(path, index));
+        Ok((Worker { index, poll, listener, wheel, conns, stats, timeouts, max_conns, trace }, stopper))
     }
 
     /// Serves until stopped.
@@ -145,14 +150,21 @@ impl Worker {
                     ConnTimer::Conn { id, kind } => {
                         bump(&self.stats[self.index].counters.timers_fired);
                         let mut ctx = ctx!(self, now);
-                        if let Some(conn) = self.conns.get_mut(id)
-                            && let Err(why) = conn.on_timer(kind, key, &mut ctx)
-                        {
-                            self.close(id, why, now);
+                        if let Some(conn) = self.conns.get_mut(id) {
+                            let deadline = conn.deadline(kind);
+                            if let Err(why) = conn.on_timer(kind, key, &mut ctx) {
+                                self.close(id, why, now);
+                                if let (Some(trace), Some(deadline)) = (&mut self.trace, deadline) {
+                                    trace.closed(id, why, Some((deadline, now)), Instant::now());
+                                }
+                            }
                         }
                     }
                     ConnTimer::Shutdown => {
                         self.shutdown(now);
+                        if let Some(trace) = &self.trace {
+                            trace.write()?;
+                        }
                         return Ok(());
                     }
                 }
@@ -163,7 +175,7 @@ impl Worker {
     /// Accepts every waiting connection; past `max_conns`, closes it at once.
     fn accept(&mut self, now: Instant) {
         loop {
-            let (mut stream, _) = match self.listener.accept() {
+            let (mut stream, peer) = match self.listener.accept() {
                 Ok(accepted) => accepted,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => continue,
@@ -174,6 +186,8 @@ impl Worker {
                     return;
                 }
             };
+            // The header timeout counts from here: the kernel had the connection by now.
+            let accepted = Instant::now();
             if self.conns.len() >= self.max_conns {
                 bump(&self.stats[self.index].counters.rejected);
                 continue; // dropped: closed at once
@@ -191,7 +205,10 @@ impl Worker {
                 continue;
             }
             let mut ctx = ctx!(self, now);
-            entry.insert(Conn::accept(id, stream, &mut ctx));
+            entry.insert(Conn::accept(id, stream, accepted, &mut ctx));
+            if let Some(trace) = &mut self.trace {
+                trace.accepted(id, peer.port(), now, accepted);
+            }
         }
     }
 
@@ -210,6 +227,11 @@ impl Worker {
         let mut conn = self.conns.remove(id);
         let _ = self.poll.registry().deregister(&mut conn.stream);
         conn.close(why, &mut ctx!(self, now));
+        if let Some(trace) = &mut self.trace
+            && !matches!(why, Close::HeaderTimeout | Close::IdleTimeout)
+        {
+            trace.closed(id, why, None, Instant::now());
+        }
     }
 
     /// The graceful stop: closes every connection, then the listener (on drop).

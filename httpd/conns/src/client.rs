@@ -45,6 +45,8 @@ pub struct Plan {
     pub open_per_ms: usize,
     /// The whole run's bound: connections still open then are reported open.
     pub max: Duration,
+    /// `--trace FILE`: each connection's port and instants, written at the end.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl Plan {
@@ -85,6 +87,10 @@ struct Conn {
     /// Bytes trickled (slowloris).
     trickled: usize,
     state: State,
+    /// Its local port, once the connect call returned (the trace's join key).
+    port: u16,
+    /// When the loop saw the server's close.
+    closed: Option<Instant>,
 }
 
 /// The loop's state.
@@ -149,6 +155,9 @@ pub fn run(plan: &Plan) -> std::io::Result<Report> {
         }
     }
     let ran = started.elapsed();
+    if let Some(path) = &plan.trace {
+        std::fs::write(path, client.trace())?;
+    }
     Ok(client.report(opening, ran))
 }
 
@@ -168,6 +177,8 @@ impl Client {
             responded: None,
             trickled: 0,
             state: State::Live,
+            port: 0,
+            closed: None,
         };
         let registered = TcpStream::connect(self.plan.addr).and_then(|mut stream| {
             self.poll.registry().register(&mut stream, Token(token), Interest::READABLE | Interest::WRITABLE)?;
@@ -175,6 +186,7 @@ impl Client {
         });
         match registered {
             Ok(stream) => {
+                conn.port = stream.local_addr().map_or(0, |a| a.port());
                 conn.stream = Some(stream);
                 self.live += 1;
                 if class == Class::Slowloris {
@@ -283,6 +295,7 @@ impl Client {
 
     /// The server closed `token`, seen at `closed`: its outcome against its timeout.
     fn close(&mut self, token: usize, closed: Instant) {
+        self.conns[token].closed = Some(closed);
         let conn = &self.conns[token];
         let outcome = match conn.class {
             Class::Silent | Class::Slowloris if conn.connected => {
@@ -312,6 +325,18 @@ impl Client {
             self.live -= 1;
         }
         conn.state = State::Done(outcome);
+    }
+
+    /// `--trace`: a line per connection, `port class opened_ns responded_ns closed_ns`
+    /// (`CLOCK_MONOTONIC` ns; `-` where there is none).
+    fn trace(&self) -> String {
+        let ns = |i: Option<Instant>| i.map_or("-".to_string(), |i| crate::mono::mono_ns(i).to_string());
+        let mut out = String::new();
+        for c in &self.conns {
+            out +=
+                &format!("{} {} {} {} {}\n", c.port, c.class.name(), ns(Some(c.opened)), ns(c.responded), ns(c.closed));
+        }
+        out
     }
 
     /// Every class's figures; connections still live are open.
