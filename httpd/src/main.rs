@@ -8,6 +8,7 @@
 //! summary (`summary.rs`).
 
 mod conn;
+mod fds;
 mod http;
 mod hyper_stack;
 mod server;
@@ -139,6 +140,7 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     poll.registry().register(&mut signals, Token(0), Interest::READABLE)?;
 
     let listeners = server::bind(flags.addr, threads)?;
+    reserve_fds(flags);
     let addr = listeners[0].local_addr()?;
     let stats: Arc<[ThreadStats]> = (0..threads).map(|_| ThreadStats::default()).collect();
     let mut stoppers = Vec::with_capacity(threads);
@@ -177,6 +179,17 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     };
     println!("{summary}");
     failed.map_or(Ok(()), Err)
+}
+
+/// Descriptors kept beyond `--max-conns`: the listeners, epoll, wakers, stdio.
+const SPARE_FDS: u64 = 64;
+
+/// Grows the descriptor table for `--max-conns` now, while the process has one thread, so
+/// that no `accept` waits for it to grow later (`fds.rs`); a failure is only said.
+pub(crate) fn reserve_fds(flags: &Flags) {
+    if let Err(e) = fds::reserve(flags.max_conns.saturating_add(SPARE_FDS)) {
+        eprintln!("shardwheel-httpd: the descriptor table not grown in advance ({e}): accepts may wait for it");
+    }
 }
 
 /// Waits for SIGINT or SIGTERM, the `--for` deadline, or a loop that ended (an error);
