@@ -176,6 +176,11 @@ impl Conn {
         conn
     }
 
+    /// Whether a response waits for the socket to take it.
+    pub fn has_output(&self) -> bool {
+        self.written < self.output.len()
+    }
+
     /// The deadline its timer `kind` is armed for, if armed.
     pub fn deadline(&self, kind: TimerKind) -> Option<Instant> {
         match kind {
@@ -200,6 +205,9 @@ impl Conn {
                 ReadEnd::Eof => return Err(Close::Peer),
                 // Input left behind at the cap: read on once answering made room.
                 ReadEnd::Cap if consumed => {}
+                // Answering stopped at the output's cap and the socket took it all: answer
+                // the requests still waiting in the input (no event would come for them).
+                ReadEnd::Drained if consumed && self.output.is_empty() && !self.input.is_empty() => {}
                 ReadEnd::Cap | ReadEnd::Drained => return Ok(()),
             }
         }

@@ -71,6 +71,31 @@ fn pipelined_requests_are_answered_in_order() {
 }
 
 #[test]
+fn responses_the_socket_cannot_take_at_once_are_sent_as_the_peer_reads() {
+    let server = server();
+    // A small receive buffer, and nothing read until every request is sent: the server's
+    // writes block, and only its writable events (no request comes with them) send the rest.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let stream: std::net::TcpStream = socket.into();
+    stream.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    let mut client = Client::from(stream);
+    const N: usize = 1000;
+    client.send("GET /stats HTTP/1.1\r\nHost: t\r\n\r\n".repeat(N));
+    // Past the loopback's buffers: the server waits on the socket for most of them.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut bytes = 0;
+    for i in 0..N {
+        let response = client.try_response().unwrap_or_else(|| panic!("closed before response {i}"));
+        assert_eq!(response.status, 200, "response {i}");
+        bytes += response.head.len() + response.body.len();
+    }
+    assert!(bytes > 256 * 1024, "only {bytes} bytes: the test did not fill the socket");
+    assert_eq!(get(&mut client, "/").status, 200, "the connection goes on");
+}
+
+#[test]
 fn connection_close_is_honoured() {
     let server = server();
     let mut client = server.connect();
