@@ -7,6 +7,7 @@ into where it went, per class (ms, p50 / p99 / max):
           response read + idle timeout): for a header timeout, the wait before the
           server accepted (and armed); for idle, the arm before the response's write.
   accept  the accept minus the client's connect call (silent, slowloris).
+  call    how long the `accept` call itself took (a descriptor table growing blocks it).
   fire    when the loop woke to fire the timer, minus its deadline (the server's lateness
           before the close: tick rounding, epoll_wait's timeout, a busy turn).
   close   the close minus that wake-up (the turn's work before this close).
@@ -38,8 +39,11 @@ def main():
     for path in sorted(glob.glob(args.server + ".*")):
         with open(path) as f:
             for line in f:
-                port, woke, accepted, why, deadline, fired, closed = line.split()
-                server[int(port)] = (int(woke), int(accepted), why, deadline, fired, int(closed))
+                fields = line.split()
+                if len(fields) == 7:  # before the accept call was stamped
+                    fields.insert(2, fields[2])
+                port, woke, called, accepted, why, deadline, fired, closed = fields
+                server[int(port)] = (int(woke), int(called), int(accepted), why, deadline, fired, int(closed))
     rows = {}
     unjoined = 0
     for line in open(args.client):
@@ -48,7 +52,7 @@ def main():
         if closed == "-" or port not in server:
             unjoined += 1
             continue
-        woke, accepted, why, deadline, fired, s_closed = server[port]
+        woke, called, accepted, why, deadline, fired, s_closed = server[port]
         if deadline == "-":
             continue  # not a timeout close
         deadline, fired, closed, opened = int(deadline), int(fired), int(closed), int(opened)
@@ -56,19 +60,20 @@ def main():
             due = int(responded) + int(args.idle_ms * 1e6)
         else:
             due = opened + int(args.header_ms * 1e6)
-        r = rows.setdefault(cls, {k: [] for k in ("arm", "accept", "fire", "close", "deliver", "total")})
+        r = rows.setdefault(cls, {k: [] for k in ("arm", "accept", "call", "fire", "close", "deliver", "total")})
         r["arm"].append(deadline - due)
         r["accept"].append(accepted - opened)
+        r["call"].append(accepted - called)
         r["fire"].append(fired - deadline)
         r["close"].append(s_closed - fired)
         r["deliver"].append(closed - s_closed)
         r["total"].append(closed - due)
     print(f"joined by port ({unjoined} client lines without a server close or a client close)")
-    print("| class | n | " + " | ".join(f"{k} p50 / p99 / max" for k in ("arm", "accept", "fire", "close", "deliver", "total")) + " |")
-    print("|---|---:|" + "---|" * 6)
+    print("| class | n | " + " | ".join(f"{k} p50 / p99 / max" for k in ("arm", "accept", "call", "fire", "close", "deliver", "total")) + " |")
+    print("|---|---:|" + "---|" * 7)
     for cls, r in sorted(rows.items()):
         cells = []
-        for k in ("arm", "accept", "fire", "close", "deliver", "total"):
+        for k in ("arm", "accept", "call", "fire", "close", "deliver", "total"):
             v = [x / 1e6 for x in r[k]]
             cells.append(f"{pct(v, .5):.2f} / {pct(v, .99):.2f} / {max(v):.2f}")
         print(f"| {cls} | {len(r['total'])} | " + " | ".join(cells) + " |")

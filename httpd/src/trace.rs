@@ -41,6 +41,8 @@ struct Open {
     port: u16,
     /// When the loop's `epoll_wait` returned, in the turn that accepted it.
     woke: Instant,
+    /// When the `accept` call that returned it was made.
+    called: Instant,
     /// When `accept` returned it.
     accepted: Instant,
 }
@@ -62,16 +64,16 @@ impl Trace {
         Trace { path: file.into(), open: HashMap::new(), lines: String::new() }
     }
 
-    /// Connection `id`, from peer port `port`, accepted at `accepted` in the turn that woke
-    /// at `woke`.
-    pub fn accepted(&mut self, id: usize, port: u16, woke: Instant, accepted: Instant) {
-        self.open.insert(id, Open { port, woke, accepted });
+    /// Connection `id`, from peer port `port`, returned at `accepted` by an `accept` call
+    /// made at `called`, in the turn that woke at `woke`.
+    pub fn accepted(&mut self, id: usize, port: u16, woke: Instant, called: Instant, accepted: Instant) {
+        self.open.insert(id, Open { port, woke, called, accepted });
     }
 
     /// Connection `id` closed at `closed` for `why`; a timeout close with the deadline its
     /// timer was armed for and the instant the loop woke in the turn that fired it.
-    /// The line: `port woke_ns accepted_ns why deadline_ns fired_woke_ns closed_ns` (`-`
-    /// where there is none).
+    /// The line: `port woke_ns called_ns accepted_ns why deadline_ns fired_woke_ns
+    /// closed_ns` (`-` where there is none).
     pub fn closed(&mut self, id: usize, why: Close, timer: Option<(Instant, Instant)>, closed: Instant) {
         let Some(open) = self.open.remove(&id) else { return };
         let (deadline, fired) = match timer {
@@ -80,9 +82,10 @@ impl Trace {
         };
         let _ = writeln!(
             self.lines,
-            "{} {} {} {:?} {deadline} {fired} {}",
+            "{} {} {} {} {:?} {deadline} {fired} {}",
             open.port,
             mono_ns(open.woke),
+            mono_ns(open.called),
             mono_ns(open.accepted),
             why,
             mono_ns(closed)
