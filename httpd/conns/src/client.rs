@@ -8,7 +8,10 @@
 //! when its response is whole. A slowloris connection writes one byte every `trickle` from a
 //! queue ordered by due instant (one interval for all, so pushing at the back keeps it
 //! ordered). A close is a read that returns 0 or an error (a reset counts), or a write that
-//! fails, stamped when the loop sees it.
+//! fails. A close and a whole response are stamped with the instant `epoll_wait` returned
+//! the batch of events that reported them (not when the loop got to each in the batch), so
+//! the client's own handling of a batch is not read as the server's lateness; the failing
+//! write of a slowloris byte is stamped when it fails.
 
 use crate::report::{Class, ClassReport, Outcome, Report};
 use mio::net::TcpStream;
@@ -150,8 +153,13 @@ pub fn run(plan: &Plan) -> std::io::Result<Report> {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             result => result?,
         }
+        // One instant for the whole batch: every close or response in it had reached the
+        // socket by the time `epoll_wait` returned, so stamping each one only when the loop
+        // gets to it would add the batch's earlier handling (tens of closes, each a syscall
+        // or two) to the server's lateness.
+        let polled = Instant::now();
         for event in events.iter() {
-            client.on_event(event.token().0, event.is_error() || event.is_read_closed());
+            client.on_event(event.token().0, event.is_error() || event.is_read_closed(), polled);
         }
     }
     let ran = started.elapsed();
@@ -226,9 +234,9 @@ impl Client {
         }
     }
 
-    /// A readiness event on `token`: the connect's end, the request's write, reads.
-    fn on_event(&mut self, token: usize, hung_up: bool) {
-        let now = Instant::now();
+    /// A readiness event on `token`, reported by an `epoll_wait` that returned at `now`:
+    /// the connect's end, the request's write, reads.
+    fn on_event(&mut self, token: usize, hung_up: bool, now: Instant) {
         let conn = &mut self.conns[token];
         let (State::Live, Some(stream)) = (&conn.state, conn.stream.as_mut()) else { return };
         if !conn.connected {
@@ -274,7 +282,7 @@ impl Client {
                     conn.response.extend_from_slice(&buf[..n]);
                     match response_end(&conn.response) {
                         Ok(Some(_)) => {
-                            conn.responded = Some(Instant::now());
+                            conn.responded = Some(now);
                             conn.response = Vec::new();
                         }
                         Ok(None) => {}
