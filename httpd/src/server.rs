@@ -153,6 +153,7 @@ impl Worker {
         stats: Arc<[ThreadStats]>,
         timeouts: Timeouts,
         max_conns: usize,
+        tick: Duration,
         trace: Option<&std::path::Path>,
     ) -> io::Result<(Worker, Stopper)> {
         let poll = Poll::new()?;
@@ -161,6 +162,7 @@ impl Worker {
         let waker = Waker::new(poll.registry(), WAKER)?;
         let alarm = Alarm::new(&poll)?;
         let wheel = LocalWheel::builder()
+            .tick(tick)
             .capacity(max_conns.min(1 << 16))
             // Runs on the main thread when its stop timer is earlier than the loop's sleep.
             .notifier(move || {
