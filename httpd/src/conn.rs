@@ -27,6 +27,7 @@ use crate::http::{self, Parsed, Route, Status};
 use crate::stats::{ThreadStats, Totals, bump};
 use mio::net::TcpStream;
 use shardwheel::{LocalWheel, TimerKey};
+use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
@@ -262,9 +263,18 @@ impl Conn {
 
     /// Reads until the socket is drained, the input is at its cap, or the peer's end.
     fn read(&mut self, ctx: &mut Ctx<'_>) -> Result<ReadEnd, Close> {
-        let mut chunk = [0u8; READ_CHUNK];
+        // The thread's buffer, zeroed once (a fresh one was 16 KiB of memset per read,
+        // 1.7 % of the server's time under wrk).
+        thread_local! {
+            static CHUNK: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
+        }
+        CHUNK.with_borrow_mut(|chunk| self.read_with(chunk, ctx))
+    }
+
+    /// `read`, through `chunk`.
+    fn read_with(&mut self, chunk: &mut [u8], ctx: &mut Ctx<'_>) -> Result<ReadEnd, Close> {
         while self.input.len() < INPUT_CAP {
-            match self.stream.read(&mut chunk) {
+            match self.stream.read(chunk) {
                 Ok(0) => return Ok(ReadEnd::Eof),
                 Ok(n) => {
                     if self.phase == Phase::Idle {
