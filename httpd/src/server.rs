@@ -13,7 +13,7 @@
 //! timeout waits for the whole turn: `httpd/trace_join.py` showed connections waiting 8–14
 //! ms in the accept queue behind one turn's requests before this.
 
-use crate::conn::{Close, Conn, ConnTimer, Ctx, Timeouts};
+use crate::conn::{Close, Conn, ConnTimer, Ctx, Ready, Timeouts};
 use crate::stats::{ThreadStats, bump};
 use crate::trace::Trace;
 use mio::net::TcpListener;
@@ -205,10 +205,11 @@ impl Worker {
                 match event.token() {
                     LISTENER | WAKER | TIMER => {}
                     Token(token) => {
-                        // Writable and nothing to write (a fresh connection, an ACK of a
-                        // response): no read to try.
-                        let wanted = event.is_readable() || event.is_read_closed() || event.is_error();
-                        self.ready(token - FIRST_CONN, wanted, now);
+                        // Writable only (a fresh connection, an ACK of a response): no
+                        // read to try.
+                        let closed = event.is_read_closed() || event.is_error();
+                        let ready = Ready { readable: event.is_readable() || closed, closed };
+                        self.ready(token - FIRST_CONN, ready, now);
                     }
                 }
             }
@@ -291,12 +292,11 @@ impl Worker {
         }
     }
 
-    /// A connection's socket is ready: to read if `readable`, else to write only.
-    fn ready(&mut self, id: usize, readable: bool, now: Instant) {
+    /// A connection's socket is ready.
+    fn ready(&mut self, id: usize, ready: Ready, now: Instant) {
         let mut ctx = ctx!(self, now);
         if let Some(conn) = self.conns.get_mut(id)
-            && (readable || conn.has_output())
-            && let Err(why) = conn.drive(&mut ctx)
+            && let Err(why) = conn.drive(ready, &mut ctx)
         {
             self.close(id, why, now);
         }
