@@ -205,8 +205,9 @@ bench() {
 
   say "run $run, $name: wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s /"
   wrk "-t$WRK_THREADS" "-c$WRK_CONNS" "-d${WRK_SECS}s" "http://127.0.0.1:$port/" >"$log.wrk" 2>&1 || true
-  local reqs
+  local reqs count
   reqs=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$log.wrk")
+  count=$(awk '/ requests in / {print $1}' "$log.wrk")
   cpu1=$(cpu_ticks "${pids[@]}")
   sleep 1 # wrk's connections closed
   rss_before=$(rss_kib "${pids[@]}")
@@ -247,12 +248,13 @@ bench() {
   # The server's own reading of its timeout closes (shardwheel-httpd's summary).
   seen=$(sed -n 's/^summary: timeout closes.* p99 \([0-9.]*\) ms.*/\1/p' "$log.out")
   jq -cn --arg key "$key" --arg server "$name" --argjson run "$run" --argjson rps "${reqs:-null}" \
+    --argjson requests "${count:-null}" \
     --argjson delay "$delay" --slurpfile conns "$log.json" \
     --argjson rss "{\"start\": $rss_start, \"before\": $rss_before, \"peak\": $rss_peak}" \
     --argjson per_conn "$(((rss_peak - rss_before) * 1024 / (conns > 0 ? conns : 1)))" \
     --argjson cpu "{\"wrk\": $(secs $((cpu1 - cpu0))), \"conns\": $(secs $((cpu2 - cpu1)))}" \
     --argjson seen "${seen:-null}" \
-    '{key: $key, server: $server, run: $run, rps: $rps, delay: $delay, conns: ($conns[0] // null),
+    '{key: $key, server: $server, run: $run, rps: $rps, requests: $requests, delay: $delay, conns: ($conns[0] // null),
       rss: $rss, per_conn: $per_conn, cpu: $cpu, seen_p99_ms: $seen}' >>"$results"
   local errors
   errors=$(jq -r '.errors | join("; ")' "$log.json" 2>/dev/null || true)

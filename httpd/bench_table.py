@@ -31,6 +31,11 @@ def cell(values, fmt="{:.1f}"):
     return m
 
 
+def us_per_request(r):
+    """The server's CPU time under wrk on `/`, per request answered."""
+    return r["cpu"]["wrk"] * 1e6 / r["requests"] if r.get("requests") else None
+
+
 def late(r, cls, q):
     c = (r.get("conns") or {}).get("classes", {}).get(cls)
     return None if c is None else c["late_ms"][q]
@@ -58,7 +63,7 @@ def main():
     # --- each server's figures -------------------------------------------------------------
     print(f"Each cell: the median of {len(runs)} run(s)" + (", (min–max)" if len(runs) > 1 else "") + "; lateness in ms, client-seen.")
     print()
-    head = ["server", "req/s", f"/delay/{args.delay_ms:g}: min / p50 / p99 ms (-c conns req/s)"]
+    head = ["server", "req/s", "CPU µs / request", f"/delay/{args.delay_ms:g}: min / p50 / p99 ms (-c conns req/s)"]
     for cls in CLASSES:
         head += [f"{cls} closed, early", f"{cls} late p50", f"{cls} late p99", f"{cls} late max"]
     head += ["RSS MiB before / with conns", "RSS B per conn", "CPU s wrk / conns", "server-seen p99 ms"]
@@ -66,7 +71,7 @@ def main():
     print("|" + "---|" * len(head))
     for k in keys:
         rs = by[k]
-        row = [names[k], cell([r.get("rps") for r in rs], "{:.0f}")]
+        row = [names[k], cell([r.get("rps") for r in rs], "{:.0f}"), cell([us_per_request(r) for r in rs], "{:.2f}")]
         d = [r["delay"] for r in rs if r.get("delay")]
         if d:
             row.append(
@@ -105,8 +110,12 @@ def main():
     bars = []
     if "local" in by and "nginx" in by:
         rr = ratios("local", "nginx", lambda r: r.get("rps"))
+        cr = ratios("local", "nginx", us_per_request)
         if rr:
-            bars.append(("`--stack local` req/s ≥ nginx's", f"{cell(rr, '{:.2f}')}× nginx's (run by run)", verdict(med(rr) >= 1.0)))
+            what = f"{cell(rr, '{:.2f}')}× nginx's (run by run)"
+            if cr:
+                what += f"; its CPU per request {cell(cr, '{:.2f}')}× nginx's (wrk shares the cores)"
+            bars.append(("`--stack local` req/s ≥ nginx's", what, verdict(med(rr) >= 1.0)))
     for cls, bar_ms in (("silent", 2.0), ("idle", 2.0), ("slowloris", None)):
         for k in ("local", "hyper-shardwheel", "hyper-tokio"):
             if k not in by or (k != "local" and cls != "silent"):
@@ -142,8 +151,10 @@ def main():
                      "reported (the timers' share is not separable in RSS: see `cargo bench --bench memory`)"))
     if "hyper-shardwheel" in by and "hyper-tokio" in by:
         rr = ratios("hyper-shardwheel", "hyper-tokio", lambda r: r.get("rps"))
+        cr = ratios("hyper-shardwheel", "hyper-tokio", us_per_request)
         if rr:
-            bars.append(("hyper: `--timer shardwheel` req/s ≥ 1.0× `--timer tokio`", f"{cell(rr, '{:.2f}')}×", verdict(med(rr) >= 1.0)))
+            what = f"{cell(rr, '{:.2f}')}×" + (f"; CPU per request {cell(cr, '{:.2f}')}×" if cr else "")
+            bars.append(("hyper: `--timer shardwheel` req/s ≥ 1.0× `--timer tokio`", what, verdict(med(rr) >= 1.0)))
         pr = ratios("hyper-shardwheel", "hyper-tokio", lambda r: late(r, "silent", "p99"))
         if pr:
             bars.append(("hyper: `--timer shardwheel` silent close p99 no worse than `--timer tokio`'s",
