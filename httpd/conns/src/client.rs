@@ -10,8 +10,9 @@
 //! ordered). A close is a read that returns 0 or an error (a reset counts), or a write that
 //! fails. A close and a whole response are stamped with the instant `epoll_wait` returned
 //! the batch of events that reported them (not when the loop got to each in the batch), so
-//! the client's own handling of a batch is not read as the server's lateness; the failing
-//! write of a slowloris byte is stamped when it fails.
+//! the client's own handling of a batch is not read as the server's lateness; what a read
+//! finds right after the request's write (in the same handling), when it is read; the
+//! failing write of a slowloris byte, when it fails.
 
 use crate::report::{Class, ClassReport, Outcome, Report};
 use mio::net::TcpStream;
@@ -254,6 +255,7 @@ impl Client {
             }
             conn.connected = true;
         }
+        let mut now = now;
         if conn.class == Class::Idle && conn.written < REQUEST.len() {
             let before = Instant::now();
             match stream.write(&REQUEST[conn.written..]) {
@@ -266,6 +268,9 @@ impl Client {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(_) => return self.close(token, now),
             }
+            // What the read below finds came after this write, not by the batch's instant:
+            // the response to it is stamped when it is read.
+            now = Instant::now();
         }
         self.read(token, now);
     }
@@ -328,8 +333,9 @@ impl Client {
     /// Drops `token`'s stream and records its outcome.
     fn finish(&mut self, token: usize, outcome: Outcome) {
         let conn = &mut self.conns[token];
-        if let Some(mut stream) = conn.stream.take() {
-            let _ = self.poll.registry().deregister(&mut stream);
+        // Closing the descriptor takes it out of the epoll set: no `epoll_ctl` call, one
+        // syscall fewer per close in the wave of closes the client must stamp.
+        if conn.stream.take().is_some() {
             self.live -= 1;
         }
         conn.state = State::Done(outcome);
