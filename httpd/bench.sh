@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# httpd/bench.sh: shardwheel-httpd beside nginx, on loopback, with the same
-# timeouts: `wrk -t2 -c256 -d5s` on `/`, then shardwheel-conns's 10 000 silent, 1 000 idle
-# keep-alive and 200 slowloris connections; req/s, client-seen close lateness per class
-# (p50/p99/max, early), server RSS before and with the connections open, and CPU seconds.
-# Prints one markdown table. CI does not run it: the README's table does, with the command.
+# httpd/bench.sh: shardwheel-httpd (--stack local, --stack hyper with each timer) beside
+# nginx, on loopback, with the same timeouts: `wrk -t2 -c256 -d5s` on `/`; `wrk -t2 -c1000
+# -d5s` on `/delay/50` (not nginx: no such route), its latency min / p50 / p99; then
+# shardwheel-conns's 10 000 silent, 1 000 idle keep-alive and 200 slowloris connections;
+# req/s, client-seen close lateness per class (p50/p99/max, early), server RSS before and
+# with the connections open, and CPU seconds. RUNS times (3 by default), each run measuring
+# every server back to back, starting with a different one each run; then
+# `httpd/bench_table.py` prints one markdown table (the median and the spread per cell) and
+# the issue's bars, met or missed, judged on the run-by-run ratios' median. CI does not run
+# it: the README's table does, with the command.
 #
 #   bash httpd/bench.sh
-#   HEADER_MS=2000 IDLE_MS=5000 SILENT=10000 IDLE=1000 SLOWLORIS=200 PORT=18480 bash httpd/bench.sh
+#   RUNS=5 HEADER_MS=2000 IDLE_MS=5000 SILENT=10000 IDLE=1000 SLOWLORIS=200 PORT=18480 bash httpd/bench.sh
+#   SERVERS="local nginx" RUNS=1 bash httpd/bench.sh     # a subset
 #
 # Installs wrk, nginx-light (or nginx) and jq with apt-get when missing, and says so. Every
 # server it starts is stopped on exit. Everything listens on 127.0.0.1 only; every run of
@@ -24,6 +30,10 @@ THREADS=${THREADS:-2}
 WRK_THREADS=${WRK_THREADS:-2}
 WRK_CONNS=${WRK_CONNS:-256}
 WRK_SECS=${WRK_SECS:-5}
+DELAY_MS=${DELAY_MS:-50}
+DELAY_CONNS=${DELAY_CONNS:-1000}
+RUNS=${RUNS:-3}
+SERVERS=${SERVERS:-local hyper-shardwheel hyper-tokio nginx}
 # The client's bound: the idle timeout, the opening and a margin.
 MAX_SECS=${MAX_SECS:-$((IDLE_MS / 1000 + HEADER_MS / 1000 + 10))}
 PORT=${PORT:-18480}
@@ -73,10 +83,11 @@ if ((${#missing[@]})); then
 fi
 NGINX=$(nginx_bin)
 
-# --- open files: 11 200 connections and the server's share --------------------------------
+# --- open files: 11 200 connections (or wrk's 1 000) and the server's share ----------------
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-if (($(ulimit -n) < SILENT + IDLE + SLOWLORIS + 1000)); then
-  say "warning: ulimit -n is $(ulimit -n), below the $((SILENT + IDLE + SLOWLORIS + 1000)) wanted"
+wanted=$((SILENT + IDLE + SLOWLORIS > DELAY_CONNS ? SILENT + IDLE + SLOWLORIS + 1000 : DELAY_CONNS + 1000))
+if (($(ulimit -n) < wanted)); then
+  say "warning: ulimit -n is $(ulimit -n), below the $wanted wanted"
 fi
 
 # --- build ----------------------------------------------------------------------------------
@@ -168,20 +179,21 @@ http {
 EOF
 }
 
-# --- one server -----------------------------------------------------------------------------
-rows=()
+# --- one server, one run -------------------------------------------------------------------
+results=$tmp/results.jsonl
 notes=()
-# $1: the name in the table, $2: port, $3: how to stop it (TERM or QUIT), the rest: its command.
+# $1: the key, $2: the name in the table, $3: run, $4: port, $5: how to stop it (TERM or
+# QUIT), the rest: its command. Appends one JSON object to $results.
 bench() {
-  local name=$1 port=$2 stop=$3
-  shift 3
-  local log=$tmp/${name//[^a-z0-9]/-}
-  say "$name: starting on 127.0.0.1:$port"
+  local key=$1 name=$2 run=$3 port=$4 stop=$5
+  shift 5
+  local log=$tmp/$key.$run
+  say "run $run, $name: starting on 127.0.0.1:$port"
   "$@" >"$log.out" 2>&1 &
   local pid=$!
   started_pids+=("$pid")
   if ! wait_ready "$port"; then
-    notes+=("$name did not start: $(tail -2 "$log.out" | tr '\n' ' ')")
+    notes+=("run $run: $name did not start: $(tail -2 "$log.out" | tr '\n' ' ')")
     kill -KILL "$pid" 2>/dev/null || true
     return 0
   fi
@@ -191,15 +203,16 @@ bench() {
   rss_start=$(rss_kib "${pids[@]}")
   cpu0=$(cpu_ticks "${pids[@]}")
 
-  say "$name: wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s"
+  say "run $run, $name: wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s /"
   wrk "-t$WRK_THREADS" "-c$WRK_CONNS" "-d${WRK_SECS}s" "http://127.0.0.1:$port/" >"$log.wrk" 2>&1 || true
-  local reqs
+  local reqs count
   reqs=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$log.wrk")
+  count=$(awk '/ requests in / {print $1}' "$log.wrk")
   cpu1=$(cpu_ticks "${pids[@]}")
   sleep 1 # wrk's connections closed
   rss_before=$(rss_kib "${pids[@]}")
 
-  say "$name: $SILENT silent, $IDLE idle, $SLOWLORIS slowloris connections (at most $MAX_SECS s)"
+  say "run $run, $name: $SILENT silent, $IDLE idle, $SLOWLORIS slowloris connections (at most $MAX_SECS s)"
   "$CONNS" --addr "127.0.0.1:$port" --silent "$SILENT" --idle "$IDLE" --slowloris "$SLOWLORIS" \
     --header-timeout-ms "$HEADER_MS" --idle-timeout-ms "$IDLE_MS" --trickle-ms "$TRICKLE_MS" \
     --max-secs "$MAX_SECS" --json >"$log.json" 2>"$log.conns.err" &
@@ -212,60 +225,89 @@ bench() {
     ((rss > rss_peak)) && rss_peak=$rss
     sleep 0.05
   done
-  wait "$client" || notes+=("$name: shardwheel-conns failed: $(cat "$log.conns.err")")
+  wait "$client" || notes+=("run $run, $name: shardwheel-conns failed: $(cat "$log.conns.err")")
   cpu2=$(cpu_ticks "${pids[@]}")
+
+  # After the connections (so their RSS is not wrk's), the delayed route under 1 000 wrk
+  # connections: wrk's latency runs from each request's write to its response, so its
+  # minimum below the delay would be a timer firing early.
+  local delay=null
+  if [[ $key != nginx ]]; then
+    say "run $run, $name: wrk -t$WRK_THREADS -c$DELAY_CONNS -d${WRK_SECS}s --latency /delay/$DELAY_MS"
+    wrk "-t$WRK_THREADS" "-c$DELAY_CONNS" "-d${WRK_SECS}s" --latency -s httpd/bench_delay.lua \
+      "http://127.0.0.1:$port/delay/$DELAY_MS" >"$log.delay" 2>&1 || true
+    delay=$(awk '/^delay-latency-us/ {printf "{\"min\": %s, \"p50\": %s, \"p99\": %s, \"max\": %s, \"requests\": %s, \"errors\": %s", $3, $5, $7, $9, $11, $13}
+      /^Requests\/sec:/ {rps = $2} END {if (rps != "") printf ", \"rps\": %s}", rps}' "$log.delay")
+    [[ $delay == *'}' ]] || { notes+=("run $run, $name: /delay/ measured nothing: $(tail -2 "$log.delay" | tr '\n' ' ')"); delay=null; }
+  fi
 
   kill "-$stop" "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 
-  local conns=$((SILENT + IDLE + SLOWLORIS)) per_conn
-  per_conn=$(((rss_peak - rss_before) * 1024 / (conns > 0 ? conns : 1)))
-  local class cells=""
-  for class in silent idle slowloris; do
-    cells+=$(jq -r --arg c "$class" '.classes[$c] as $k
-      | def f: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
-      " \($k.closed)/\($k.count) | \($k.early) | \($k.late_ms.p50 | f) / \($k.late_ms.p99 | f) / \($k.late_ms.max | f) |"' "$log.json" 2>/dev/null || echo " ? | ? | ? |")
-  done
-  rows+=("| $name | ${reqs:-?} |$cells $(awk -v a="$rss_start" -v b="$rss_before" -v c="$rss_peak" 'BEGIN {printf "%.1f / %.1f / %.1f", a / 1024, b / 1024, c / 1024}') | $per_conn | $(secs $((cpu1 - cpu0))) / $(secs $((cpu2 - cpu1))) |")
-  if grep -q '^summary: timeout closes' "$log.out"; then
-    notes+=("$name, as the server saw it: $(grep '^summary: timeout closes' "$log.out" | sed 's/^summary: //')")
-  fi
+  local conns=$((SILENT + IDLE + SLOWLORIS)) seen=null
+  # The server's own reading of its timeout closes (shardwheel-httpd's summary).
+  seen=$(sed -n 's/^summary: timeout closes.* p99 \([0-9.]*\) ms.*/\1/p' "$log.out")
+  jq -cn --arg key "$key" --arg server "$name" --argjson run "$run" --argjson rps "${reqs:-null}" \
+    --argjson requests "${count:-null}" \
+    --argjson delay "$delay" --slurpfile conns "$log.json" \
+    --argjson rss "{\"start\": $rss_start, \"before\": $rss_before, \"peak\": $rss_peak}" \
+    --argjson per_conn "$(((rss_peak - rss_before) * 1024 / (conns > 0 ? conns : 1)))" \
+    --argjson cpu "{\"wrk\": $(secs $((cpu1 - cpu0))), \"conns\": $(secs $((cpu2 - cpu1)))}" \
+    --argjson seen "${seen:-null}" \
+    '{key: $key, server: $server, run: $run, rps: $rps, requests: $requests, delay: $delay, conns: ($conns[0] // null),
+      rss: $rss, per_conn: $per_conn, cpu: $cpu, seen_p99_ms: $seen}' >>"$results"
   local errors
   errors=$(jq -r '.errors | join("; ")' "$log.json" 2>/dev/null || true)
-  [[ -n $errors ]] && notes+=("$name: the client's errors: $errors")
+  [[ -n $errors ]] && notes+=("run $run, $name: the client's errors: $errors")
   return 0
 }
 
 common=(--threads "$THREADS" --header-timeout-ms "$HEADER_MS" --idle-timeout-ms "$IDLE_MS")
-port=$(next_port)
-bench "shardwheel-httpd --stack local" "$port" TERM "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack local
+# One server of $SERVERS in run $2.
+bench_key() {
+  local key=$1 run=$2 port
+  port=$(next_port)
+  case $key in
+    local)
+      bench local "shardwheel-httpd --stack local" "$run" "$port" TERM "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack local
+      ;;
+    hyper-shardwheel | hyper-tokio)
+      local timer=${key#hyper-}
+      # Only where the binary has it: a short run on a free port says.
+      if timeout 10 "$HTTPD" --addr 127.0.0.1:0 --for 0.3 --stack hyper --timer "$timer" "${common[@]}" >/dev/null 2>"$tmp/probe.err"; then
+        bench "$key" "shardwheel-httpd --stack hyper --timer $timer" "$run" "$port" TERM \
+          "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack hyper --timer "$timer"
+      else
+        notes+=("run $run: --stack hyper --timer $timer skipped: this binary does not run it ($(head -1 "$tmp/probe.err"))")
+      fi
+      ;;
+    nginx)
+      nginx_conf "$port" "$tmp/nginx.$run"
+      bench nginx "nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///')" "$run" "$port" QUIT \
+        "$NGINX" -p "$tmp/nginx.$run" -e "$tmp/nginx.$run/logs/error.log" -c "$tmp/nginx.$run/nginx.conf"
+      ;;
+    *) notes+=("unknown server $key in SERVERS") ;;
+  esac
+}
 
-# --stack hyper only where the binary has it: a short run on a free port says.
-for timer in shardwheel tokio; do
-  if timeout 10 "$HTTPD" --addr 127.0.0.1:0 --for 0.3 --stack hyper --timer "$timer" "${common[@]}" >/dev/null 2>"$tmp/probe.err"; then
-    port=$(next_port)
-    bench "shardwheel-httpd --stack hyper --timer $timer" "$port" TERM \
-      "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack hyper --timer "$timer"
-  else
-    notes+=("--stack hyper --timer $timer skipped: this binary does not run it ($(head -1 "$tmp/probe.err"))")
-  fi
+read -r -a keys <<<"$SERVERS"
+for run in $(seq "$RUNS"); do
+  # Each run starts with a different server, so none is always first (or last) on a
+  # machine whose load drifts.
+  for i in $(seq 0 $((${#keys[@]} - 1))); do
+    bench_key "${keys[$(((i + run - 1) % ${#keys[@]}))]}" "$run"
+  done
 done
 
-port=$(next_port)
-nginx_conf "$port" "$tmp/nginx"
-bench "nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///')" "$port" QUIT "$NGINX" -p "$tmp/nginx" -e "$tmp/nginx/logs/error.log" -c "$tmp/nginx/nginx.conf"
-
-# --- the table ------------------------------------------------------------------------------
+# --- the tables -----------------------------------------------------------------------------
 echo
-echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r); header timeout $HEADER_MS ms, idle timeout $IDLE_MS ms;" \
-  "wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s; $SILENT silent, $IDLE idle, $SLOWLORIS slowloris (a byte every $TRICKLE_MS ms)"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); header timeout $HEADER_MS ms, idle timeout $IDLE_MS ms;" \
+  "wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s /; wrk -t$WRK_THREADS -c$DELAY_CONNS -d${WRK_SECS}s /delay/$DELAY_MS; $SILENT silent, $IDLE idle, $SLOWLORIS slowloris (a byte every $TRICKLE_MS ms); $RUNS run(s)"
 echo
-echo "| server | req/s | silent closed | early | late p50 / p99 / max ms | idle closed | early | late p50 / p99 / max ms | slowloris closed | early | late p50 / p99 / max ms | RSS MiB start / before / with conns | RSS B per conn | CPU s wrk / conns |"
-echo "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|---|---:|---|"
-printf '%s\n' "${rows[@]}"
+python3 httpd/bench_table.py "$results" --header-ms "$HEADER_MS" --idle-ms "$IDLE_MS" --delay-ms "$DELAY_MS"
 echo
 echo "Lateness is client-seen: from the connect call (silent, slowloris) or the response read (idle) plus the timeout, to the read that saw the close."
 for note in "${notes[@]}"; do
   echo "- $note"
 done
-say "logs in $tmp"
+say "logs and results.jsonl in $tmp"

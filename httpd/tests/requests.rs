@@ -71,6 +71,48 @@ fn pipelined_requests_are_answered_in_order() {
 }
 
 #[test]
+fn responses_the_socket_cannot_take_at_once_are_sent_as_the_peer_reads() {
+    let server = server();
+    // A small receive buffer, and nothing read until every request is sent: the server's
+    // writes block, and only its writable events (no request comes with them) send the rest.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let stream: std::net::TcpStream = socket.into();
+    stream.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    let mut client = Client::from(stream);
+    // 76 KiB of requests: past the server's 64 KiB input cap too, so it must read the rest
+    // of them from the socket once answering made room (no event comes for bytes that were
+    // already there).
+    const N: usize = 2000;
+    client.send("GET /stats HTTP/1.1\r\nHost: t\r\n\r\n".repeat(N));
+    // Past the loopback's buffers: the server waits on the socket for most of them.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut bytes = 0;
+    for i in 0..N {
+        let response = client.try_response().unwrap_or_else(|| panic!("closed before response {i}"));
+        assert_eq!(response.status, 200, "response {i}");
+        bytes += response.head.len() + response.body.len();
+    }
+    assert!(bytes > 256 * 1024, "only {bytes} bytes: the test did not fill the socket");
+    assert_eq!(get(&mut client, "/").status, 200, "the connection goes on");
+}
+
+#[test]
+fn a_client_that_half_closes_after_its_request_is_answered_then_closed() {
+    let server = server();
+    for _ in 0..10 {
+        let mut client = server.connect();
+        // The request and the end of the client's side, back to back: the server's one read
+        // may see both, and must still see the end (not wait for the idle timeout).
+        client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        client.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(client.response().status, 200);
+        assert_closed_now(&mut client, "a half-closed client");
+    }
+}
+
+#[test]
 fn connection_close_is_honoured() {
     let server = server();
     let mut client = server.connect();

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 fn sigterm_closes_every_connection_and_prints_the_summary() {
     let server = Server::start(&["--threads", "2", "--header-timeout-ms", "5000", "--idle-timeout-ms", "5000"]);
     assert!(server.start_line.contains("header timeout 5000 ms, idle timeout 5000 ms"), "{}", server.start_line);
+    assert!(server.start_line.contains("tick 250 us"), "{}", server.start_line);
     let mut idle = server.connect();
     idle.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(idle.response().status, 200);
@@ -78,6 +79,7 @@ fn bad_flags_are_a_usage_error_with_status_2() {
         (&["--timer", "tokio"], "--timer tokio needs --stack hyper"),
         (&["--stack", "hyper", "--timer", "other"], "--timer"),
         (&["--stack", "other"], "--stack"),
+        (&["--tick-us", "5"], "--tick-us"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd")).args(args).output().expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,6 +8,7 @@
 //! `client.rs` is the loop, `report.rs` the classification and the figures.
 
 mod client;
+mod mono;
 mod report;
 
 use clap::{CommandFactory, Parser};
@@ -56,6 +57,12 @@ struct Flags {
     /// The report as one JSON object on stdout, instead of the table.
     #[arg(long)]
     json: bool,
+    /// A diagnostic: write to FILE, at the end, a line per connection (its local port, its
+    /// class, when `connect` was called, when the response was read, when the close was
+    /// seen; `CLOCK_MONOTONIC` ns), for `httpd/trace_join.py` to join with the server's
+    /// `--trace`.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -77,6 +84,7 @@ fn main() -> ExitCode {
         trickle: Duration::from_millis(flags.trickle_ms),
         open_per_ms: usize::try_from(flags.open_per_ms).unwrap_or(usize::MAX),
         max: Duration::from_secs(flags.max_secs),
+        trace: flags.trace.clone(),
     };
     let report = match client::run(&plan) {
         Ok(report) => report,

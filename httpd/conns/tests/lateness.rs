@@ -150,3 +150,30 @@ fn bad_flags_are_a_usage_error() {
         assert_eq!(status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn trace_writes_a_line_per_connection_with_its_port_class_and_instants() {
+    let addr = tiny_server(Some(Duration::from_millis(100)), Some(Duration::from_millis(100)), 6);
+    let trace = std::env::temp_dir().join(format!("shardwheel-conns-trace-{}", std::process::id()));
+    let args = ["--silent", "3", "--idle", "2", "--slowloris", "1", "--header-timeout-ms", "100"];
+    let more = ["--idle-timeout-ms", "100", "--trickle-ms", "20", "--max-secs", "10", "--trace"];
+    let report = conns(addr, &args.into_iter().chain(more).chain([trace.to_str().unwrap()]).collect::<Vec<_>>());
+    let text = std::fs::read_to_string(&trace).expect("the trace");
+    std::fs::remove_file(&trace).unwrap();
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines.len(), 6, "{text}");
+    let mut classes: Vec<&str> = lines.iter().map(|l| l[1]).collect();
+    classes.sort_unstable();
+    assert_eq!(classes, ["idle", "idle", "silent", "silent", "silent", "slowloris"], "{text}");
+    for l in &lines {
+        // port class opened_ns responded_ns closed_ns
+        assert_eq!(l.len(), 5, "{text}");
+        assert!(l[0].parse::<u16>().unwrap() > 0, "{text}");
+        let opened: i128 = l[2].parse().unwrap();
+        let closed: i128 = l[4].parse().unwrap_or_else(|_| panic!("not closed: {text}"));
+        // Closed at the 100 ms timeout, after the connect call.
+        assert!(closed - opened >= 100_000_000, "{text}");
+        assert_eq!(l[3] != "-", l[1] == "idle", "only idle connections have a response: {text}");
+    }
+    assert_eq!(report["classes"]["silent"]["closed"], 3, "{report}");
+}

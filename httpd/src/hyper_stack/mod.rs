@@ -112,6 +112,8 @@ pub fn serve(flags: &Flags) -> io::Result<()> {
     let started = Instant::now();
     let threads = usize::from(flags.threads);
     let next_slot = AtomicUsize::new(0);
+    // Before the runtime's threads (see `fds.rs`).
+    crate::reserve_fds(flags);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("httpd-hyper")

@@ -41,6 +41,11 @@ impl Server {
         Server { child, stdout, addr, start_line }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A connection to it, reads and writes bounded by `READ_TIMEOUT`.
     pub fn connect(&self) -> Client {
         let stream = TcpStream::connect(self.addr).expect("connect");
@@ -124,6 +129,12 @@ impl Response {
 pub struct Client {
     pub stream: TcpStream,
     buf: Vec<u8>,
+}
+
+impl From<TcpStream> for Client {
+    fn from(stream: TcpStream) -> Client {
+        Client { stream, buf: Vec::new() }
+    }
 }
 
 impl Client {
