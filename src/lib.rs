@@ -169,6 +169,12 @@ pub mod loom_support {
         crate::loom_live::get()
     }
 
+    /// Pool pages (`entry/pool/`) made and not yet released: once every thread that
+    /// allocated cells has exited and every cell is freed, none.
+    pub fn live_pages() -> isize {
+        crate::loom_live::pages()
+    }
+
     /// Stages (a thread's arms for one shard) made and not yet freed.
     pub fn live_stages() -> isize {
         crate::loom_live::stages()

@@ -42,13 +42,13 @@ use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
 
 mod owned;
-mod returned;
+mod pool;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 pub(crate) use owned::{BorrowedTask, OwnedTask};
-use returned::EmptyCell;
-pub(crate) use returned::Returned;
+#[cfg(loom)]
+pub(crate) use pool::loom_quarantine;
 
 /// "Not in the wheel."
 const NO_KEY: u32 = u32::MAX;
@@ -99,6 +99,7 @@ struct Cell<T> {
 }
 
 impl<T: TimerTask> Cell<T> {
+    /// The vtable of a cell in a `Box`.
     const VTABLE: VTable = VTable {
         run: Self::run,
         cancelled: Self::cancelled,
@@ -110,6 +111,13 @@ impl<T: TimerTask> Cell<T> {
         left_pending_by_stop: || T::left_pending_by_stop(TOKEN),
         is_wake_up: || T::is_wake_up(TOKEN),
     };
+
+    /// The vtable of a cell in a pool slot: only the way it is freed differs, so a cell
+    /// carries no flag for it.
+    const POOLED_VTABLE: VTable = VTable { dealloc: Self::dealloc_pooled, ..Self::VTABLE };
+
+    /// The pool's size class for this cell, if it is pooled.
+    const CLASS: Option<usize> = pool::class_of(size_of::<Self>(), align_of::<Self>());
 
     /// # Safety
     /// `ptr` points to a live `Cell<T>` whose task is in place, and the caller has the
@@ -150,11 +158,22 @@ impl<T: TimerTask> Cell<T> {
     }
 
     /// # Safety
-    /// `ptr` came from `Box::into_raw` of a `Cell<T>` in [`EntryRef::new`], no reference to
-    /// it remains, and its task has been moved out or dropped.
+    /// `ptr` came from `Box::leak` of a `Cell<T>` in [`EntryRef::with_refs`], no reference
+    /// to it remains, and its task has been moved out or dropped.
     unsafe fn dealloc(ptr: NonNull<Header>) {
         // SAFETY: by the contract; `MaybeUninit` does not drop the (gone) task again.
         drop(unsafe { Box::from_raw(ptr.cast::<Cell<T>>().as_ptr()) });
+    }
+
+    /// # Safety
+    /// `ptr` is a pool slot holding a `Cell<T>` ([`EntryRef::with_refs`]), no reference to
+    /// it remains, and its task has been moved out or dropped.
+    unsafe fn dealloc_pooled(ptr: NonNull<Header>) {
+        // SAFETY: by the contract the cell is dead; dropping it in place drops its header
+        // (under loom, its leak-check `Arc`) and not the (gone) task (`MaybeUninit`).
+        unsafe { std::ptr::drop_in_place(ptr.cast::<Cell<T>>().as_ptr()) };
+        // SAFETY: the slot came from `pool::alloc` and nothing uses it any more.
+        unsafe { pool::free(ptr.cast()) };
     }
 }
 
@@ -187,21 +206,35 @@ impl EntryRef {
         (entry, other)
     }
 
+    /// A cell in a slot of the calling thread's pool if its size class is pooled and the
+    /// thread's heap is there, else in a `Box`.
     fn with_refs<T: TimerTask>(deadline: u64, task: T, refs: u32) -> EntryRef {
-        let cell = Box::new(Cell {
+        let slot = Cell::<T>::CLASS.and_then(pool::alloc);
+        let vtable = if slot.is_some() { &Cell::<T>::POOLED_VTABLE } else { &Cell::<T>::VTABLE };
+        let cell = Cell {
             header: Header {
                 state: StateCell::new_pending(deadline),
                 refs: AtomicU32::new(refs),
                 key: AtomicU32::new(NO_KEY),
-                vtable: &Cell::<T>::VTABLE,
+                vtable,
                 #[cfg(loom)]
                 leak_check: crate::sync::Arc::new(()),
             },
             task: UnsafeCell::new(MaybeUninit::new(task)),
-        });
+        };
         #[cfg(loom)]
         crate::loom_live::add(1);
-        EntryRef { ptr: NonNull::from(Box::leak(cell)).cast() }
+        let ptr = match slot {
+            Some(slot) => {
+                let ptr = slot.cast::<Cell<T>>();
+                // SAFETY: a free slot of the class of `Cell<T>`: at least its size, aligned
+                // to 16 bytes, which is at least its alignment (`pool::class_of`).
+                unsafe { ptr.as_ptr().write(cell) };
+                ptr
+            }
+            None => NonNull::from(Box::leak(Box::new(cell))),
+        };
+        EntryRef { ptr: ptr.cast() }
     }
 
     fn header(&self) -> &Header {
@@ -287,15 +320,16 @@ impl Clone for EntryRef {
     }
 }
 
-impl EntryRef {
-    /// Drops this reference; if it was the last, the cell, emptied of its task, is returned.
-    fn release(self) -> Option<EmptyCell> {
-        let this = ManuallyDrop::new(self);
+impl Drop for EntryRef {
+    /// Drops this reference; if it was the last, drops a task still in place and frees the
+    /// cell (to its pool page, or its `Box`).
+    fn drop(&mut self) {
+        let this = &*self;
         // Release: every use of the cell through this reference happens before the free;
         // pairs with the Acquire fence below in whichever thread drops the last reference
         // (as `Arc::drop`).
         if this.header().refs.fetch_sub(1, Ordering::Release) != 1 {
-            return None;
+            return;
         }
         // Acquire: see the Release above; the free happens after every other use.
         fence(Ordering::Acquire);
@@ -307,26 +341,10 @@ impl EntryRef {
         }
         #[cfg(loom)]
         crate::loom_live::add(-1);
-        // The task is gone (dropped above, or moved out by the winner of the terminal CAS,
-        // whose `OwnedTask` held a reference until it was done).
-        Some(EmptyCell { ptr: this.ptr })
-    }
-
-    /// Drops this reference on a shard's thread: if it was the last, the cell goes back to
-    /// be freed by the thread that schedules next on this shard (see [`Returned`]).
-    pub(crate) fn release_to(self, returned: &Returned) {
-        if let Some(cell) = self.release() {
-            returned.put(cell);
-        }
-    }
-}
-
-impl Drop for EntryRef {
-    fn drop(&mut self) {
-        let this = EntryRef { ptr: self.ptr };
-        if let Some(cell) = this.release() {
-            drop(cell);
-        }
+        // SAFETY: the last reference, so nothing else refers to the cell; its task is gone
+        // (dropped above, or moved out by the winner of the terminal CAS, whose `OwnedTask`
+        // held a reference until it was done); the vtable frees it the way it was made.
+        unsafe { (this.header().vtable.dealloc)(this.ptr) };
     }
 }
 
