@@ -50,6 +50,21 @@ pub(crate) use owned::{BorrowedTask, OwnedTask};
 #[cfg(loom)]
 pub(crate) use pool::loom_quarantine;
 
+/// For the loom models of the pool's own protocol (`loom_support::PoolSlot`): a slot of
+/// the smallest size class, as a cell of 32 bytes gets. `None` as for [`pool::alloc`].
+#[cfg(loom)]
+pub(crate) fn loom_pool_alloc() -> Option<NonNull<u8>> {
+    pool::alloc(0)
+}
+
+/// # Safety
+/// As for [`pool::free`].
+#[cfg(loom)]
+pub(crate) unsafe fn loom_pool_free(slot: NonNull<u8>) {
+    // SAFETY: passed on from the caller.
+    unsafe { pool::free(slot) }
+}
+
 /// "Not in the wheel."
 const NO_KEY: u32 = u32::MAX;
 /// More references than this is a bug (a leak of handles in a loop): abort, as `Arc` does.

@@ -37,7 +37,10 @@ struct Class {
 
 impl Heap {
     pub(super) const fn new() -> Heap {
-        Heap { id: Cell::new(0), classes: RefCell::new([const { Class { pages: Vec::new(), current: None } }; CLASSES]) }
+        Heap {
+            id: Cell::new(0),
+            classes: RefCell::new([const { Class { pages: Vec::new(), current: None } }; CLASSES]),
+        }
     }
 
     /// Whether `page` belongs to this heap.

@@ -38,9 +38,9 @@ mod page;
 mod tests;
 
 use heap::Heap;
+use page::Page;
 #[cfg(loom)]
 pub(crate) use page::loom_quarantine;
-use page::Page;
 use std::ptr::NonNull;
 
 /// Step between size classes.
