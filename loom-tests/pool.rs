@@ -22,6 +22,12 @@ mod harness;
 use harness::model;
 use loom::thread;
 use shardwheel::loom_support::{PoolSlot, live_pages};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether some execution of `foreign_free_races_the_owners_allocation` handed the slot
+/// freed on the other thread out again (else the model would not check the reuse at all).
+/// A plain atomic: it only outlives the executions.
+static REUSED: AtomicBool = AtomicBool::new(false);
 
 /// Waits for every page to be released: loom may run an exited thread's thread-local
 /// destructors (its heap's abandonment) after `join` returns. A page never released fails
@@ -40,10 +46,18 @@ fn foreign_free_races_the_owners_allocation() {
         thread::spawn(|| {
             let a = PoolSlot::alloc();
             let b = PoolSlot::alloc();
+            let a_addr = a.addr();
             let freer = thread::spawn(move || drop(a));
+            // Loom's exploration does not reorder a plain load (the owner's look at its remote
+            // stack) before a later CAS of another thread; yielding here lets the free come
+            // first in some executions, so the reuse itself is checked.
+            thread::yield_now();
             // The page is full: this takes `a` back if its free came, else makes a new page.
             let c = PoolSlot::alloc();
             assert_ne!(c.addr(), b.addr(), "a live slot handed out twice");
+            if c.addr() == a_addr {
+                REUSED.store(true, Ordering::Relaxed);
+            }
             freer.join().unwrap();
             let d = PoolSlot::alloc();
             assert!(d.addr() != b.addr() && d.addr() != c.addr(), "a live slot handed out twice");
@@ -53,6 +67,7 @@ fn foreign_free_races_the_owners_allocation() {
         .unwrap();
         wait_for_no_pages();
     });
+    assert!(REUSED.load(Ordering::Relaxed), "no execution reused the slot freed elsewhere");
 }
 
 /// owner exits, abandoning its page ∥ foreign free of one of its cells; the other cell is
@@ -63,6 +78,7 @@ fn owner_exit_races_a_foreign_free() {
         let (b, freer) = thread::spawn(|| {
             let a = PoolSlot::alloc();
             let b = PoolSlot::alloc();
+            let a_addr = a.addr();
             let freer = thread::spawn(move || drop(a));
             (b, freer)
         })

@@ -1,8 +1,9 @@
-//! One timeout's shared half, in one allocation: the state word, the shard's key into its
-//! wheel, a reference count, and the task itself, stored inline.
+//! One timeout's shared half, in one cell: the state word, the shard's key into its wheel, a
+//! reference count, and the task itself, stored inline. The cell is a slot of the allocating
+//! thread's pool (`pool/`) when it is at most 128 bytes, else a `Box`.
 //!
 //! ```text
-//!  EntryRef ──▶ ┌───────────────── Cell<T> (one allocation) ─────────────────┐
+//!  EntryRef ──▶ ┌──────────────── Cell<T> (one pool slot or Box) ─────────────┐
 //!               │ Header: state (AtomicU64) │ refs (u32) │ key (u32) │ vtable │ task: T │
 //!               └───────────────────────────────────────────────────────────┘
 //! ```
@@ -19,15 +20,21 @@
 //!   It is an atomic only so that this stays safe code; every access is `Relaxed` because
 //!   one thread does them all.
 //! - `refs` counts the `EntryRef`s: the handles, mailbox messages and the wheel's slot. The
-//!   last one to go frees the cell.
+//!   last one to go frees the cell, through its vtable: to its pool page (`pool::free`: the
+//!   page's local list on the thread that made it, its remote stack elsewhere), or its `Box`.
 //!
 //! Why not `Arc<Entry>` with a `Box<dyn TimerTask>` inside: that is two allocations per
 //! timeout, and at a million pending timeouts about 145 bytes each (measured by the
-//! simulator); the single cell is one allocation of 24 bytes plus the task, and the task is
-//! run without being boxed at all when it is a closure (`TimerTask::run_unboxed`). Why not
-//! pooled entries reclaimed with `crossbeam-epoch`: reference counts already free each cell
-//! the moment its last user lets go, with no deferred garbage and no pinning on the arm
-//! path; a pool would save the allocator's work but keep the peak's memory for good.
+//! simulator); the single cell is 24 bytes plus the task, and the task is run without being
+//! boxed at all when it is a closure (`TimerTask::run_unboxed`). Why not entries reclaimed
+//! with `crossbeam-epoch`: reference counts already free each cell the moment its last user
+//! lets go, with no deferred garbage and no pinning on the arm path. Why a pool rather than
+//! the allocator: no allocator call on the arm path, a cell freed by the shard goes straight
+//! back to the thread that made it (one CAS on its page), and a 32-byte cell takes 32 bytes,
+//! not glibc's 48-byte chunk. The pool does not keep the peak's memory: a page goes back to
+//! the allocator once its owner finds it empty (save the one page per size class it
+//! allocates from), and an exiting thread's pages go back as their last cells are freed
+//! (`pool/mod.rs`, "What an idle pool keeps").
 //!
 //! The type-erased calls go through a static vtable per task type, as tokio's task header
 //! does; it is the one place in the crate with raw pointers.

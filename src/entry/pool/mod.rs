@@ -96,7 +96,7 @@ pub(super) unsafe fn free(slot: NonNull<u8>) {
             false
         }
     });
-    if local == Ok(true) {
+    if matches!(local, Ok(true)) {
         return;
     }
     // SAFETY: the page is the slot's, and the slot is free; we do not touch the page again
