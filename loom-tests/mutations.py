@@ -370,7 +370,7 @@ def run(mutation):
     elif proc.returncode != 0:
         verdict = "caught"
         why = next((l.strip() for l in out.splitlines()
-                    if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches",
+                    if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches", "released twice",
                                             "assertion", "panicked at loom-tests"))), "test failed")
     else:
         verdict, why = "SURVIVED", "model passed"

@@ -21,7 +21,7 @@ mod harness;
 
 use harness::model;
 use loom::thread;
-use shardwheel::loom_support::{PoolSlot, live_pages};
+use shardwheel::loom_support::{PoolSlot, exit_pool, live_pages};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether some execution of `foreign_free_races_the_owners_allocation` handed the slot
@@ -29,9 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A plain atomic: it only outlives the executions.
 static REUSED: AtomicBool = AtomicBool::new(false);
 
-/// Waits for every page to be released: loom may run an exited thread's thread-local
-/// destructors (its heap's abandonment) after `join` returns. A page never released fails
-/// the model at loom's branch limit.
+/// Waits for every page to be released (by a free on another thread that may still be under
+/// way). A page never released fails the model at loom's branch limit. Each model's owner
+/// thread gives up its heap with `exit_pool` where it exits: under loom, thread-local
+/// destructors run in an order loom cannot replay.
 fn wait_for_no_pages() {
     while live_pages() != 0 {
         thread::yield_now();
@@ -62,6 +63,7 @@ fn foreign_free_races_the_owners_allocation() {
             let d = PoolSlot::alloc();
             assert!(d.addr() != b.addr() && d.addr() != c.addr(), "a live slot handed out twice");
             drop((b, c, d));
+            exit_pool();
         })
         .join()
         .unwrap();
@@ -80,6 +82,7 @@ fn owner_exit_races_a_foreign_free() {
             let b = PoolSlot::alloc();
             let a_addr = a.addr();
             let freer = thread::spawn(move || drop(a));
+            exit_pool();
             (b, freer)
         })
         .join()
@@ -94,7 +97,13 @@ fn owner_exit_races_a_foreign_free() {
 #[test]
 fn last_foreign_frees_race() {
     model("foreign free ∥ foreign free of an abandoned page", || {
-        let (a, b) = thread::spawn(|| (PoolSlot::alloc(), PoolSlot::alloc())).join().unwrap();
+        let (a, b) = thread::spawn(|| {
+            let slots = (PoolSlot::alloc(), PoolSlot::alloc());
+            exit_pool();
+            slots
+        })
+        .join()
+        .unwrap();
         let freer = thread::spawn(move || drop(a));
         drop(b);
         freer.join().unwrap();

@@ -176,6 +176,14 @@ pub mod loom_support {
         crate::loom_live::pages()
     }
 
+    /// Gives up the calling thread's pool heap, as the thread's exit does outside loom (under
+    /// loom, thread-local destructors run in an order loom cannot replay, so a model says
+    /// where its thread exits): empty pages are released, the others abandoned to their last
+    /// free.
+    pub fn exit_pool() {
+        crate::entry::loom_pool_exit();
+    }
+
     /// A bare slot of the cell pool (the size a 32-byte cell gets), for the models of the
     /// pool's own protocol: made on the calling thread's heap, freed where it is dropped.
     #[derive(Debug)]

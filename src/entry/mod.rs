@@ -64,6 +64,12 @@ pub(crate) fn loom_pool_alloc() -> Option<NonNull<u8>> {
     pool::alloc(0)
 }
 
+/// For the loom models: the calling thread's pool heap is given up, as its exit does.
+#[cfg(loom)]
+pub(crate) fn loom_pool_exit() {
+    pool::loom_exit();
+}
+
 /// # Safety
 /// As for [`pool::free`].
 #[cfg(loom)]

@@ -136,11 +136,13 @@ impl Class {
     }
 }
 
-impl Drop for Heap {
+impl Heap {
     /// The thread exits: each page is released if empty, or abandoned to its cells' last
-    /// free (`Page::abandon`).
-    fn drop(&mut self) {
-        for c in self.classes.get_mut() {
+    /// free (`Page::abandon`). The heap forgets its id, so that a later free on this thread
+    /// of a cell of those pages goes the foreign way.
+    pub(super) fn abandon_all(&self) {
+        self.id.set(0);
+        for c in self.classes.borrow_mut().iter_mut() {
             c.current = None;
             for page in c.pages.drain(..) {
                 // SAFETY: ours, and neither we nor anyone touches it after unless told to
@@ -151,6 +153,17 @@ impl Drop for Heap {
                 }
             }
         }
+    }
+}
+
+impl Drop for Heap {
+    /// The thread exits. Under loom the models call [`Heap::abandon_all`] themselves
+    /// (`loom_support::exit_pool`): loom runs a thread's thread-local destructors in an order
+    /// that changes from one execution to the next (a `HashMap`'s), which it cannot replay
+    /// when two of them (this one and the stages') touch atomics.
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        self.abandon_all();
     }
 }
 

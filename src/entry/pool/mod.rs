@@ -79,6 +79,12 @@ pub(super) fn alloc(class: usize) -> Option<NonNull<u8>> {
     HEAP.try_with(|heap| heap.alloc(class)).ok().flatten()
 }
 
+/// Under loom: what the calling thread's exit does outside loom (see `Heap`'s `Drop`).
+#[cfg(loom)]
+pub(super) fn loom_exit() {
+    HEAP.with(Heap::abandon_all);
+}
+
 /// Gives a slot back: to the local list if this thread owns its page, else to the page's
 /// remote stack (or, if its owner has exited, towards the page's release).
 ///

@@ -97,7 +97,10 @@ impl Page {
         // `Page` at its start.
         unsafe { raw.as_ptr().write(page) };
         #[cfg(loom)]
-        crate::loom_live::add_page(1);
+        {
+            crate::loom_live::add_page(1);
+            loom_quarantine::keep(raw.cast());
+        }
         Some(raw)
     }
 
@@ -270,9 +273,9 @@ impl Page {
     pub(super) unsafe fn release(page: NonNull<Page>) {
         #[cfg(loom)]
         {
-            // SAFETY: the page's memory is never given back to the allocator under loom
-            // before the model's execution ends (`loom_quarantine`), so this read is valid
-            // even in a second release, which it reports.
+            // SAFETY: under loom a page's memory is given back to the allocator only when
+            // the next execution starts (`loom_quarantine`), so this read is valid even in a
+            // second release, which it reports.
             let again = unsafe { page.as_ref() }.released.swap(true, std::sync::atomic::Ordering::Relaxed);
             assert!(!again, "a pool page released twice");
             crate::loom_live::add_page(-1);
@@ -284,8 +287,6 @@ impl Page {
         unsafe {
             std::alloc::dealloc(page.as_ptr().cast(), layout())
         };
-        #[cfg(loom)]
-        loom_quarantine::keep(page.cast());
     }
 
     /// # Safety
@@ -316,9 +317,10 @@ fn layout() -> std::alloc::Layout {
     std::alloc::Layout::from_size_align(PAGE_BYTES, PAGE_BYTES).expect("a valid page layout")
 }
 
-/// Under loom, released pages are kept until the model's next execution starts: a page
+/// Under loom, every page's memory is kept until the model's next execution starts: a page
 /// released twice is then reported by its `released` flag rather than corrupting the
-/// allocator, and loom's own leak check never sees `std::alloc` anyway.
+/// allocator, and the pages of threads that never gave up their heap (`exit_pool`) are
+/// freed too. Loom's own leak check never sees `std::alloc`; `live_pages` counts instead.
 #[cfg(loom)]
 pub(crate) mod loom_quarantine {
     use std::cell::RefCell;
@@ -335,8 +337,8 @@ pub(crate) mod loom_quarantine {
     /// Gives the kept pages back to the allocator (no execution can reach them any more).
     pub(crate) fn empty() {
         for page in KEPT.with(|k| std::mem::take(&mut *k.borrow_mut())) {
-            // SAFETY: each page came from `std::alloc::alloc` with this layout, was released
-            // once, and belongs to an execution that has ended.
+            // SAFETY: each page came from `std::alloc::alloc` with this layout, and belongs
+            // to an execution that has ended.
             unsafe { std::alloc::dealloc(page.as_ptr(), super::layout()) };
         }
     }
