@@ -64,16 +64,21 @@ fn pooled_cells_end_once_and_their_pages_come_back_after_their_threads_exit() {
     let total = 3 * THREADS * PER_THREAD;
     let drops = DropCounter::new(total);
     // Warm up what the process keeps (the allocator's own bookkeeping, the shards' buffers).
+    // Each round ends before the next starts, so the shards' buffers need not grow again.
+    let per_round = THREADS * PER_THREAD;
     round(&timers, &drops, 0);
-    assert!(wait_until(|| drops.total() == THREADS * PER_THREAD, PATIENCE), "the first round ends");
+    assert!(wait_until(|| drops.total() == per_round, PATIENCE), "the first round ends");
     thread::sleep(Duration::from_millis(50));
     let before = live();
-    round(&timers, &drops, THREADS * PER_THREAD);
-    round(&timers, &drops, 2 * THREADS * PER_THREAD);
-    assert!(wait_until(|| drops.total() == total, PATIENCE), "{} of {total} tasks dropped", drops.total());
+    for r in 1..3 {
+        round(&timers, &drops, r * per_round);
+        let ended = (r + 1) * per_round;
+        assert!(wait_until(|| drops.total() == ended, PATIENCE), "{} of {ended} tasks dropped", drops.total());
+    }
     drops.assert_each_dropped_once();
-    // A page is 256 KiB: one left behind would show.
-    let settled = wait_until(|| live() - before < 64 * 1024, PATIENCE);
+    // A page is 256 KiB: one left behind would show (the shards' own buffers may still move
+    // by a few KiB with the timing of a round).
+    let settled = wait_until(|| live() - before < 128 * 1024, PATIENCE);
     let grown = live() - before;
     assert!(settled, "{grown} bytes still held after the threads exited and their timeouts ended");
     let stats = timers.stats();

@@ -30,7 +30,9 @@
 //! elsewhere), except the page each size class allocates from; a thread that exits gives
 //! back all of its pages, each when its last cell is freed. So memory follows the live
 //! cells, not their peak, save for what a thread that stops arming left to other threads
-//! to free: that stays with its pages until it arms again or exits.
+//! to free: that stays with its pages until it arms again or exits. A released page goes
+//! to a process-wide spare of at most four (1 MiB) before the allocator, so that a new
+//! thread's first cell does not map a fresh block (`page.rs`, `spare`).
 
 mod heap;
 mod page;
