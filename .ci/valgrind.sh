@@ -3,7 +3,9 @@
 # exercise it under valgrind's memcheck, which must report zero errors and no definite leaks.
 #
 # The `unsafe` checked here lives in `src/entry/` (taking the task out of its cell after the
-# winning CAS), `src/stage.rs` (raw entry references in a stage's ring), `src/counts.rs` and
+# winning CAS; the cell pool in `src/entry/pool/`: slots carved from pages, freed locally or
+# onto a page's remote stack, pages abandoned by exiting threads and released by their last
+# free: the `--lib` unit tests and `pool`), `src/stage.rs` (raw entry references in a stage's ring), `src/counts.rs` and
 # `src/staging.rs` (a thread's counts slot); every schedule, cancel, expiry and stop goes
 # through them; `src/periodic.rs` (a series' waiting-run cell: `repeating`) and
 # `src/future/with_timeout.rs` (pin projection: `stopped`, `test_clock`); `src/clock/tsc.rs`
@@ -31,7 +33,7 @@ run() {
 }
 
 run "$(build --lib)"
-for t in cancel stop reset max_pending duration_max stage torture leaks repeating stopped test_clock; do
+for t in cancel stop reset max_pending duration_max stage torture leaks pool repeating stopped test_clock; do
   run "$(build --test "$t")"
 done
 echo "valgrind: no errors"

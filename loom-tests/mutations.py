@@ -71,7 +71,7 @@ MUTATIONS = [
      """        while let Some(cmd) = None::<Command> {""",
      "loom_shutdown", "schedule_through_mailbox_races_stop"),
     ("M11", "shard leaks the entries it unlinks", "src/shard/driver.rs",
-     """            self.wheel.remove(key).release_to(&self.shard.returned);""",
+     """            drop(self.wheel.remove(key));""",
      """            std::mem::forget(self.wheel.remove(key));""",
      "loom_mailbox", "arm_in_mailbox_races_cancel"),
     ("M12", "a winning cancel forgets the task instead of dropping it", "src/timeout.rs",
@@ -319,6 +319,30 @@ MUTATIONS = [
      """        self.in_use.store(false, Ordering::Release);""",
      """        self.in_use.store(false, Ordering::Relaxed);""",
      "loom_counts", "threads_that_only_cancel_give_their_slots_back"),
+    ("M80", "a foreign free's push onto the page's remote stack weakened from Release to Relaxed", "src/entry/pool/page.rs",
+     """compare_exchange_weak(head, free.as_ptr(), Ordering::Release, Ordering::Relaxed)""",
+     """compare_exchange_weak(head, free.as_ptr(), Ordering::Relaxed, Ordering::Relaxed)""",
+     "loom_pool", "foreign_free_races_the_owners_allocation"),
+    ("M81", "the owner takes the remote stack without Acquire", "src/entry/pool/page.rs",
+     """self.remote.swap(ptr::null_mut(), Ordering::Acquire)""",
+     """self.remote.swap(ptr::null_mut(), Ordering::Relaxed)""",
+     "loom_pool", "foreign_free_races_the_owners_allocation"),
+    ("M82", "a foreign free pushes onto an abandoned page (the page is never released)", "src/entry/pool/page.rs",
+     """            if head == abandoned_marker() {""",
+     """            if head == abandoned_marker() && false {""",
+     "loom_pool", "owner_exit_races_a_foreign_free"),
+    ("M83", "a foreign free that overtakes the exiting owner's count releases the page (twice)", "src/entry/pool/page.rs",
+     """                return this.abandoned.fetch_sub(1, Ordering::AcqRel) == 1;""",
+     """                return this.abandoned.fetch_sub(1, Ordering::AcqRel) <= 1;""",
+     "loom_pool", "owner_exit_races_a_foreign_free"),
+    ("M84", "the exiting owner releases a page that still has live cells", "src/entry/pool/page.rs",
+     """        this.abandoned.fetch_add(live, Ordering::AcqRel).wrapping_add(live) == 0""",
+     """        this.abandoned.fetch_add(live, Ordering::AcqRel).wrapping_add(live) == 0 || live > 0""",
+     "loom_pool", "last_foreign_frees_race"),
+    ("M85", "the exiting owner forgets the slots on its remote stack (counts them live: never released)", "src/entry/pool/page.rs",
+     """            gone += 1;""",
+     """            gone += 0;""",
+     "loom_pool", "owner_exit_races_a_foreign_free"),
 ]
 
 
@@ -346,7 +370,7 @@ def run(mutation):
     elif proc.returncode != 0:
         verdict = "caught"
         why = next((l.strip() for l in out.splitlines()
-                    if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches",
+                    if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches", "released twice",
                                             "assertion", "panicked at loom-tests"))), "test failed")
     else:
         verdict, why = "SURVIVED", "model passed"

@@ -155,6 +155,7 @@ pub mod loom_support {
     pub fn reset_clock() {
         crate::clock::mock::reset();
         crate::loom_live::reset();
+        crate::entry::loom_quarantine::empty();
         crate::periodic::loom_ends::reset();
     }
 
@@ -167,6 +168,48 @@ pub mod loom_support {
     /// Timeout entries allocated and not yet freed.
     pub fn live_entries() -> isize {
         crate::loom_live::get()
+    }
+
+    /// Pool pages (`entry/pool/`) made and not yet released: once every thread that
+    /// allocated cells has exited and every cell is freed, none.
+    pub fn live_pages() -> isize {
+        crate::loom_live::pages()
+    }
+
+    /// Gives up the calling thread's pool heap, as the thread's exit does outside loom (under
+    /// loom, thread-local destructors run in an order loom cannot replay, so a model says
+    /// where its thread exits): empty pages are released, the others abandoned to their last
+    /// free.
+    pub fn exit_pool() {
+        crate::entry::loom_pool_exit();
+    }
+
+    /// A bare slot of the cell pool (the size a 32-byte cell gets), for the models of the
+    /// pool's own protocol: made on the calling thread's heap, freed where it is dropped.
+    #[derive(Debug)]
+    pub struct PoolSlot(std::ptr::NonNull<u8>);
+
+    // SAFETY: a slot is plain memory that its holder alone uses; it may be freed on any
+    // thread (`entry/pool/`).
+    unsafe impl Send for PoolSlot {}
+
+    impl PoolSlot {
+        /// A slot from this thread's heap; panics if the thread has none (it is exiting).
+        pub fn alloc() -> PoolSlot {
+            PoolSlot(crate::entry::loom_pool_alloc().expect("a heap on this thread"))
+        }
+
+        /// The slot's address, to tell slots apart (and see one reused).
+        pub fn addr(&self) -> usize {
+            self.0.as_ptr() as usize
+        }
+    }
+
+    impl Drop for PoolSlot {
+        fn drop(&mut self) {
+            // SAFETY: the slot came from the pool and this holder alone used it.
+            unsafe { crate::entry::loom_pool_free(self.0) };
+        }
     }
 
     /// Stages (a thread's arms for one shard) made and not yet freed.

@@ -7,6 +7,16 @@ use std::cell::Cell;
 std::thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
     static STAGES: Cell<isize> = const { Cell::new(0) };
+    static PAGES: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Pool pages (`entry/pool/page.rs`) made and not yet released.
+pub(crate) fn add_page(n: isize) {
+    PAGES.with(|l| l.set(l.get() + n));
+}
+
+pub(crate) fn pages() -> isize {
+    PAGES.with(Cell::get)
 }
 
 /// Stages (`stage.rs`) made and not yet freed.
@@ -29,4 +39,5 @@ pub(crate) fn get() -> isize {
 pub(crate) fn reset() {
     LIVE.with(|l| l.set(0));
     STAGES.with(|l| l.set(0));
+    PAGES.with(|l| l.set(0));
 }

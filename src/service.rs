@@ -283,8 +283,6 @@ impl TimerService {
             return Err(ScheduleError::Rejected(task));
         }
         let deadline = deadline(&self.inner.clock);
-        // Free a cell the shard let go of, here, where this allocation can reuse it.
-        shard.returned.free_one();
         let (entry, handle) = EntryRef::new_pair(deadline, task);
         let entry = match driver::schedule_local(shard, entry) {
             Ok(own) => {

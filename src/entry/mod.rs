@@ -1,8 +1,9 @@
-//! One timeout's shared half, in one allocation: the state word, the shard's key into its
-//! wheel, a reference count, and the task itself, stored inline.
+//! One timeout's shared half, in one cell: the state word, the shard's key into its wheel, a
+//! reference count, and the task itself, stored inline. The cell is a slot of the allocating
+//! thread's pool (`pool/`) when it is at most 128 bytes, else a `Box`.
 //!
 //! ```text
-//!  EntryRef ──▶ ┌───────────────── Cell<T> (one allocation) ─────────────────┐
+//!  EntryRef ──▶ ┌──────────────── Cell<T> (one pool slot or Box) ─────────────┐
 //!               │ Header: state (AtomicU64) │ refs (u32) │ key (u32) │ vtable │ task: T │
 //!               └───────────────────────────────────────────────────────────┘
 //! ```
@@ -19,15 +20,21 @@
 //!   It is an atomic only so that this stays safe code; every access is `Relaxed` because
 //!   one thread does them all.
 //! - `refs` counts the `EntryRef`s: the handles, mailbox messages and the wheel's slot. The
-//!   last one to go frees the cell.
+//!   last one to go frees the cell, through its vtable: to its pool page (`pool::free`: the
+//!   page's local list on the thread that made it, its remote stack elsewhere), or its `Box`.
 //!
 //! Why not `Arc<Entry>` with a `Box<dyn TimerTask>` inside: that is two allocations per
 //! timeout, and at a million pending timeouts about 145 bytes each (measured by the
-//! simulator); the single cell is one allocation of 24 bytes plus the task, and the task is
-//! run without being boxed at all when it is a closure (`TimerTask::run_unboxed`). Why not
-//! pooled entries reclaimed with `crossbeam-epoch`: reference counts already free each cell
-//! the moment its last user lets go, with no deferred garbage and no pinning on the arm
-//! path; a pool would save the allocator's work but keep the peak's memory for good.
+//! simulator); the single cell is 24 bytes plus the task, and the task is run without being
+//! boxed at all when it is a closure (`TimerTask::run_unboxed`). Why not entries reclaimed
+//! with `crossbeam-epoch`: reference counts already free each cell the moment its last user
+//! lets go, with no deferred garbage and no pinning on the arm path. Why a pool rather than
+//! the allocator: no allocator call on the arm path, a cell freed by the shard goes straight
+//! back to the thread that made it (one CAS on its page), and a 32-byte cell takes 32 bytes,
+//! not glibc's 48-byte chunk. The pool does not keep the peak's memory: a page goes back to
+//! the allocator once its owner finds it empty (save the one page per size class it
+//! allocates from), and an exiting thread's pages go back as their last cells are freed
+//! (`pool/mod.rs`, "What an idle pool keeps").
 //!
 //! The type-erased calls go through a static vtable per task type, as tokio's task header
 //! does; it is the one place in the crate with raw pointers.
@@ -42,13 +49,34 @@ use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
 
 mod owned;
-mod returned;
+mod pool;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 pub(crate) use owned::{BorrowedTask, OwnedTask};
-use returned::EmptyCell;
-pub(crate) use returned::Returned;
+#[cfg(loom)]
+pub(crate) use pool::loom_quarantine;
+
+/// For the loom models of the pool's own protocol (`loom_support::PoolSlot`): a slot of
+/// the smallest size class, as a cell of 32 bytes gets. `None` as for [`pool::alloc`].
+#[cfg(loom)]
+pub(crate) fn loom_pool_alloc() -> Option<NonNull<u8>> {
+    pool::alloc(0)
+}
+
+/// For the loom models: the calling thread's pool heap is given up, as its exit does.
+#[cfg(loom)]
+pub(crate) fn loom_pool_exit() {
+    pool::loom_exit();
+}
+
+/// # Safety
+/// As for [`pool::free`].
+#[cfg(loom)]
+pub(crate) unsafe fn loom_pool_free(slot: NonNull<u8>) {
+    // SAFETY: passed on from the caller.
+    unsafe { pool::free(slot) }
+}
 
 /// "Not in the wheel."
 const NO_KEY: u32 = u32::MAX;
@@ -99,6 +127,7 @@ struct Cell<T> {
 }
 
 impl<T: TimerTask> Cell<T> {
+    /// The vtable of a cell in a `Box`.
     const VTABLE: VTable = VTable {
         run: Self::run,
         cancelled: Self::cancelled,
@@ -110,6 +139,13 @@ impl<T: TimerTask> Cell<T> {
         left_pending_by_stop: || T::left_pending_by_stop(TOKEN),
         is_wake_up: || T::is_wake_up(TOKEN),
     };
+
+    /// The vtable of a cell in a pool slot: only the way it is freed differs, so a cell
+    /// carries no flag for it.
+    const POOLED_VTABLE: VTable = VTable { dealloc: Self::dealloc_pooled, ..Self::VTABLE };
+
+    /// The pool's size class for this cell, if it is pooled.
+    const CLASS: Option<usize> = pool::class_of(size_of::<Self>(), align_of::<Self>());
 
     /// # Safety
     /// `ptr` points to a live `Cell<T>` whose task is in place, and the caller has the
@@ -150,11 +186,22 @@ impl<T: TimerTask> Cell<T> {
     }
 
     /// # Safety
-    /// `ptr` came from `Box::into_raw` of a `Cell<T>` in [`EntryRef::new`], no reference to
-    /// it remains, and its task has been moved out or dropped.
+    /// `ptr` came from `Box::leak` of a `Cell<T>` in [`EntryRef::with_refs`], no reference
+    /// to it remains, and its task has been moved out or dropped.
     unsafe fn dealloc(ptr: NonNull<Header>) {
         // SAFETY: by the contract; `MaybeUninit` does not drop the (gone) task again.
         drop(unsafe { Box::from_raw(ptr.cast::<Cell<T>>().as_ptr()) });
+    }
+
+    /// # Safety
+    /// `ptr` is a pool slot holding a `Cell<T>` ([`EntryRef::with_refs`]), no reference to
+    /// it remains, and its task has been moved out or dropped.
+    unsafe fn dealloc_pooled(ptr: NonNull<Header>) {
+        // SAFETY: by the contract the cell is dead; dropping it in place drops its header
+        // (under loom, its leak-check `Arc`) and not the (gone) task (`MaybeUninit`).
+        unsafe { std::ptr::drop_in_place(ptr.cast::<Cell<T>>().as_ptr()) };
+        // SAFETY: the slot came from `pool::alloc` and nothing uses it any more.
+        unsafe { pool::free(ptr.cast()) };
     }
 }
 
@@ -187,21 +234,35 @@ impl EntryRef {
         (entry, other)
     }
 
+    /// A cell in a slot of the calling thread's pool if its size class is pooled and the
+    /// thread's heap is there, else in a `Box`.
     fn with_refs<T: TimerTask>(deadline: u64, task: T, refs: u32) -> EntryRef {
-        let cell = Box::new(Cell {
+        let slot = Cell::<T>::CLASS.and_then(pool::alloc);
+        let vtable = if slot.is_some() { &Cell::<T>::POOLED_VTABLE } else { &Cell::<T>::VTABLE };
+        let cell = Cell {
             header: Header {
                 state: StateCell::new_pending(deadline),
                 refs: AtomicU32::new(refs),
                 key: AtomicU32::new(NO_KEY),
-                vtable: &Cell::<T>::VTABLE,
+                vtable,
                 #[cfg(loom)]
                 leak_check: crate::sync::Arc::new(()),
             },
             task: UnsafeCell::new(MaybeUninit::new(task)),
-        });
+        };
         #[cfg(loom)]
         crate::loom_live::add(1);
-        EntryRef { ptr: NonNull::from(Box::leak(cell)).cast() }
+        let ptr = match slot {
+            Some(slot) => {
+                let ptr = slot.cast::<Cell<T>>();
+                // SAFETY: a free slot of the class of `Cell<T>`: at least its size, aligned
+                // to 16 bytes, which is at least its alignment (`pool::class_of`).
+                unsafe { ptr.as_ptr().write(cell) };
+                ptr
+            }
+            None => NonNull::from(Box::leak(Box::new(cell))),
+        };
+        EntryRef { ptr: ptr.cast() }
     }
 
     fn header(&self) -> &Header {
@@ -287,15 +348,16 @@ impl Clone for EntryRef {
     }
 }
 
-impl EntryRef {
-    /// Drops this reference; if it was the last, the cell, emptied of its task, is returned.
-    fn release(self) -> Option<EmptyCell> {
-        let this = ManuallyDrop::new(self);
+impl Drop for EntryRef {
+    /// Drops this reference; if it was the last, drops a task still in place and frees the
+    /// cell (to its pool page, or its `Box`).
+    fn drop(&mut self) {
+        let this = &*self;
         // Release: every use of the cell through this reference happens before the free;
         // pairs with the Acquire fence below in whichever thread drops the last reference
         // (as `Arc::drop`).
         if this.header().refs.fetch_sub(1, Ordering::Release) != 1 {
-            return None;
+            return;
         }
         // Acquire: see the Release above; the free happens after every other use.
         fence(Ordering::Acquire);
@@ -307,26 +369,10 @@ impl EntryRef {
         }
         #[cfg(loom)]
         crate::loom_live::add(-1);
-        // The task is gone (dropped above, or moved out by the winner of the terminal CAS,
-        // whose `OwnedTask` held a reference until it was done).
-        Some(EmptyCell { ptr: this.ptr })
-    }
-
-    /// Drops this reference on a shard's thread: if it was the last, the cell goes back to
-    /// be freed by the thread that schedules next on this shard (see [`Returned`]).
-    pub(crate) fn release_to(self, returned: &Returned) {
-        if let Some(cell) = self.release() {
-            returned.put(cell);
-        }
-    }
-}
-
-impl Drop for EntryRef {
-    fn drop(&mut self) {
-        let this = EntryRef { ptr: self.ptr };
-        if let Some(cell) = this.release() {
-            drop(cell);
-        }
+        // SAFETY: the last reference, so nothing else refers to the cell; its task is gone
+        // (dropped above, or moved out by the winner of the terminal CAS, whose `OwnedTask`
+        // held a reference until it was done); the vtable frees it the way it was made.
+        unsafe { (this.header().vtable.dealloc)(this.ptr) };
     }
 }
 

@@ -1,6 +1,6 @@
 //! The right to an entry's task, held by the winner of its terminal CAS.
 
-use super::{Cell, EntryRef, Returned};
+use super::{Cell, EntryRef};
 use crate::task::TimerTask;
 use std::any::TypeId;
 use std::mem::ManuallyDrop;
@@ -39,14 +39,13 @@ impl OwnedTask {
         (self.entry.header().vtable.runs_on_shard)()
     }
 
-    /// Runs the task on its shard, then lets go of the entry there (see [`Returned`]). If
-    /// the task panics, the reference is dropped as the panic unwinds.
-    pub(crate) fn run_on_shard(self, returned: &Returned) {
+    /// Runs the task (on its shard, or the offload pool), then lets go of the entry. If the
+    /// task panics, the reference is dropped as the panic unwinds.
+    pub(crate) fn run_on_shard(self) {
         let entry = self.into_entry();
         // SAFETY: we won the terminal CAS, so the task is in place and ours; `entry` keeps
         // the cell alive during the call.
         unsafe { (entry.header().vtable.run)(entry.ptr) };
-        entry.release_to(returned);
     }
 
     /// Tells the task it was cancelled (after a won `cancel()`; `Timeout::cancel` uses

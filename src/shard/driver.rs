@@ -338,7 +338,7 @@ impl Local {
         if entry.state().try_link() {
             self.file(entry);
         } else {
-            entry.release_to(&self.shard.returned);
+            drop(entry);
         }
     }
 
@@ -347,7 +347,7 @@ impl Local {
     fn file(&mut self, entry: EntryRef) {
         match entry.state().load() {
             State::Pending { .. } => self.insert(entry),
-            _ => entry.release_to(&self.shard.returned),
+            _ => drop(entry),
         }
     }
 
@@ -362,9 +362,9 @@ impl Local {
         if let Some(key) = entry.key() {
             debug_assert!(self.wheel.get(key).is_some_and(|e| e.ptr_eq(&entry)));
             entry.set_key(None);
-            self.wheel.remove(key).release_to(&self.shard.returned);
+            drop(self.wheel.remove(key));
         }
-        entry.release_to(&self.shard.returned);
+        drop(entry);
     }
 
     /// Files an entry again at its (earlier) deadline, if it is in the wheel. One that was
@@ -380,7 +380,7 @@ impl Local {
             self.file(entry);
             return;
         }
-        entry.release_to(&self.shard.returned);
+        drop(entry);
     }
 
     /// Polls the wheel up to `now` and commits what is due; `true` if more is due.
@@ -394,7 +394,7 @@ impl Local {
                 match entry.state().load() {
                     // Cancelled after the wheel filed it: the unlink notice will find no key.
                     State::Cancelled { .. } => {
-                        entry.release_to(&self.shard.returned);
+                        drop(entry);
                         break;
                     }
                     // Reset to later: file it again (the lazy re-arm).
@@ -408,7 +408,7 @@ impl Local {
                             self.shard.release();
                             expired += 1;
                             batch.push(task);
-                            entry.release_to(&self.shard.returned);
+                            drop(entry);
                             break;
                         }
                     }
@@ -452,7 +452,6 @@ impl Local {
             self.take_back(entry, &mut unfired);
         }
         self.shard.counters.unfired(unfired.len() as u64);
-        self.shard.returned.free_all();
         unfired
     }
 
@@ -473,7 +472,7 @@ impl Local {
 /// Runs the committed tasks with nothing borrowed, catching panics.
 fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
     for task in batch.drain(..) {
-        if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
+        if catch_unwind(AssertUnwindSafe(|| task.run_on_shard())).is_err() {
             shard.counters.panicked();
         }
     }
@@ -489,15 +488,15 @@ pub(crate) type Pool = rayon::ThreadPool;
 #[derive(Debug)]
 pub(crate) enum Pool {}
 
-/// Hands the committed tasks to `pool`, each with the shard to count its panic on and to
-/// hand its cell back to (`Returned` takes cells from any thread). The shard goes on at once.
+/// Hands the committed tasks to `pool`, each with the shard to count its panic on. The shard
+/// goes on at once.
 #[cfg(not(feature = "offload"))]
 fn offload_tasks(_: &Arc<Shard>, _: &mut Vec<OwnedTask>, pool: &Pool) {
     match *pool {}
 }
 
-/// Hands the committed user tasks to `pool`, each with the shard to count its panic on and
-/// to hand its cell back to (`Returned` takes cells from any thread), and goes on at once.
+/// Hands the committed user tasks to `pool`, each with the shard to count its panic on (a
+/// cell freed on the pool goes back to its page like any foreign free), and goes on at once.
 /// The crate's own tasks (a `Sleep`'s wake-up, a series' control: `TimerTask::runs_on_shard`)
 /// run here, on the shard, as without offload: a pool busy with (or blocked by) user tasks
 /// must delay no sleep, and a task on the pool that waits for a sleep must not wait for a
@@ -506,14 +505,14 @@ fn offload_tasks(_: &Arc<Shard>, _: &mut Vec<OwnedTask>, pool: &Pool) {
 fn offload_tasks(shard: &Arc<Shard>, batch: &mut Vec<OwnedTask>, pool: &Pool) {
     for task in batch.drain(..) {
         if task.runs_on_shard() {
-            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
+            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard())).is_err() {
                 shard.counters.panicked();
             }
             continue;
         }
         let shard = shard.clone();
         pool.spawn(move || {
-            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard(&shard.returned))).is_err() {
+            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard())).is_err() {
                 shard.counters.panicked();
             }
         });

@@ -22,7 +22,6 @@ pub(crate) use handle::ShardHandle;
 
 use crate::clock::Clock;
 use crate::counts::Slots;
-use crate::entry::Returned;
 use crate::mailbox::Mailbox;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -37,8 +36,6 @@ pub(crate) struct Shard {
     pub(crate) counters: Counters,
     /// Each thread's arms and cancels on this shard (`counts.rs`).
     pub(crate) counts: Slots,
-    /// Cells this shard let go of last, for the threads that schedule here to free.
-    pub(crate) returned: Returned,
     /// Set by the service's last drop before it closes the mailbox: nobody will collect
     /// what the shard takes back as it stops, so the shard drops it itself (see
     /// `driver::run`).
@@ -65,7 +62,6 @@ impl Shard {
             mailbox: Mailbox::new(),
             counters: Counters::default(),
             counts: Slots::new(),
-            returned: Returned::new(),
             abandoned: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             settle_requested: AtomicU64::new(0),

@@ -1,0 +1,175 @@
+//! A thread's heap: its pages, one list per size class, and the page each class allocates
+//! from now. Only its thread touches it (a thread-local); other threads reach its pages only
+//! through `Page::free_remote`.
+//!
+//! Allocation takes from the current page's local list, then its never-used slots, then
+//! what other threads freed into it. When the page has nothing left, the heap sweeps the
+//! class: it collects every page's foreign frees, releases the pages that turn out empty,
+//! and switches to a page with an eighth of its slots free, or makes a new one. So a
+//! thread's pages come back as it keeps allocating (and all at once when it exits); the
+//! heap keeps, beyond its live cells, at most the current page of each class.
+
+use super::page::Page;
+use super::{CLASSES, slot_bytes};
+use crate::sync::plain::{AtomicU64, Ordering};
+use std::cell::{Cell, RefCell};
+use std::ptr::NonNull;
+
+/// Heap ids: a page records its owner's, and a free compares it with its own thread's. Ids
+/// are never reused, so a page whose owner has exited never looks like a new thread's. A
+/// plain atomic: it only hands out distinct numbers (`sync::plain`).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One thread's heap.
+pub(super) struct Heap {
+    /// 0 until the heap makes its first page.
+    id: Cell<u64>,
+    classes: RefCell<[Class; CLASSES]>,
+}
+
+/// One size class's pages.
+struct Class {
+    /// Every page of the class the heap owns; each knows its index here.
+    pages: Vec<NonNull<Page>>,
+    /// The page allocations come from.
+    current: Option<NonNull<Page>>,
+}
+
+impl Heap {
+    pub(super) const fn new() -> Heap {
+        Heap {
+            id: Cell::new(0),
+            classes: RefCell::new([const { Class { pages: Vec::new(), current: None } }; CLASSES]),
+        }
+    }
+
+    /// Whether `page` belongs to this heap.
+    pub(super) fn owns(&self, page: &Page) -> bool {
+        page.owner() == self.id.get()
+    }
+
+    /// A slot of `class`; `None` if the allocator has no memory for a new page.
+    pub(super) fn alloc(&self, class: usize) -> Option<NonNull<u8>> {
+        let mut classes = self.classes.borrow_mut();
+        let c = &mut classes[class];
+        if let Some(page) = c.current {
+            // SAFETY: the heap's pages live until it releases or abandons them.
+            let page = unsafe { page.as_ref() };
+            if let Some(slot) = page.take() {
+                return Some(slot);
+            }
+            if page.collect() > 0 {
+                return page.take();
+            }
+        }
+        self.refill(c, class)
+    }
+
+    /// The current page is full: sweeps the class, then allocates from a roomy page.
+    fn refill(&self, c: &mut Class, class: usize) -> Option<NonNull<u8>> {
+        let mut chosen = None;
+        let mut i = 0;
+        while i < c.pages.len() {
+            // SAFETY: as in `alloc`.
+            let page = unsafe { c.pages[i].as_ref() };
+            page.collect();
+            if chosen.is_none() && page.roomy() {
+                chosen = Some(c.pages[i]);
+            } else if page.used() == 0 {
+                // Empty, and not the one kept: released (and `i` now holds the last page).
+                c.remove(i);
+                continue;
+            }
+            i += 1;
+        }
+        let page = match chosen {
+            Some(page) => page,
+            None => {
+                if self.id.get() == 0 {
+                    // Relaxed: only distinct values are needed.
+                    self.id.set(NEXT_ID.fetch_add(1, Ordering::Relaxed));
+                }
+                let page = Page::new(self.id.get(), class, slot_bytes(class))?;
+                // SAFETY: just made, ours.
+                unsafe { page.as_ref() }.set_index(c.pages.len());
+                c.pages.push(page);
+                page
+            }
+        };
+        c.current = Some(page);
+        // SAFETY: as in `alloc`.
+        unsafe { page.as_ref() }.take()
+    }
+
+    /// Takes back a slot of one of this heap's pages, freed on its thread.
+    ///
+    /// # Safety
+    /// `page` is this heap's and the page of `slot`, which was handed out and is not used
+    /// any more.
+    pub(super) unsafe fn free(&self, page: NonNull<Page>, slot: NonNull<u8>) {
+        // SAFETY: the heap's pages live until it releases or abandons them.
+        let p = unsafe { page.as_ref() };
+        // SAFETY: passed on from the caller.
+        unsafe { p.free_local(slot) };
+        if p.used() == 0 {
+            let mut classes = self.classes.borrow_mut();
+            let c = &mut classes[p.class()];
+            if c.current != Some(page) {
+                // Empty and not the current page: given back now rather than kept.
+                c.remove(p.index());
+            }
+        }
+    }
+}
+
+impl Class {
+    /// Releases the empty page at `i`; the last page takes its place.
+    fn remove(&mut self, i: usize) {
+        let page = self.pages.swap_remove(i);
+        if let Some(moved) = self.pages.get(i) {
+            // SAFETY: the heap's pages live until it releases or abandons them.
+            unsafe { moved.as_ref() }.set_index(i);
+        }
+        // SAFETY: the page is empty (the caller checked `used() == 0` after collecting),
+        // not the current page, and no longer listed: nothing will touch it again.
+        unsafe { Page::release(page) };
+    }
+}
+
+impl Heap {
+    /// The thread exits: each page is released if empty, or abandoned to its cells' last
+    /// free (`Page::abandon`). The heap forgets its id, so that a later free on this thread
+    /// of a cell of those pages goes the foreign way.
+    pub(super) fn abandon_all(&self) {
+        self.id.set(0);
+        for c in self.classes.borrow_mut().iter_mut() {
+            c.current = None;
+            for page in c.pages.drain(..) {
+                // SAFETY: ours, and neither we nor anyone touches it after unless told to
+                // release it.
+                if unsafe { Page::abandon(page) } {
+                    // SAFETY: `abandon` says no cell of it is live, to us alone.
+                    unsafe { Page::release(page) };
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Heap {
+    /// The thread exits. Under loom the models call [`Heap::abandon_all`] themselves
+    /// (`loom_support::exit_pool`): loom runs a thread's thread-local destructors in an order
+    /// that changes from one execution to the next (a `HashMap`'s), which it cannot replay
+    /// when two of them (this one and the stages') touch atomics.
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        self.abandon_all();
+    }
+}
+
+impl std::fmt::Debug for Heap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pages = self.classes.try_borrow().map(|c| c.iter().map(|c| c.pages.len()).sum::<usize>()).ok();
+        f.debug_struct("Heap").field("id", &self.id.get()).field("pages", &pages).finish()
+    }
+}

@@ -1,0 +1,116 @@
+//! The cell pool: per-thread heaps of exact-size slots, so that arming and cancelling on
+//! one thread reuses memory that thread owns, with no call to the allocator and no atomic
+//! operation, and a cell freed on another thread goes straight back to its page.
+//!
+//! ```text
+//!  thread A's heap ──▶ class 32 B: [page]──[page]──…     page (PAGE_BYTES, aligned to them)
+//!                      class 48 B: [page]                ┌────────┬──────┬──────┬─────┐
+//!                      …                                 │ header │ slot │ slot │ ... │
+//!                                                        └────────┴──────┴──────┴─────┘
+//!  free on A:        slot ──▶ header.local_free   (owner only, plain stores)
+//!  free elsewhere:   slot ──▶ header.remote       (one CAS; A takes the stack with one swap)
+//!  A exits:          each page released if empty, else abandoned: its last free releases it
+//! ```
+//!
+//! The design is mimalloc's (Leijen, Zorn and de Moura, "Mimalloc: Free List Sharding in
+//! Action", 2019), cut down to what cells need: size classes of 16 B steps from 32 B to
+//! [`MAX_POOLED`] (larger or more aligned cells stay `Box`es); a cell's page is found by
+//! masking its address, so a cell carries no field for the pool. See `page.rs` for who may
+//! touch which field, and `heap.rs` for when pages are made and released.
+//!
+//! Why not the allocator: with glibc a 32 B cell costs a 48 B chunk, and a cell freed by
+//! the shard thread lands in that thread's cache, away from the scheduling thread that will
+//! allocate the next one (the old remedy, a queue per shard that handed cells back to be
+//! freed where they were allocated, was a hot spot every producer of the shard CASed). Here
+//! a foreign free is one CAS on the cell's own page, which only its owner and the threads
+//! freeing its cells touch.
+//!
+//! What an idle pool keeps: a page goes back to the allocator as soon as its owner finds it
+//! empty (at once for a free on the owner thread, at the owner's next sweep for frees
+//! elsewhere), except the page each size class allocates from; a thread that exits gives
+//! back all of its pages, each when its last cell is freed. So memory follows the live
+//! cells, not their peak, save for what a thread that stops arming left to other threads
+//! to free: that stays with its pages until it arms again or exits. A released page goes
+//! to a process-wide spare of at most four (1 MiB) before the allocator, so that a new
+//! thread's first cell does not map a fresh block (`page.rs`, `spare`).
+
+mod heap;
+mod page;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+use heap::Heap;
+use page::Page;
+#[cfg(loom)]
+pub(crate) use page::loom_quarantine;
+use std::ptr::NonNull;
+
+/// Step between size classes.
+const CLASS_STEP: usize = 16;
+/// The smallest slot: a cell is at least its 24 B header.
+const MIN_POOLED: usize = 32;
+/// The largest pooled cell; larger ones are `Box`es.
+pub(super) const MAX_POOLED: usize = 128;
+/// Size classes: 32, 48, …, `MAX_POOLED` bytes.
+const CLASSES: usize = (MAX_POOLED - MIN_POOLED) / CLASS_STEP + 1;
+
+crate::sync::const_thread_local! {
+    static HEAP: Heap = Heap::new();
+}
+
+/// The size class of a cell of `size` bytes aligned to `align`, or `None` if it is not
+/// pooled. Slots are aligned to 16 bytes (pages are aligned, the header and every slot size
+/// are multiples of 16).
+pub(super) const fn class_of(size: usize, align: usize) -> Option<usize> {
+    if size > MAX_POOLED || align > CLASS_STEP {
+        return None;
+    }
+    let size = if size < MIN_POOLED { MIN_POOLED } else { size };
+    Some((size.next_multiple_of(CLASS_STEP) - MIN_POOLED) / CLASS_STEP)
+}
+
+/// The slot size of `class`.
+const fn slot_bytes(class: usize) -> usize {
+    MIN_POOLED + class * CLASS_STEP
+}
+
+/// A slot of `class` from the calling thread's heap; `None` if the thread's heap is gone
+/// (a thread-local destructor arming as its thread exits) or the allocator is out of
+/// memory: the caller then uses a `Box`.
+pub(super) fn alloc(class: usize) -> Option<NonNull<u8>> {
+    HEAP.try_with(|heap| heap.alloc(class)).ok().flatten()
+}
+
+/// Under loom: what the calling thread's exit does outside loom (see `Heap`'s `Drop`).
+#[cfg(loom)]
+pub(super) fn loom_exit() {
+    HEAP.with(Heap::abandon_all);
+}
+
+/// Gives a slot back: to the local list if this thread owns its page, else to the page's
+/// remote stack (or, if its owner has exited, towards the page's release).
+///
+/// # Safety
+/// `slot` came from [`alloc`] and is not used any more (its cell was dropped, or moved out).
+pub(super) unsafe fn free(slot: NonNull<u8>) {
+    let page = Page::of(slot);
+    let local = HEAP.try_with(|heap| {
+        // SAFETY: the page lives while the cell in `slot` does, and it still does.
+        if heap.owns(unsafe { page.as_ref() }) {
+            // SAFETY: our page, and the slot is free (the caller's contract).
+            unsafe { heap.free(page, slot) };
+            true
+        } else {
+            false
+        }
+    });
+    if matches!(local, Ok(true)) {
+        return;
+    }
+    // SAFETY: the page is the slot's, and the slot is free; we do not touch the page again
+    // unless told to release it.
+    if unsafe { Page::free_remote(page, slot) } {
+        // SAFETY: `free_remote` tells exactly one caller, once no cell of the page is live.
+        unsafe { Page::release(page) };
+    }
+}

@@ -1,0 +1,122 @@
+//! The pool's slot life cycle: size classes, local reuse, foreign frees, abandoned pages.
+
+use super::page::{PAGE_BYTES, Page};
+use super::*;
+use std::collections::HashSet;
+
+#[test]
+fn size_classes_step_by_16_bytes_up_to_the_limit() {
+    assert_eq!(class_of(24, 8), Some(0));
+    assert_eq!(class_of(32, 8), Some(0));
+    assert_eq!(class_of(40, 8), Some(1));
+    assert_eq!(class_of(48, 16), Some(1));
+    assert_eq!(class_of(MAX_POOLED, 8), Some(CLASSES - 1));
+    assert_eq!(class_of(MAX_POOLED + 8, 8), None, "larger cells are boxed");
+    assert_eq!(class_of(32, 32), None, "more aligned cells are boxed");
+    for class in 0..CLASSES {
+        assert_eq!(class_of(slot_bytes(class), 8), Some(class));
+    }
+}
+
+#[test]
+fn a_slot_freed_on_its_thread_is_the_next_one_handed_out() {
+    let a = alloc(0).unwrap();
+    let b = alloc(0).unwrap();
+    assert_ne!(a, b);
+    assert_eq!(a.as_ptr() as usize % 16, 0);
+    assert_eq!(Page::of(a), Page::of(b), "one page holds both");
+    // SAFETY: `a` came from `alloc` and is not used.
+    unsafe { free(a) };
+    assert_eq!(alloc(0).unwrap(), a);
+    // SAFETY: both came from `alloc` and are not used.
+    unsafe {
+        free(a);
+        free(b);
+    }
+}
+
+/// Allocates slots of `class` until one lands on a new page; returns the slots of the
+/// first page, and the first slot of the next.
+fn fill_a_page(class: usize) -> (Vec<NonNull<u8>>, NonNull<u8>) {
+    let mut slots = vec![alloc(class).unwrap()];
+    let page = Page::of(slots[0]);
+    loop {
+        let slot = alloc(class).unwrap();
+        if Page::of(slot) != page {
+            return (slots, slot);
+        }
+        slots.push(slot);
+    }
+}
+
+#[test]
+fn a_slot_freed_on_another_thread_comes_back_to_its_owner() {
+    let (slots, next) = fill_a_page(2);
+    assert!(slots.len() > 1000, "a page holds {} slots of 64 B", slots.len());
+    assert!(slots.len() * 64 <= PAGE_BYTES);
+    let distinct: HashSet<_> = slots.iter().collect();
+    assert_eq!(distinct.len(), slots.len(), "each slot handed out once");
+    // Free every slot of the full first page on another thread: they go to its remote stack.
+    let addrs: Vec<usize> = slots.iter().map(|s| s.as_ptr() as usize).collect();
+    std::thread::spawn(move || {
+        for a in addrs {
+            // SAFETY: each came from `alloc` on the parent thread and is not used.
+            unsafe { free(NonNull::new(a as *mut u8).unwrap()) };
+        }
+    })
+    .join()
+    .unwrap();
+    // Fill the second page; the heap then sweeps and finds the first one's slots again.
+    let (second, third) = fill_a_page(2);
+    assert_eq!(Page::of(second[0]), Page::of(next));
+    assert_eq!(Page::of(third), Page::of(slots[0]), "the first page is used again, not a third one");
+    assert!(distinct.contains(&third));
+    for slot in second.into_iter().chain([next, third]) {
+        // SAFETY: each came from `alloc` and is not used.
+        unsafe { free(slot) };
+    }
+}
+
+#[test]
+fn a_page_outlives_its_thread_until_its_last_cell_is_freed() {
+    // Cells made on a thread that exits, freed afterwards here: the page is abandoned, and
+    // the last free releases it (valgrind, `.ci/valgrind.sh`, checks it is released once).
+    let addrs: Vec<usize> = std::thread::spawn(|| {
+        let slots: Vec<usize> = (0..100).map(|_| alloc(1).unwrap().as_ptr() as usize).collect();
+        // One freed on its own thread before the exit, one left on its remote stack.
+        // SAFETY: from `alloc`, not used.
+        unsafe { free(NonNull::new(slots[0] as *mut u8).unwrap()) };
+        slots[1..].to_vec()
+    })
+    .join()
+    .unwrap();
+    for a in addrs {
+        // SAFETY: from `alloc` on the exited thread, not used.
+        unsafe { free(NonNull::new(a as *mut u8).unwrap()) };
+    }
+}
+
+#[test]
+fn a_thread_whose_heap_is_gone_gets_no_slot_and_frees_remotely() {
+    struct OnExit(Option<usize>);
+    impl Drop for OnExit {
+        fn drop(&mut self) {
+            // Runs among the thread's thread-local destructors, maybe after the heap's.
+            if let Some(a) = self.0.take() {
+                // SAFETY: from `alloc` on this thread, not used.
+                unsafe { free(NonNull::new(a as *mut u8).unwrap()) };
+            }
+            let _ = alloc(0).map(|s| {
+                // SAFETY: just handed out.
+                unsafe { free(s) }
+            });
+        }
+    }
+    std::thread_local! { static EXIT: std::cell::RefCell<OnExit> = const { std::cell::RefCell::new(OnExit(None)) }; }
+    std::thread::spawn(|| {
+        let a = alloc(0).unwrap();
+        EXIT.with(|e| e.borrow_mut().0 = Some(a.as_ptr() as usize));
+    })
+    .join()
+    .unwrap();
+}
