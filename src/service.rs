@@ -271,11 +271,15 @@ impl TimerService {
         task: T,
     ) -> Result<Timeout, ScheduleError<T>> {
         let shard = &self.inner.shards[index];
+        // Whether this thread is the shard's driver, from the routing's plain thread-local:
+        // the driver's own state (`driver::LOCAL`) is set only while that is, so a thread
+        // this says is not the driver skips both looks at it (most threads, every arm).
+        let maybe_driver = routing::driving(self.inner.id) == Some(index);
         // A task running on this shard's own thread in its last turn (a series' run re-arming
         // as `stop()` closes the shard) still files straight into the wheel: the final drain
         // that follows hands it back in `stop()`'s list, so nothing is refused that `stop()`
         // could return.
-        if shard.mailbox.is_closed() && !driver::drives(shard) {
+        if shard.mailbox.is_closed() && !(maybe_driver && driver::drives(shard)) {
             return Err(closed_error(shard, task));
         }
         if !shard.try_reserve() {
@@ -284,12 +288,16 @@ impl TimerService {
         }
         let deadline = deadline(&self.inner.clock);
         let (entry, handle) = EntryRef::new_pair(deadline, task);
-        let entry = match driver::schedule_local(shard, entry) {
-            Ok(own) => {
-                shard.counters.armed();
-                return Ok(Timeout { entry: handle, shard: own });
+        let entry = if maybe_driver {
+            match driver::schedule_local(shard, entry) {
+                Ok(own) => {
+                    shard.counters.armed();
+                    return Ok(Timeout { entry: handle, shard: own });
+                }
+                Err(entry) => entry,
             }
-            Err(entry) => entry,
+        } else {
+            entry
         };
         let entry = match staging::arm(shard, entry, deadline) {
             Staging::Staged(own) => return Ok(Timeout { entry: handle, shard: own }),
