@@ -45,7 +45,8 @@ def estimate(path):
     pick = est.get("slope") or est["mean"]
     ns = float(pick["point_estimate"])
     elements = None
-    bench = os.path.join(os.path.dirname(os.path.dirname(path)), "benchmark.json")
+    # `benchmark.json` beside it names the row (the directory's name has `/` made `_`).
+    bench = os.path.join(os.path.dirname(path), "benchmark.json")
     try:
         with open(bench) as f:
             meta = json.load(f)
@@ -210,7 +211,7 @@ def self_test():
             with open(os.path.join(d, "new", "estimates.json"), "w") as f:
                 json.dump(est, f)
             meta = {"full_id": full_id, "throughput": {"Elements": elements} if elements else None}
-            with open(os.path.join(d, "benchmark.json"), "w") as f:
+            with open(os.path.join(d, "new", "benchmark.json"), "w") as f:
                 json.dump(meta, f)
 
         subj = [20.0, 10.0, 12.0, 11.0, 30.0]  # median 12
@@ -273,10 +274,22 @@ def main():
     p.add_argument("--nice", type=int, help="run cargo under `nice -n N`")
     p.add_argument("--criterion-dir", default=None, help="default: $CRITERION_HOME, else $CARGO_TARGET_DIR (or target) + /criterion")
     p.add_argument("--json", help="write every run's rows and notes here")
+    p.add_argument("--from-json", help="no runs: summarize the runs a --json FILE kept")
     p.add_argument("--self-test", action="store_true", help="check the statistics on a fake tree and exit")
     args = p.parse_args(argv)
     if args.self_test:
         self_test()
+        return
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        print("$ " + " ".join(saved["command"]))
+        for note in saved["notes"]:
+            print(note)
+        print()
+        runs = [{k: tuple(v) for k, v in r.items()} for r in saved["runs"]]
+        for line in summarize(runs, args.subject, set(args.peer) if args.peer else None, args.peer_part):
+            print(line)
         return
     if not args.bench:
         p.error("--bench is required")
