@@ -253,10 +253,10 @@ MUTATIONS = [
      """        Ok(())""",
      "loom_local", "remote_arm_races_wheel_drop"),
     ("M40", "the owner's cancel is a load and a store, not a CAS, with a remote handle out", "src/local/mod.rs",
-     """        if !self.remote_made.get() {
-            // `find` saw it pending""",
-     """        if true {
-            // `find` saw it pending""",
+     """        if self.remote_made.get() {
+            return self.cancel_shared(key);""",
+     """        if false {
+            return self.cancel_shared(key);""",
      "loom_local", "remote_cancel_races_owner_cancel"),
     ("M50", "the owner applies a remote reset's message whatever its ticket (an older reset undoes a later one)",
      "src/local/mod.rs",

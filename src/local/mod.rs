@@ -353,9 +353,17 @@ impl<T> LocalWheel<T> {
         let word = self.slots.ensure(index, &self.shared.directory);
         match word {
             Some(word) => Ok(TimerKey { index, generation: word.arm() }),
-            // The node is out of the wheel before the caller drops the payload.
-            None => Err(self.wheel.remove(key).payload),
+            None => Err(self.unfile(key)),
         }
+    }
+
+    /// Takes back a timer just filed that got no slot word (past 2²⁸ slots): out of the
+    /// wheel before the caller drops the payload. Out of line, so that the arm path inlined
+    /// into callers carries no copy of the wheel's removal.
+    #[cold]
+    #[inline(never)]
+    fn unfile(&mut self, key: Key) -> T {
+        self.wheel.remove(key).payload
     }
 
     /// The wheel's key and slot word for `key`, if it names a pending timer.
@@ -381,15 +389,28 @@ impl<T> LocalWheel<T> {
     /// ```
     #[inline]
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
-        let (wheel_key, word) = self.find(key)?;
-        if !self.remote_made.get() {
-            // `find` saw it pending, and no other thread can reach the word.
-            word.vacate_exclusive(key.generation);
-        } else if !word.try_cancel_owned(key.generation) {
-            return None;
-        } else {
-            self.forget_resets(key.index);
+        // The form with a remote handle out (a CAS, and the resets a remote may have left)
+        // is out of line, so that what is inlined into the caller is the plain form alone.
+        if self.remote_made.get() {
+            return self.cancel_shared(key);
         }
+        let (wheel_key, word) = self.find(key)?;
+        // `find` saw it pending, and no other thread can reach the word.
+        word.vacate_exclusive(key.generation);
+        let entry = self.wheel.remove(wheel_key);
+        self.retire_if_round(wheel_key, key.generation);
+        Some(entry.payload)
+    }
+
+    /// [`cancel`](LocalWheel::cancel) once a remote handle exists: one CAS on the slot word
+    /// decides between this cancel and a remote's cancel or reset.
+    #[inline(never)]
+    fn cancel_shared(&mut self, key: TimerKey) -> Option<T> {
+        let (wheel_key, word) = self.find(key)?;
+        if !word.try_cancel_owned(key.generation) {
+            return None;
+        }
+        self.forget_resets(key.index);
         let entry = self.wheel.remove(wheel_key);
         self.retire_if_round(wheel_key, key.generation);
         Some(entry.payload)

@@ -390,14 +390,17 @@ impl<T: Timed> Wheel<T> {
     /// [`Wheel::place`], given the deadline the entry at `key` reports.
     #[inline]
     fn place_at(&mut self, key: u32, deadline: u64) {
-        match self.processing {
+        let list = match self.processing {
             // Due now, or belongs in the slot being worked through: join its tail, behind
             // every older entry for the same tick.
             Some((level, slot)) if deadline <= self.elapsed || self.in_processing_range(deadline, level) => {
-                self.push_slot(level, slot, key, deadline);
+                self.note_deadline(level, slot, deadline);
+                slot_list(level, slot)
             }
-            _ => self.file_at(key, deadline),
-        }
+            _ => self.list_for(deadline),
+        };
+        // One copy of the push where this is inlined (the arm path), whichever the list.
+        self.slab.push_back(list, key);
     }
 
     /// The deadline the entry at `key` reports now.
@@ -421,25 +424,29 @@ impl<T: Timed> Wheel<T> {
     /// [`Wheel::file`], given the deadline the entry at `key` reports.
     #[inline(always)]
     fn file_at(&mut self, key: u32, deadline: u64) {
+        let list = self.list_for(deadline);
+        self.slab.push_back(list, key);
+    }
+
+    /// The list [`Wheel::file_at`] puts an entry with `deadline` on, its slot marked
+    /// occupied by it.
+    #[inline(always)]
+    fn list_for(&mut self, deadline: u64) -> ListId {
         if deadline <= self.elapsed {
-            self.slab.push_back(READY, key);
+            READY
         } else if deadline == NEVER {
-            self.slab.push_back(NEVER_LIST, key);
+            NEVER_LIST
         } else {
             let level = level_for(self.elapsed, deadline);
             if level >= LEVELS {
                 self.horizon_min = self.horizon_min.min(deadline);
-                self.slab.push_back(HORIZON, key);
+                HORIZON
             } else {
-                self.push_slot(level, slot_for(deadline, level), key, deadline);
+                let slot = slot_for(deadline, level);
+                self.note_deadline(level, slot, deadline);
+                slot_list(level, slot)
             }
         }
-    }
-
-    #[inline]
-    fn push_slot(&mut self, level: usize, slot: usize, key: u32, deadline: u64) {
-        self.slab.push_back(slot_list(level, slot), key);
-        self.note_deadline(level, slot, deadline);
     }
 
     /// Marks slot `(level, slot)` occupied by an entry filed with `deadline`.

@@ -72,16 +72,24 @@ impl<T> Slab<T> {
             *node = Node { value: Some(value), prev: key, next: key };
             key
         } else {
-            let key = u32::try_from(self.nodes.len()).expect("a wheel holds fewer than 2^32 - 1 timers");
-            assert!(key != NIL, "a wheel holds fewer than 2^32 - 1 timers");
-            if self.nodes.len() == self.nodes.capacity() {
-                // Grow by an eighth, not by the doubling `Vec` would do: at most one node in
-                // nine lies unused (a doubled `Vec` can leave half), still amortised O(1).
-                self.nodes.reserve_exact((self.nodes.len() / 8).max(64));
-            }
-            self.nodes.push(Node { value: Some(value), prev: key, next: key });
-            key
+            self.push_new(value)
         }
+    }
+
+    /// [`Slab::alloc`] with no free node: a new one at the end. Out of line (a slab at its
+    /// size reuses freed nodes), so that the inlined `alloc` stays small.
+    #[cold]
+    #[inline(never)]
+    fn push_new(&mut self, value: T) -> u32 {
+        let key = u32::try_from(self.nodes.len()).expect("a wheel holds fewer than 2^32 - 1 timers");
+        assert!(key != NIL, "a wheel holds fewer than 2^32 - 1 timers");
+        if self.nodes.len() == self.nodes.capacity() {
+            // Grow by an eighth, not by the doubling `Vec` would do: at most one node in
+            // nine lies unused (a doubled `Vec` can leave half), still amortised O(1).
+            self.nodes.reserve_exact((self.nodes.len() / 8).max(64));
+        }
+        self.nodes.push(Node { value: Some(value), prev: key, next: key });
+        key
     }
 
     /// Frees a node that is on no list; returns its value.
