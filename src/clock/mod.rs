@@ -118,6 +118,20 @@ impl Clock {
         self.deadline_after_read(delay)
     }
 
+    /// Now in nanoseconds since the start, for a deadline `delay` from now that the caller
+    /// counts itself (`LocalWheel::arm`, whose clock is real time, never paused nor mocked):
+    /// the TSC estimate where there is one and the delay is not zero (as
+    /// [`Clock::deadline_after`]), else `Instant::now()`.
+    #[inline]
+    pub(crate) fn real_nanos_for_delay(&self, delay: Duration) -> u64 {
+        if !delay.is_zero() {
+            if let Some(now) = self.fast_now() {
+                return now;
+            }
+        }
+        self.nanos_at(Instant::now())
+    }
+
     /// The TSC estimate of now, in nanoseconds since the start: never behind
     /// `Instant::now()` read before it, ahead by microseconds at most (see [`tsc`]).
     #[inline]

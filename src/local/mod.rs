@@ -5,7 +5,7 @@
 //!
 //! A `LocalWheel` is the service's wheel (`src/wheel/`), holding [`Entry`]s (a deadline tick
 //! and the payload), driven one due timer at a time ([`Wheel::pop_due`]) instead of in
-//! batches, with the service's tick arithmetic (`src/clock.rs`). It reads no clock: its now
+//! batches, with the service's tick arithmetic (`src/clock/mod.rs`). It reads no clock: its now
 //! is the last instant given to [`LocalWheel::poll_expired`].
 //!
 //! # Keys
@@ -239,8 +239,10 @@ impl<T> LocalWheel<T> {
         }
     }
 
-    /// Arms `payload` to fire `delay` from now, in real time: this **reads the clock**
-    /// (`Instant::now()`, some 20 ns), so the timer never fires before `delay` has passed,
+    /// Arms `payload` to fire `delay` from now, in real time: this **reads the clock** (the
+    /// CPU's time-stamp counter, scaled so that it is never behind `Instant::now()`, some
+    /// 10 ns; `Instant::now()`, some 25 ns, where there is no usable one), so the timer never
+    /// fires before `delay` has passed,
     /// however long ago the loop last polled. (Counted from the later of the clock and the
     /// wheel's [`now`](LocalWheel::now), for a loop that polls with instants of its own.)
     /// A loop that already holds the current instant saves the clock read with
@@ -262,7 +264,8 @@ impl<T> LocalWheel<T> {
     /// ```
     #[inline]
     pub fn arm(&mut self, delay: Duration, payload: T) -> TimerKey {
-        let now = self.clock.nanos_at(Instant::now()).max(self.now_nanos);
+        // Never behind `Instant::now()` (the TSC estimate, `src/clock/tsc.rs`), so never early.
+        let now = self.clock.real_nanos_for_delay(delay).max(self.now_nanos);
         let deadline = self.clock.deadline_after_nanos(now, delay);
         self.arm_tick(deadline, payload)
     }
