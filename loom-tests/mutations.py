@@ -343,6 +343,18 @@ MUTATIONS = [
      """            gone += 1;""",
      """            gone += 0;""",
      "loom_pool", "owner_exit_races_a_foreign_free"),
+    ("M90", "the owner's merge keeps the bias (its handle never reaches zero: leaked)", "src/shard/handle.rs",
+     """        let delta = mine.wrapping_sub(1).wrapping_sub(BIAS);""",
+     """        let delta = mine.wrapping_sub(1);""",
+     "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
+    ("M91", "the owner's plain drop forgets to count (its handle is never freed)", "src/shard/handle.rs",
+     """        if self.handle().owner_path(|local| *local = local.wrapping_sub(1)).is_none() {""",
+     """        if self.handle().owner_path(|local| *local = *local).is_none() {""",
+     "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
+    ("M92", "any thread takes the owner's plain path (a count another thread writes too)", "src/shard/handle.rs",
+     """        if self.owner == NO_OWNER || self.owner != this_thread() {""",
+     """        if self.owner == NO_OWNER {""",
+     "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
 ]
 
 

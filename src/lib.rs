@@ -170,6 +170,21 @@ pub mod loom_support {
         crate::loom_live::get()
     }
 
+    /// Does what the calling thread's exit does to its stages and its shard handles (each
+    /// stage swept, retired and announced; each handle's count merged), now: under loom, a
+    /// thread's thread-locals are dropped after the thread is done, outside the model's
+    /// schedule, where a destructor's atomic operations may never run to their end (the
+    /// same reason as [`exit_pool`]).
+    pub fn exit_stages() {
+        crate::staging::loom_exit();
+    }
+
+    /// Shard handles (`shard/handle.rs`: what a thread's timeouts count on) made and not
+    /// yet freed. Below zero: one was freed twice.
+    pub fn live_handles() -> isize {
+        crate::loom_live::handles()
+    }
+
     /// Pool pages (`entry/pool/`) made and not yet released: once every thread that
     /// allocated cells has exited and every cell is freed, none.
     pub fn live_pages() -> isize {

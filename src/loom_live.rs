@@ -8,6 +8,16 @@ std::thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
     static STAGES: Cell<isize> = const { Cell::new(0) };
     static PAGES: Cell<isize> = const { Cell::new(0) };
+    static HANDLES: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Shard handles (`shard/handle.rs`) made and not yet freed.
+pub(crate) fn add_handle(n: isize) {
+    HANDLES.with(|l| l.set(l.get() + n));
+}
+
+pub(crate) fn handles() -> isize {
+    HANDLES.with(Cell::get)
 }
 
 /// Pool pages (`entry/pool/page.rs`) made and not yet released.
@@ -40,4 +50,5 @@ pub(crate) fn reset() {
     LIVE.with(|l| l.set(0));
     STAGES.with(|l| l.set(0));
     PAGES.with(|l| l.set(0));
+    HANDLES.with(|l| l.set(0));
 }

@@ -441,7 +441,7 @@ impl TimerService {
         let control = Arc::new(Control::new());
         // The handle's cell: never handed to the shard, so its second reference goes now.
         let (entry, _never_filed) = EntryRef::new_pair(NEVER, ControlTask(control.clone()));
-        let handle = Timeout { entry, shard: ShardHandle::new(shard.clone()) };
+        let handle = Timeout { entry, shard: ShardHandle::unowned(shard.clone()) };
         // Now never behind `Instant::now()` (the TSC estimate, where there is one).
         let due = saturating_add(self.clock().now_for_deadline(), first_delay);
         let first = Run {

@@ -149,15 +149,13 @@ impl TimerService {
     /// Runs `task` once `delay` has passed, on a shard thread: the calling thread's own
     /// shard if it is one of this service's, else its home shard.
     pub fn schedule<T: TimerTask>(&self, delay: Duration, task: T) -> Result<Timeout, ScheduleError<T>> {
-        let shard = self.route();
-        self.schedule_with(shard, |clock| clock.deadline_after(delay), task)
+        self.schedule_routed(self.route_or_home(), |clock| clock.deadline_after(delay), task)
     }
 
     /// Runs `task` at `deadline`. Reads no clock: the deadline becomes the first tick at or
     /// after it, so one already past fires by the next tick boundary.
     pub fn schedule_at<T: TimerTask>(&self, deadline: Instant, task: T) -> Result<Timeout, ScheduleError<T>> {
-        let shard = self.route();
-        self.schedule_with(shard, |clock| clock.deadline_at(deadline), task)
+        self.schedule_routed(self.route_or_home(), |clock| clock.deadline_at(deadline), task)
     }
 
     /// Like [`schedule`](Self::schedule), on shard `shard` (`0..shard_count()`).
@@ -264,17 +262,34 @@ impl TimerService {
         self.route_or_home().unwrap_or_else(|home| home)
     }
 
+    /// Schedules on shard `index`, with the deadline `deadline` computes from the clock.
     pub(crate) fn schedule_with<T: TimerTask>(
         &self,
         index: usize,
         deadline: impl FnOnce(&Clock) -> u64,
         task: T,
     ) -> Result<Timeout, ScheduleError<T>> {
-        let shard = &self.inner.shards[index];
+        let route = if routing::driving(self.inner.id) == Some(index) { Ok(index) } else { Err(index) };
+        self.schedule_routed(route, deadline, task)
+    }
+
+    /// [`schedule_with`](Self::schedule_with) on the shard `route` names, as
+    /// [`route_or_home`](Self::route_or_home) gives it: `Ok` if this thread drives that shard
+    /// (then it may file straight into its wheel), `Err` if it does not.
+    pub(crate) fn schedule_routed<T: TimerTask>(
+        &self,
+        route: Result<usize, usize>,
+        deadline: impl FnOnce(&Clock) -> u64,
+        task: T,
+    ) -> Result<Timeout, ScheduleError<T>> {
         // Whether this thread is the shard's driver, from the routing's plain thread-local:
         // the driver's own state (`driver::LOCAL`) is set only while that is, so a thread
         // this says is not the driver skips both looks at it (most threads, every arm).
-        let maybe_driver = routing::driving(self.inner.id) == Some(index);
+        let (index, maybe_driver) = match route {
+            Ok(index) => (index, true),
+            Err(index) => (index, false),
+        };
+        let shard = &self.inner.shards[index];
         // A task running on this shard's own thread in its last turn (a series' run re-arming
         // as `stop()` closes the shard) still files straight into the wheel: the final drain
         // that follows hands it back in `stop()`'s list, so nothing is refused that `stop()`
@@ -303,12 +318,12 @@ impl TimerService {
             Staging::Staged(own) => return Ok(Timeout { entry: handle, shard: own }),
             Staging::Closed(entry) => {
                 drop(entry);
-                return self.take_back(Timeout { entry: handle, shard: ShardHandle::new(shard.clone()) });
+                return self.take_back(Timeout { entry: handle, shard: ShardHandle::unowned(shard.clone()) });
             }
             Staging::Unavailable(entry) => entry,
         };
         // Rare paths (a thread being torn down, a stopping shard): a handle of their own.
-        let timeout = Timeout { entry: handle, shard: ShardHandle::new(shard.clone()) };
+        let timeout = Timeout { entry: handle, shard: ShardHandle::unowned(shard.clone()) };
         match shard.mailbox.send(Command::Arm(entry), Some(deadline)) {
             Sent::Delivered => {
                 shard.counters.armed();
@@ -365,7 +380,7 @@ impl Inner {
             }
             match handle.join() {
                 Ok(list) => {
-                    let handle = ShardHandle::new(shard.clone());
+                    let handle = ShardHandle::unowned(shard.clone());
                     unfired.extend(
                         list.into_iter().map(|TakenBack { entry, task }| {
                             Unfired::new(Timeout { entry, shard: handle.clone() }, task)

@@ -20,7 +20,7 @@
 use crate::counts::Slot;
 use crate::entry::EntryRef;
 use crate::mailbox::Sent;
-use crate::shard::{Shard, ShardHandle};
+use crate::shard::{OwnerHandle, Shard, ShardRef};
 use crate::stage::{Push, Stage, Sweep};
 use crate::sync::{Arc, thread_local};
 use std::cell::RefCell;
@@ -29,7 +29,7 @@ use std::ptr::NonNull;
 /// What became of an arm offered to this thread's stage.
 pub(crate) enum Staging {
     /// Staged; the handle this thread keeps for the shard, for the timeout to hold.
-    Staged(Arc<ShardHandle>),
+    Staged(ShardRef),
     /// The shard is shutting down. `Some`: the entry was never shared, here it is back.
     /// `None`: it was published; take the timeout back with a cancel (the final drain may
     /// have taken it first).
@@ -46,7 +46,7 @@ struct Owned {
     index: usize,
     /// The shard, counted once for this thread and all the timeouts it makes there (see
     /// `shard/handle.rs`).
-    shard: Arc<ShardHandle>,
+    shard: OwnerHandle,
     stage: Arc<Stage>,
     /// This thread's slot in `shard.counts`.
     counts: NonNull<Slot>,
@@ -122,7 +122,7 @@ impl Mine {
         self.owned.push(Owned {
             service: shard.service,
             index: shard.index,
-            shard: ShardHandle::new(shard.clone()),
+            shard: OwnerHandle::new(shard.clone()),
             stage,
             counts,
         });
@@ -136,7 +136,7 @@ impl Mine {
             match owned.stage.push(entry, deadline) {
                 Push::Staged(lowered) if !lowered || owned.announce(deadline) => {
                     owned.counts().armed();
-                    return Staging::Staged(owned.shard.clone());
+                    return Staging::Staged(owned.shard.make_ref());
                 }
                 // Announced to a closed mailbox: take the timeout back.
                 Push::Staged(_) => return Staging::Closed(None),
@@ -189,6 +189,15 @@ pub(crate) fn count_cancelled(shard: &Arc<Shard>) {
     if !matches!(counted, Ok(Some(()))) {
         shard.counters.cancelled();
     }
+}
+
+/// Under loom: what the calling thread's exit does to its stages, now (`loom_support`):
+/// loom drops a thread's thread-locals after the thread is done, outside the model's
+/// schedule, where a destructor's atomic operations may never run to their end.
+#[cfg(loom)]
+pub(crate) fn loom_exit() {
+    let mine = MINE.with(|mine| std::mem::take(&mut *mine.borrow_mut()));
+    drop(mine);
 }
 
 /// Under loom: a thread's choice to arm through the mailbox (`loom_support`).

@@ -2,9 +2,8 @@
 
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::Command;
-use crate::shard::ShardHandle;
+use crate::shard::ShardRef;
 use crate::state::{Cancelled, Reset, State};
-use crate::sync::Arc;
 use crate::task::TimerTask;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -42,7 +41,7 @@ pub enum TimeoutState {
 pub struct Timeout {
     pub(crate) entry: EntryRef,
     /// Counted per (thread, shard), not per shard: see `shard/handle.rs`.
-    pub(crate) shard: Arc<ShardHandle>,
+    pub(crate) shard: ShardRef,
 }
 
 impl Timeout {

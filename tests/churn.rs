@@ -57,8 +57,13 @@ fn exited_threads_leave_no_memory_and_no_slowdown_behind() {
     let before = live();
     let threads = if cfg!(debug_assertions) { 20_000 } else { 100_000 };
     let late = median(churn(&timers, threads));
-    // The shards take and forget the exited threads' stages on their next turn.
-    let settled = wait_until(|| live() - before < 16 * 1024, PATIENCE);
+    // The shards take and forget the exited threads' stages on their next turn. The cell
+    // pool keeps up to four empty 256 KiB pages process-wide for new threads
+    // (`src/entry/pool/page.rs`, `spare`): whether one of them was held at `before` or is
+    // held now depends on which thread's page emptied last, so one spare page is allowed on
+    // top of the 16 KiB; anything per thread left behind (a few bytes × 100 000) is far more.
+    const SPARE_PAGE: i64 = 256 * 1024;
+    let settled = wait_until(|| live() - before < SPARE_PAGE + 16 * 1024, PATIENCE);
     let grown = live() - before;
     eprintln!(
         "{threads} threads came and went: {grown} bytes still held; median first schedule {late:?} (after 2,000 threads: {early:?})"

@@ -453,7 +453,8 @@ impl Sleep {
         let shards = self.service.shard_count();
         for k in 0..shards {
             let shard = (home + k) % shards;
-            match self.service.schedule_with(shard, |_| tick, WakeTask::new(waker)) {
+            // `Err`: this thread drives none of the service's shards (checked above).
+            match self.service.schedule_routed(Err(shard), |_| tick, WakeTask::new(waker)) {
                 Ok(timeout) => {
                     self.waker = WakerId::of(waker);
                     self.phase = Phase::Armed(timeout);

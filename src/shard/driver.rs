@@ -18,7 +18,7 @@ use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
 use crate::shard::stages::StageWheel;
-use crate::shard::{Shard, ShardHandle};
+use crate::shard::{OwnerHandle, Shard, ShardRef};
 use crate::stage::{self, Stage};
 use crate::state::State;
 use crate::sync::plain::Arc as PlainArc;
@@ -40,7 +40,7 @@ const STAGE_BUDGET: usize = 64;
 struct Local {
     shard: Arc<Shard>,
     /// What the timeouts this thread schedules on its own shard hold.
-    handle: Arc<ShardHandle>,
+    handle: OwnerHandle,
     wheel: Wheel<EntryRef>,
     /// Scratch for the wheel's output, kept to avoid allocating per turn.
     due: Vec<EntryRef>,
@@ -73,7 +73,7 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
             shard: shard.clone(),
-            handle: ShardHandle::new(shard.clone()),
+            handle: OwnerHandle::new(shard.clone()),
             wheel: Wheel::new(),
             due: Vec::with_capacity(EXPIRY_BUDGET),
             stages: StageWheel::new(),
@@ -157,13 +157,13 @@ fn drive(shard: &Arc<Shard>, offload: Option<&PlainArc<Pool>>) {
 /// `try_with`, never `with`: a user's thread-local destroyed after this one may schedule
 /// from its destructor, and `with` would panic there, which aborts the process. A thread
 /// whose `LOCAL` is gone is no driver (a driver's is set until `run` returns).
-pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<Arc<ShardHandle>, EntryRef> {
+pub(crate) fn schedule_local(shard: &Shard, entry: EntryRef) -> Result<ShardRef, EntryRef> {
     let mut entry = Some(entry);
     let filed = LOCAL.try_with(|l| match l.try_borrow_mut() {
         Ok(mut guard) => match guard.as_mut() {
             Some(local) if std::ptr::eq(Arc::as_ptr(&local.shard), shard) => {
                 local.arm(entry.take().expect("taken once"));
-                Some(local.handle.clone())
+                Some(local.handle.make_ref())
             }
             _ => None,
         },
@@ -568,7 +568,7 @@ mod tests {
     fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
         use crate::clock::Clock;
         use crate::entry::EntryRef;
-        use crate::shard::{Shard, ShardHandle};
+        use crate::shard::{OwnerHandle, Shard};
         use crate::stage::Stage;
         use crate::state::Reset;
         use crate::sync::Arc;
@@ -577,7 +577,7 @@ mod tests {
         let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
         let mut local = super::Local {
             shard: shard.clone(),
-            handle: ShardHandle::new(shard.clone()),
+            handle: OwnerHandle::new(shard.clone()),
             wheel: crate::wheel::Wheel::new(),
             due: Vec::new(),
             stages: super::StageWheel::new(),

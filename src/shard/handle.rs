@@ -1,38 +1,122 @@
 //! What a [`Timeout`](crate::Timeout) holds to reach its shard: a reference counted per
-//! (thread, shard), not per shard.
+//! (thread, shard), not per shard, and counted without an atomic operation on the thread
+//! that made it.
 //!
 //! A handle must keep its shard's shared half alive (a cancel sends to the mailbox, a reset
 //! reads the clock, `deadline()` answers after the service is gone). Counting every handle
 //! on the shard's own `Arc` would make each schedule and each handle drop write one line
 //! that every producer of the shard writes too. Instead each thread keeps one
-//! `Arc<ShardHandle>` per shard it schedules on (in `staging.rs`, beside its stage), and its
-//! timeouts count on that: the line is this thread's, written by other threads only when
-//! they clone or drop a handle it made. The shard's own count moves once per (thread, shard),
-//! when the handle is made and when its last timeout and the thread are gone.
+//! [`ShardHandle`] per shard it schedules on (an [`OwnerHandle`], in `staging.rs` beside its
+//! stage; the shard's driver keeps one for its own thread), and its timeouts count on that.
+//!
+//! # Biased counting
+//!
+//! Most timeouts are made, cancelled and dropped on one thread. Their references are counted
+//! as in biased reference counting (Choi, Shull, Torrellas, PACT 2018): a handle has an
+//! *owner*, the thread that made it, and two counts.
+//!
+//! ```text
+//!   local  (owner only, plain)   references the owner made or dropped, while it owns the handle
+//!   shared (atomic)              BIAS + references other threads made − references they dropped
+//! ```
+//!
+//! - The owner clones and drops with a plain add to `local`: no atomic operation, no line
+//!   another thread writes. That is every arm-and-cancel pair on one thread.
+//! - Any other thread clones with a `fetch_add` on `shared` and drops with a `fetch_sub`.
+//! - While the owner owns the handle, `shared` holds `BIAS` (2⁶²), so other threads' drops,
+//!   however many (each drops one reference that exists, and far fewer than 2⁶² exist), never
+//!   bring it to zero: only the owner's *merge* can.
+//! - **The merge**: when the owner lets go of its [`OwnerHandle`] (its thread exits, or the
+//!   shard has stopped), it marks the handle merged (owner only, plain) and adds `local − 1
+//!   − BIAS` to `shared` (its references, less the one it lets go of, less the bias): from
+//!   then on `shared` is the number of references left, and every later drop, the owner's
+//!   included, is a `fetch_sub`. Whoever brings `shared` to zero frees the handle.
+//!
+//! The free happens after every use: each other thread's drop releases its uses with its
+//! `fetch_sub` (Release), the owner's plain drops are ordered before its merge, which is a
+//! read-modify-write (AcqRel), and whoever frees acquires all of them first (as `Arc::drop`).
+//! Thread identity is a number per thread that no other thread ever gets, so a thread never
+//! takes another's plain path; `local` and `merged` are touched by the owner alone. Loom:
+//! every model whose timeouts outlive or leave their thread (`loom-tests/`, the "biased
+//! count" rows of the mutation table).
 //!
 //! Why not no count at all (a raw pointer, reclaimed with `crossbeam-epoch`): a handle must
 //! answer `deadline()` and `shard()` for as long as it lives, after `stop()` too, so the
 //! shard's memory must outlive every handle, and only a count says when none is left. A pin
 //! per call would cost as much as the count it replaces.
 
+use crate::routing;
 use crate::shard::Shard;
-use crate::sync::Arc;
+use crate::sync::{Arc, AtomicU64, Ordering, UnsafeCell, fence};
 use std::ops::Deref;
+use std::ptr::NonNull;
 
-/// A thread's counted way to its shard; see the module docs.
-#[derive(Debug)]
-pub(crate) struct ShardHandle {
-    shard: Arc<Shard>,
+/// What `shared` holds while the owner owns the handle: more than there can ever be drops.
+const BIAS: u64 = 1 << 62;
+
+/// The owner of a handle no thread owns: every count is atomic.
+const NO_OWNER: u64 = routing::NO_THREAD as u64;
+
+/// This thread's number (`routing::this_thread`): never another thread's.
+#[inline]
+fn this_thread() -> u64 {
+    routing::this_thread() as u64
 }
 
+/// A shard's counted way in; see the module docs.
+pub(crate) struct ShardHandle {
+    shard: Arc<Shard>,
+    /// The thread that made it, or [`NO_OWNER`].
+    owner: u64,
+    /// The owner's count (see the module docs). Owner only.
+    local: UnsafeCell<u64>,
+    /// Whether the owner has merged `local` into `shared`. Owner only.
+    merged: UnsafeCell<bool>,
+    /// See the module docs.
+    shared: AtomicU64,
+}
+
+// SAFETY: `shard` and `shared` are shared safely (`Arc`, an atomic); `local` and `merged` are
+// read and written only by the thread numbered `owner` (checked on every access through
+// `owner_path`), never by two threads, so sharing the handle between threads is sound.
+unsafe impl Sync for ShardHandle {}
+// SAFETY: as for `Sync`: the owner-only fields are never touched by a thread that is not
+// their owner, wherever the handle is.
+unsafe impl Send for ShardHandle {}
+
 impl ShardHandle {
-    pub(crate) fn new(shard: Arc<Shard>) -> Arc<ShardHandle> {
-        Arc::new(ShardHandle { shard })
+    /// A handle no thread owns (the rare paths: a thread being torn down, a stopping shard, a
+    /// series' own handle): every count on it is atomic. Its one reference is returned.
+    pub(crate) fn unowned(shard: Arc<Shard>) -> ShardRef {
+        ShardRef::from_box(Box::new(ShardHandle {
+            shard,
+            owner: NO_OWNER,
+            local: UnsafeCell::new(0),
+            merged: UnsafeCell::new(true),
+            shared: AtomicU64::new(1),
+        }))
     }
 
     /// The shard's own counted reference.
     pub(crate) fn shard(&self) -> &Arc<Shard> {
         &self.shard
+    }
+
+    /// Runs `f` on the owner's fields if the calling thread owns the handle and has not
+    /// merged it; `None` otherwise.
+    #[inline]
+    fn owner_path<R>(&self, f: impl FnOnce(&mut u64) -> R) -> Option<R> {
+        if self.owner == NO_OWNER || self.owner != this_thread() {
+            return None;
+        }
+        // SAFETY: the calling thread is the owner (its number is unique), the only thread
+        // that touches `local` and `merged`; nothing else holds a reference into them.
+        unsafe {
+            if self.merged.with_mut(|m| *m) {
+                return None;
+            }
+            Some(self.local.with_mut(|local| f(&mut *local)))
+        }
     }
 }
 
@@ -41,5 +125,191 @@ impl Deref for ShardHandle {
 
     fn deref(&self) -> &Shard {
         &self.shard
+    }
+}
+
+impl std::fmt::Debug for ShardHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardHandle").field("shard", &self.shard.index).finish_non_exhaustive()
+    }
+}
+
+/// One counted reference to a [`ShardHandle`].
+pub(crate) struct ShardRef {
+    ptr: NonNull<ShardHandle>,
+}
+
+// SAFETY: a `ShardRef` gives `&ShardHandle` access only, which is `Sync`; its count is kept
+// as the module docs say, whichever thread clones or drops it.
+unsafe impl Send for ShardRef {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ShardRef {}
+
+impl ShardRef {
+    fn from_box(handle: Box<ShardHandle>) -> ShardRef {
+        #[cfg(loom)]
+        crate::loom_live::add_handle(1);
+        ShardRef { ptr: NonNull::from(Box::leak(handle)) }
+    }
+
+    fn handle(&self) -> &ShardHandle {
+        // SAFETY: this reference is counted, so the handle is not freed while it exists.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// Drops a reference counted on `shared`; frees the handle if it was the last.
+    fn release_shared(&self) {
+        // Release: every use of the handle through this reference happens before the free;
+        // pairs with the Acquire fence in whichever thread frees it (as `Arc::drop`).
+        if self.handle().shared.fetch_sub(1, Ordering::Release) == 1 {
+            fence(Ordering::Acquire);
+            // SAFETY: the count reached zero: no reference is left, none can be made.
+            unsafe { Self::free(self.ptr) };
+        }
+    }
+
+    /// # Safety
+    /// No reference to the handle is left.
+    unsafe fn free(ptr: NonNull<ShardHandle>) {
+        #[cfg(loom)]
+        crate::loom_live::add_handle(-1);
+        // SAFETY: the handle came from `Box::leak` in `from_box`, and by the contract no one
+        // refers to it any more.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }
+}
+
+impl Clone for ShardRef {
+    fn clone(&self) -> ShardRef {
+        let handle = self.handle();
+        if handle.owner_path(|local| *local = local.wrapping_add(1)).is_none() {
+            // Relaxed: a reference is made from one the caller holds, so the handle cannot
+            // be freed meanwhile; nothing is published by the count (as `Arc::clone`).
+            handle.shared.fetch_add(1, Ordering::Relaxed);
+        }
+        ShardRef { ptr: self.ptr }
+    }
+}
+
+impl Drop for ShardRef {
+    fn drop(&mut self) {
+        // The owner's drop, before its merge, is a plain subtraction: `shared` holds the bias
+        // until the merge, so the handle cannot be the owner's to free here.
+        if self.handle().owner_path(|local| *local = local.wrapping_sub(1)).is_none() {
+            self.release_shared();
+        }
+    }
+}
+
+impl Deref for ShardRef {
+    type Target = ShardHandle;
+
+    fn deref(&self) -> &ShardHandle {
+        self.handle()
+    }
+}
+
+impl std::fmt::Debug for ShardRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.handle().fmt(f)
+    }
+}
+
+/// A thread's own handle to a shard: the references it makes are counted without atomics
+/// (see the module docs). Dropping it merges the thread's count; it must be dropped on the
+/// thread that made it.
+pub(crate) struct OwnerHandle {
+    /// The owner's own reference, counted in `local`.
+    ptr: NonNull<ShardHandle>,
+}
+
+impl OwnerHandle {
+    /// A handle owned by the calling thread, with one reference: this one.
+    pub(crate) fn new(shard: Arc<Shard>) -> OwnerHandle {
+        let owner = this_thread();
+        let handle = Box::new(ShardHandle {
+            shard,
+            owner,
+            local: UnsafeCell::new(1),
+            // A thread being torn down has no number: it owns nothing, and its only reference
+            // (this one) is counted on `shared`.
+            merged: UnsafeCell::new(owner == NO_OWNER),
+            shared: AtomicU64::new(if owner == NO_OWNER { 1 } else { BIAS }),
+        });
+        OwnerHandle { ptr: ShardRef::from_box(handle).into_raw() }
+    }
+
+    fn handle(&self) -> &ShardHandle {
+        // SAFETY: this handle's own reference keeps it alive.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// A new reference, for a timeout this thread made: a plain add on the owner's count.
+    #[inline]
+    pub(crate) fn make_ref(&self) -> ShardRef {
+        ShardRef { ptr: self.ptr }.clone_from_owner()
+    }
+}
+
+impl ShardRef {
+    fn into_raw(self) -> NonNull<ShardHandle> {
+        std::mem::ManuallyDrop::new(self).ptr
+    }
+
+    /// `self` is an uncounted copy of the owner handle's pointer: count it, and return it.
+    fn clone_from_owner(self) -> ShardRef {
+        let uncounted = std::mem::ManuallyDrop::new(self);
+        (*uncounted).clone()
+    }
+}
+
+impl Drop for OwnerHandle {
+    /// The merge (see the module docs): from now on every reference counts on `shared`.
+    fn drop(&mut self) {
+        let handle = self.handle();
+        // SAFETY: an `OwnerHandle` is not `Send`: it is dropped on the thread that made it,
+        // the owner, the only thread that touches `merged` and `local`. (Not checked with
+        // `owner_path`: the thread's number must not matter here, where a thread's
+        // thread-locals are being torn down.)
+        let already = unsafe { handle.merged.with_mut(|m| std::mem::replace(&mut *m, true)) };
+        if already {
+            // Made by a thread being torn down: owned by no thread, an ordinary reference.
+            return ShardRef { ptr: self.ptr }.release_shared_and_forget();
+        }
+        // SAFETY: as above.
+        let mine = unsafe { handle.local.with_mut(|local| std::mem::replace(&mut *local, 0)) };
+        // The owner's references less this one, less the bias (wrapping: `mine` may be below
+        // 1 where the owner dropped references other threads made).
+        let delta = mine.wrapping_sub(1).wrapping_sub(BIAS);
+        // AcqRel: releases the owner's uses (its plain drops included) to whoever frees the
+        // handle, and acquires the other threads' if this frees it.
+        let before = handle.shared.fetch_add(delta, Ordering::AcqRel);
+        if before.wrapping_add(delta) == 0 {
+            // SAFETY: the count reached zero: every reference is gone.
+            unsafe { ShardRef::free(self.ptr) };
+        }
+    }
+}
+
+impl ShardRef {
+    /// Drops this reference on `shared`, without running `Drop` (for `OwnerHandle`'s
+    /// reference on a thread that does not own it).
+    fn release_shared_and_forget(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.release_shared();
+    }
+}
+
+impl Deref for OwnerHandle {
+    type Target = ShardHandle;
+
+    fn deref(&self) -> &ShardHandle {
+        self.handle()
+    }
+}
+
+impl std::fmt::Debug for OwnerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.handle().fmt(f)
     }
 }

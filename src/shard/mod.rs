@@ -18,7 +18,7 @@ pub(crate) mod driver;
 mod handle;
 mod stages;
 
-pub(crate) use handle::ShardHandle;
+pub(crate) use handle::{OwnerHandle, ShardHandle, ShardRef};
 
 use crate::clock::Clock;
 use crate::counts::Slots;
