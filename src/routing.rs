@@ -42,11 +42,22 @@ pub(crate) fn this_thread() -> usize {
             if n != NO_THREAD {
                 return n;
             }
-            let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            let n = next_number(&NEXT_THREAD);
             t.set(n);
             n
         })
         .unwrap_or(NO_THREAD)
+}
+
+/// The next number from `counter`, never one handed out before: a thread's number is its
+/// identity for `shard/handle.rs` (a thread that got another's would take that thread's
+/// plain, unsynchronized count). Where `usize` is 32 bits a process that starts 2³² threads
+/// would wrap a plain `fetch_add` back to [`NO_THREAD`] and then to numbers of threads still
+/// running; instead, once the numbers run out, every later thread gets [`NO_THREAD`] (it
+/// owns nothing: its counts are all atomic).
+fn next_number(counter: &AtomicUsize) -> usize {
+    // Relaxed: it only has to hand out distinct numbers.
+    counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1)).unwrap_or(NO_THREAD)
 }
 
 /// This thread's home shard among `shards`: threads are spread round-robin, in the order
@@ -86,5 +97,21 @@ pub(crate) struct DriverGuard(());
 impl Drop for DriverGuard {
     fn drop(&mut self) {
         DRIVING.with(|d| d.set(None));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Numbers never come round again: past the last one, a thread gets `NO_THREAD` (owns
+    /// nothing), never a number another thread may still hold.
+    #[test]
+    fn thread_numbers_are_never_handed_out_twice() {
+        let counter = AtomicUsize::new(usize::MAX - 1);
+        assert_eq!(next_number(&counter), usize::MAX - 1);
+        assert_eq!(next_number(&counter), NO_THREAD, "the numbers ran out");
+        assert_eq!(next_number(&counter), NO_THREAD, "and stay out (not 0, 1, 2 again)");
+        assert_eq!(next_number(&counter), NO_THREAD);
     }
 }
