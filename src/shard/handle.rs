@@ -313,3 +313,100 @@ impl std::fmt::Debug for OwnerHandle {
         self.handle().fmt(f)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::TimerService;
+    use crate::sync::Arc;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Every handle is freed once its last reference goes, whichever thread drops it and
+    /// whether before or after its owner's merge: the shard's `Arc` (one per handle) comes
+    /// back to where it was once every thread has exited and every timeout is dropped.
+    #[test]
+    fn handles_counted_on_many_threads_are_all_freed() {
+        // What holds a stopped shard that never had a timeout: the service, and this test.
+        let baseline = {
+            let timers = TimerService::builder().shards(1).build().unwrap();
+            let shard = timers.shard_at(0).clone();
+            drop(timers.stop().unwrap());
+            Arc::strong_count(&shard)
+        };
+        let timers = TimerService::builder().shards(1).build().unwrap();
+        let shard = timers.shard_at(0).clone();
+        const PRODUCERS: usize = 8;
+        let (tx, rx) = mpsc::channel::<crate::Timeout>();
+        let sink = std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            for (i, t) in rx.into_iter().enumerate() {
+                // Clones made here (atomic), some dropped now, the rest after every owner exits.
+                let c = t.clone();
+                if i % 2 == 0 {
+                    drop(t);
+                    kept.push(c);
+                } else {
+                    kept.push(t);
+                    kept.push(c);
+                }
+            }
+            kept
+        });
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|n| {
+                let timers = timers.clone();
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    for i in 0..200 {
+                        let t = timers.schedule(Duration::from_secs(600), || {}).unwrap();
+                        tx.send(t.clone()).unwrap();
+                        if (i + n) % 3 == 0 {
+                            assert!(t.cancel());
+                        }
+                        if i % 2 == 0 {
+                            mine.push(t);
+                        }
+                    }
+                    // Half dropped before the thread's merge, half after (a thread-local
+                    // destroyed after `Mine` or before: either order must hold).
+                    mine.truncate(100);
+                    thread_local! {
+                        static LATE: std::cell::RefCell<Vec<crate::Timeout>> = const { std::cell::RefCell::new(Vec::new()) };
+                    }
+                    LATE.with(|l| l.borrow_mut().extend(mine));
+                })
+            })
+            .collect();
+        // Timeouts made on the shard's own thread (the driver's handle), sent away; armed
+        // from a thread of their own (this one would keep its handle to the end).
+        let (timers1, tx1) = (timers.clone(), tx.clone());
+        std::thread::spawn(move || {
+            for _ in 0..50 {
+                let (timers2, tx) = (timers1.clone(), tx1.clone());
+                let t = timers1.schedule(Duration::from_nanos(1), move || {
+                    let t = timers2.schedule(Duration::from_secs(600), || {}).unwrap();
+                    let c = t.clone();
+                    tx.send(t).unwrap();
+                    drop(c);
+                });
+                drop(t);
+            }
+        })
+        .join()
+        .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while timers.stats().expired < 50 {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(tx);
+        producers.into_iter().for_each(|p| p.join().unwrap());
+        let kept = sink.join().unwrap();
+        assert!(Arc::strong_count(&shard) > baseline);
+        drop(kept);
+        let unfired = timers.stop().unwrap();
+        drop(unfired);
+        assert_eq!(Arc::strong_count(&shard), baseline, "a handle leaked (or was freed twice)");
+    }
+}
