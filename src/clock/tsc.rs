@@ -27,8 +27,10 @@
 //! - **A check on every new anchor**: the old anchor's estimate at a TSC value read *after*
 //!   the new `Instant::now()` must not be below it. If it ever is (the kernel's rate moved by
 //!   more than the margin: someone changed `adjtimex`'s tick, the VM migrated to a host with
-//!   another TSC rate), the estimate is switched off for good, and every later call reads
-//!   `Instant::now()`.
+//!   another TSC rate), the estimate is switched off for good: every later call on that
+//!   thread reads `Instant::now()`, and so does every other thread's once its own anchor's
+//!   window (about 1 ms) is over (a thread does not look at the shared switch inside its
+//!   window, which would put one more shared load on every estimate).
 //!
 //! # Never early: the proof
 //!
