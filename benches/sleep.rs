@@ -54,8 +54,17 @@ where
     F: Future<Output = u64> + Send,
 {
     let arrived = Arc::new(AtomicUsize::new(0));
+    // One task at a time, each spawned once the ones before it hold their workers: a task
+    // spawned while every earlier one spins on its worker can only be taken by an idle
+    // worker. (Spawned together, a worker may take two from the injection queue at once, and
+    // the other, parked, is not always woken to steal one: `meet` then times out.)
     let tasks: Vec<_> = (0..workers)
-        .map(|_| {
+        .map(|i| {
+            let t = Instant::now();
+            while arrived.load(Ordering::Acquire) < i {
+                assert!(t.elapsed() < Duration::from_secs(10), "a producer task did not start");
+                std::thread::yield_now();
+            }
             let (arrived, body) = (arrived.clone(), body.clone());
             rt.spawn(async move {
                 meet(&arrived, workers);
