@@ -415,13 +415,20 @@ mod tests {
         }
     }
 
-    /// Where the kernel's clock is the TSC, the estimate is on, and so is every test below.
+    /// Whether the estimate is on, and so every test below: only where the kernel's clock is
+    /// the TSC, and there only if the first pair's bracket was narrow (under valgrind, which
+    /// runs code some fifty times slower, every bracket may be wide, and the estimate stays
+    /// off: then the tests below check that it is off).
     fn tsc_is_the_clock() -> bool {
         let tsc = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
             .is_ok_and(|s| s.trim() == "tsc");
-        let expected = tsc && cfg!(all(target_arch = "x86_64", target_os = "linux")) && cpu_has_invariant_tsc();
-        assert_eq!(START.get_or_init(first_pair).is_some(), expected);
-        expected
+        let possible = tsc && cfg!(all(target_arch = "x86_64", target_os = "linux")) && cpu_has_invariant_tsc();
+        let on = START.get_or_init(first_pair).is_some();
+        assert!(possible || !on, "the TSC estimate is on where the kernel's clock is not the TSC");
+        if possible && !on {
+            eprintln!("the TSC estimate gave up: the first pair's brackets were all wide");
+        }
+        on
     }
 
     fn since_base(at: Instant) -> u64 {
