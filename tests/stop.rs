@@ -8,7 +8,7 @@ use shardwheel::{ScheduleError, StopError, TimerService, TimerTask};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const FAR: Duration = Duration::from_secs(3600);
 
@@ -269,7 +269,10 @@ fn dropping_the_last_clone_stops_the_shards_and_drops_pending_tasks() {
 fn schedules_racing_stop_are_never_lost() {
     const PRODUCERS: usize = 3;
     /// Ids reserved per producer; a producer ends early once it has seen enough refusals.
-    const PER_PRODUCER: usize = 20_000;
+    /// Far more than the stop needs to land mid-loop: a schedule takes some 50 ns, so a
+    /// producer can get through 20 000 while the stopper waits for a core (a smaller
+    /// reserve once let every producer finish before `stop()`).
+    const PER_PRODUCER: usize = 200_000;
     const REFUSALS: usize = 200;
     const N: usize = PRODUCERS * PER_PRODUCER;
     for round in 0..3 {
@@ -307,9 +310,14 @@ fn schedules_racing_stop_are_never_lost() {
                 .collect();
             let stopper = s.spawn(|| {
                 start.wait();
-                // Stop in the middle of the producers' loops.
+                // Stop in the middle of the producers' loops: spin, not `wait_until`'s
+                // millisecond sleeps, so the stop follows the target closely.
                 let target = 1000 * (round + 1);
-                assert!(wait_until(|| progress.load(Ordering::Relaxed) >= target, PATIENCE));
+                let waited = Instant::now();
+                while progress.load(Ordering::Relaxed) < target {
+                    assert!(waited.elapsed() < PATIENCE, "the producers made no progress");
+                    std::thread::yield_now();
+                }
                 timers.stop().unwrap()
             });
             let unfired = stopper.join().unwrap();
