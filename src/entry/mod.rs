@@ -56,6 +56,8 @@ mod tests;
 pub(crate) use owned::{BorrowedTask, OwnedTask};
 #[cfg(loom)]
 pub(crate) use pool::loom_quarantine;
+#[cfg(not(loom))]
+pub(crate) use pool::trim as trim_pool;
 
 /// For the loom models of the pool's own protocol (`loom_support::PoolSlot`): a slot of
 /// the smallest size class, as a cell of 32 bytes gets. `None` as for [`pool::alloc`].

@@ -101,6 +101,33 @@ impl Heap {
         unsafe { page.as_ref() }.take()
     }
 
+    /// Releases every empty page, the current ones too, and the room the page lists keep:
+    /// what the thread holds for its next allocations, given back (`pool::trim`).
+    #[cfg(not(loom))]
+    pub(super) fn trim(&self) {
+        let mut classes = self.classes.borrow_mut();
+        for c in classes.iter_mut() {
+            let mut i = 0;
+            while i < c.pages.len() {
+                // SAFETY: as in `alloc`.
+                let page = unsafe { c.pages[i].as_ref() };
+                page.collect();
+                if page.used() == 0 {
+                    if c.current == Some(c.pages[i]) {
+                        c.current = None;
+                    }
+                    // Empty, not current any more: released (and `i` now holds the last).
+                    c.remove(i);
+                    continue;
+                }
+                i += 1;
+            }
+            if c.pages.is_empty() {
+                c.pages = Vec::new();
+            }
+        }
+    }
+
     /// Takes back a slot of one of this heap's pages, freed on its thread.
     ///
     /// # Safety

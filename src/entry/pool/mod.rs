@@ -81,6 +81,15 @@ pub(super) fn alloc(class: usize) -> Option<NonNull<u8>> {
     HEAP.try_with(|heap| heap.alloc(class)).ok().flatten()
 }
 
+/// Gives back what the pool holds for later allocations: the calling thread's empty pages
+/// (its current ones too) and the process's spare pages. For tests that count the
+/// process's memory, which must not see a page kept for reuse as a leak.
+#[cfg(not(loom))]
+pub(crate) fn trim() {
+    let _ = HEAP.try_with(Heap::trim);
+    page::drain_spares();
+}
+
 /// Under loom: what the calling thread's exit does outside loom (see `Heap`'s `Drop`).
 #[cfg(loom)]
 pub(super) fn loom_exit() {

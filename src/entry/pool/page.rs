@@ -346,6 +346,15 @@ mod spare {
         })
     }
 
+    /// Hands every spare page's block back to the allocator.
+    pub(super) fn drain() {
+        while let Some(page) = take() {
+            // SAFETY: a spare block came from `std::alloc::alloc` with this layout in
+            // `Page::new`, holds no page any more, and `take` made it ours alone.
+            unsafe { std::alloc::dealloc(page.as_ptr(), super::layout()) };
+        }
+    }
+
     /// Keeps an empty page's block, or hands it back if every slot is taken.
     pub(super) fn put(page: NonNull<u8>) -> Result<(), NonNull<u8>> {
         for slot in &SPARE {
@@ -356,6 +365,12 @@ mod spare {
         }
         Err(page)
     }
+}
+
+/// Hands the spare pages back to the allocator (`pool::trim`).
+#[cfg(not(loom))]
+pub(super) fn drain_spares() {
+    spare::drain();
 }
 
 fn layout() -> std::alloc::Layout {
