@@ -11,6 +11,10 @@ mod conn;
 mod fds;
 mod http;
 mod hyper_stack;
+// The client's clock conversion, the same file, so both sides of a trace agree by
+// construction (the two packages share no library).
+#[path = "../conns/src/mono.rs"]
+mod mono;
 mod server;
 mod stats;
 mod summary;

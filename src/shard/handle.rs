@@ -88,13 +88,58 @@ impl ShardHandle {
     /// A handle no thread owns (the rare paths: a thread being torn down, a stopping shard, a
     /// series' own handle): every count on it is atomic. Its one reference is returned.
     pub(crate) fn unowned(shard: Arc<Shard>) -> ShardRef {
-        ShardRef::from_box(Box::new(ShardHandle {
+        let handle = ShardHandle {
             shard,
             owner: NO_OWNER,
             local: UnsafeCell::new(0),
             merged: UnsafeCell::new(true),
             shared: AtomicU64::new(1),
-        }))
+        };
+        ShardRef { ptr: handle.leak() }
+    }
+
+    /// Moves the handle to the heap, for its references to count on.
+    fn leak(self) -> NonNull<ShardHandle> {
+        #[cfg(loom)]
+        crate::loom_live::add_handle(1);
+        NonNull::from(Box::leak(Box::new(self)))
+    }
+
+    /// Counts one more reference: a plain add on the owner's thread, else an atomic one.
+    #[inline]
+    fn count_one_more(&self) {
+        if self.owner_path(|local| *local = local.wrapping_add(1)).is_none() {
+            // Relaxed: a reference is made from one the caller holds, so the handle cannot
+            // be freed meanwhile; nothing is published by the count (as `Arc::clone`).
+            self.shared.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops a reference counted on `shared`; frees the handle if it was the last.
+    ///
+    /// # Safety
+    /// `ptr` is a live handle, and the caller gives up one reference to it, counted on
+    /// `shared`, and does not use the pointer again.
+    unsafe fn release_shared(ptr: NonNull<ShardHandle>) {
+        // SAFETY: the caller's reference keeps the handle alive until the `fetch_sub`.
+        let shared = unsafe { &ptr.as_ref().shared };
+        // Release: every use of the handle through this reference happens before the free;
+        // pairs with the Acquire fence in whichever thread frees it (as `Arc::drop`).
+        if shared.fetch_sub(1, Ordering::Release) == 1 {
+            fence(Ordering::Acquire);
+            // SAFETY: the count reached zero: no reference is left, none can be made.
+            unsafe { Self::free(ptr) };
+        }
+    }
+
+    /// # Safety
+    /// No reference to the handle is left.
+    unsafe fn free(ptr: NonNull<ShardHandle>) {
+        #[cfg(loom)]
+        crate::loom_live::add_handle(-1);
+        // SAFETY: the handle came from `Box::leak` in `leak`, and by the contract no one
+        // refers to it any more.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
     }
 
     /// The shard's own counted reference.
@@ -146,47 +191,15 @@ unsafe impl Send for ShardRef {}
 unsafe impl Sync for ShardRef {}
 
 impl ShardRef {
-    fn from_box(handle: Box<ShardHandle>) -> ShardRef {
-        #[cfg(loom)]
-        crate::loom_live::add_handle(1);
-        ShardRef { ptr: NonNull::from(Box::leak(handle)) }
-    }
-
     fn handle(&self) -> &ShardHandle {
         // SAFETY: this reference is counted, so the handle is not freed while it exists.
         unsafe { self.ptr.as_ref() }
-    }
-
-    /// Drops a reference counted on `shared`; frees the handle if it was the last.
-    fn release_shared(&self) {
-        // Release: every use of the handle through this reference happens before the free;
-        // pairs with the Acquire fence in whichever thread frees it (as `Arc::drop`).
-        if self.handle().shared.fetch_sub(1, Ordering::Release) == 1 {
-            fence(Ordering::Acquire);
-            // SAFETY: the count reached zero: no reference is left, none can be made.
-            unsafe { Self::free(self.ptr) };
-        }
-    }
-
-    /// # Safety
-    /// No reference to the handle is left.
-    unsafe fn free(ptr: NonNull<ShardHandle>) {
-        #[cfg(loom)]
-        crate::loom_live::add_handle(-1);
-        // SAFETY: the handle came from `Box::leak` in `from_box`, and by the contract no one
-        // refers to it any more.
-        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
     }
 }
 
 impl Clone for ShardRef {
     fn clone(&self) -> ShardRef {
-        let handle = self.handle();
-        if handle.owner_path(|local| *local = local.wrapping_add(1)).is_none() {
-            // Relaxed: a reference is made from one the caller holds, so the handle cannot
-            // be freed meanwhile; nothing is published by the count (as `Arc::clone`).
-            handle.shared.fetch_add(1, Ordering::Relaxed);
-        }
+        self.handle().count_one_more();
         ShardRef { ptr: self.ptr }
     }
 }
@@ -196,7 +209,8 @@ impl Drop for ShardRef {
         // The owner's drop, before its merge, is a plain subtraction: `shared` holds the bias
         // until the merge, so the handle cannot be the owner's to free here.
         if self.handle().owner_path(|local| *local = local.wrapping_sub(1)).is_none() {
-            self.release_shared();
+            // SAFETY: this reference is live and counted on `shared`, and is gone after this.
+            unsafe { ShardHandle::release_shared(self.ptr) };
         }
     }
 }
@@ -227,7 +241,7 @@ impl OwnerHandle {
     /// A handle owned by the calling thread, with one reference: this one.
     pub(crate) fn new(shard: Arc<Shard>) -> OwnerHandle {
         let owner = this_thread();
-        let handle = Box::new(ShardHandle {
+        let handle = ShardHandle {
             shard,
             owner,
             local: UnsafeCell::new(1),
@@ -235,8 +249,8 @@ impl OwnerHandle {
             // (this one) is counted on `shared`.
             merged: UnsafeCell::new(owner == NO_OWNER),
             shared: AtomicU64::new(if owner == NO_OWNER { 1 } else { BIAS }),
-        });
-        OwnerHandle { ptr: ShardRef::from_box(handle).into_raw() }
+        };
+        OwnerHandle { ptr: handle.leak() }
     }
 
     fn handle(&self) -> &ShardHandle {
@@ -247,19 +261,8 @@ impl OwnerHandle {
     /// A new reference, for a timeout this thread made: a plain add on the owner's count.
     #[inline]
     pub(crate) fn make_ref(&self) -> ShardRef {
-        ShardRef { ptr: self.ptr }.clone_from_owner()
-    }
-}
-
-impl ShardRef {
-    fn into_raw(self) -> NonNull<ShardHandle> {
-        std::mem::ManuallyDrop::new(self).ptr
-    }
-
-    /// `self` is an uncounted copy of the owner handle's pointer: count it, and return it.
-    fn clone_from_owner(self) -> ShardRef {
-        let uncounted = std::mem::ManuallyDrop::new(self);
-        (*uncounted).clone()
+        self.handle().count_one_more();
+        ShardRef { ptr: self.ptr }
     }
 }
 
@@ -274,7 +277,8 @@ impl Drop for OwnerHandle {
         let already = unsafe { handle.merged.with_mut(|m| std::mem::replace(&mut *m, true)) };
         if already {
             // Made by a thread being torn down: owned by no thread, an ordinary reference.
-            return ShardRef { ptr: self.ptr }.release_shared_and_forget();
+            // SAFETY: this handle's own reference, counted on `shared`, gone after this.
+            return unsafe { ShardHandle::release_shared(self.ptr) };
         }
         // SAFETY: as above.
         let mine = unsafe { handle.local.with_mut(|local| std::mem::replace(&mut *local, 0)) };
@@ -286,17 +290,8 @@ impl Drop for OwnerHandle {
         let before = handle.shared.fetch_add(delta, Ordering::AcqRel);
         if before.wrapping_add(delta) == 0 {
             // SAFETY: the count reached zero: every reference is gone.
-            unsafe { ShardRef::free(self.ptr) };
+            unsafe { ShardHandle::free(self.ptr) };
         }
-    }
-}
-
-impl ShardRef {
-    /// Drops this reference on `shared`, without running `Drop` (for `OwnerHandle`'s
-    /// reference on a thread that does not own it).
-    fn release_shared_and_forget(self) {
-        let this = std::mem::ManuallyDrop::new(self);
-        this.release_shared();
     }
 }
 

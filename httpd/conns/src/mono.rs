@@ -1,5 +1,6 @@
-//! `Instant`s as `CLOCK_MONOTONIC` nanoseconds, for `--trace`: the server's `--trace`
-//! writes the same clock, so the two join on one machine.
+//! `Instant`s as `CLOCK_MONOTONIC` nanoseconds, for `--trace`: the server
+//! (`shardwheel-httpd --trace`) builds this same file into its binary, so the two sides of
+//! a trace are on one clock and join on one machine.
 
 use std::sync::OnceLock;
 use std::time::Instant;
