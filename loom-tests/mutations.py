@@ -303,13 +303,13 @@ MUTATIONS = [
      """compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)""",
      """compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)""",
      "loom_counts", "a_slot_is_handed_over_with_its_counts"),
-    ("M73", "an exiting thread gives its slot back only if it armed (not a cancel-only thread)", "src/staging.rs",
-     """            owned.counts().give_back();
-            if owned.stage.retire(&mut self.scratch) {
-                owned.announce(0);""",
-     """            if owned.stage.retire(&mut self.scratch) {
-                owned.counts().give_back();
-                owned.announce(0);""",
+    ("M73", "a thread's shard handle, let go as the thread exits, keeps its counts slot (a cancel-only thread's too)", "src/shard/handle.rs",
+     """        if let Some(counts) = self.counts() {
+            counts.give_back();
+        }""",
+     """        if let Some(counts) = self.counts() {
+            let _ = counts;
+        }""",
      "loom_counts", "a_cancel_only_thread_leaves_its_slot_to_the_next"),
     ("M74", "a new slot is published free, not held by the thread that pushed it", "src/counts.rs",
      """            in_use: AtomicBool::new(true),""",
@@ -355,6 +355,19 @@ MUTATIONS = [
      """        if self.owner == NO_OWNER || self.owner != this_thread() {""",
      """        if self.owner == NO_OWNER {""",
      "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
+    ("M93", "the last reference's load (the free without a decrement) weakened from Acquire to Relaxed", "src/entry/mod.rs",
+     """        if refs.load(Ordering::Acquire) != 1 {""",
+     """        if refs.load(Ordering::Relaxed) != 1 {""",
+     "loom_memory", "drop_races_expire_and_cancel"),
+    ("M94", "a cell with two references left is freed by the first to drop (the other uses freed memory)", "src/entry/mod.rs",
+     """        if refs.load(Ordering::Acquire) != 1 {""",
+     """        if refs.load(Ordering::Acquire) > 2 {""",
+     "loom_memory", "drop_races_expire_and_cancel"),
+    ("M95", "any thread's cancel is counted in the timeout's owner's slot (two threads write one slot)", "src/shard/handle.rs",
+     """        self.owner_path(|_| unsafe { counts.as_ref() }.cancelled()).is_some()""",
+     """        unsafe { counts.as_ref() }.cancelled();
+        true""",
+     "loom_counts", "threads_that_only_cancel_give_their_slots_back"),
 ]
 
 

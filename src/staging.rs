@@ -24,7 +24,6 @@ use crate::shard::{OwnerHandle, Shard, ShardRef};
 use crate::stage::{Push, Stage, Sweep};
 use crate::sync::{Arc, thread_local};
 use std::cell::RefCell;
-use std::ptr::NonNull;
 
 /// What became of an arm offered to this thread's stage.
 pub(crate) enum Staging {
@@ -48,15 +47,13 @@ struct Owned {
     /// `shard/handle.rs`).
     shard: OwnerHandle,
     stage: Arc<Stage>,
-    /// This thread's slot in `shard.counts`.
-    counts: NonNull<Slot>,
 }
 
 impl Owned {
+    /// This thread's slot in the shard's counts, claimed with the handle and given back
+    /// when the handle goes.
     fn counts(&self) -> &Slot {
-        // SAFETY: the slot lives as long as the shard's `Slots`, which `self.shard` keeps
-        // alive; this thread claimed it and alone writes it until `Mine` gives it back.
-        unsafe { self.counts.as_ref() }
+        self.shard.counts().expect("a stage's handle is made with its thread's counts slot")
     }
 
     /// Tells the shard the stage is due from `due` on. `false` if the mailbox is closed: the
@@ -110,21 +107,13 @@ impl Mine {
         }
         // Forget the stages of shards that have stopped (their final drain takes, or has
         // taken, what is on them), giving their counts slots back.
-        self.owned.retain(|o| {
-            let closed = o.stage.is_closed();
-            if closed {
-                o.counts().give_back();
-            }
-            !closed
-        });
-        let stage = Arc::new(Stage::new());
-        let counts = NonNull::from(shard.counts.claim());
+        // (Dropping their handles gives their counts slots back.)
+        self.owned.retain(|o| !o.stage.is_closed());
         self.owned.push(Owned {
             service: shard.service,
             index: shard.index,
-            shard: OwnerHandle::new(shard.clone()),
-            stage,
-            counts,
+            shard: OwnerHandle::new(shard.clone(), Some(shard.counts.claim())),
+            stage: Arc::new(Stage::new()),
         });
         self.owned.len() - 1
     }
@@ -168,8 +157,8 @@ impl Mine {
 impl Drop for Mine {
     /// The thread exits: each stage is swept, retired and announced as due now.
     fn drop(&mut self) {
+        // Each handle gives its counts slot back as it is dropped, after the last sweep.
         for owned in self.owned.drain(..) {
-            owned.counts().give_back();
             if owned.stage.retire(&mut self.scratch) {
                 owned.announce(0);
             }

@@ -63,7 +63,9 @@ impl Timeout {
             return false;
         };
         self.shard.release();
-        crate::staging::count_cancelled(self.shard.shard());
+        if !self.shard.count_cancel_as_owner() {
+            crate::staging::count_cancelled(self.shard.shard());
+        }
         // The notice only gives back the wheel's node and the entry's memory; the cancel is
         // already decided. An entry the shard had not filed yet needs none: whoever gets to
         // the arm next (the shard, or the sweep of the stage it waits on) sees the cancel and

@@ -355,14 +355,24 @@ impl Drop for EntryRef {
     /// cell (to its pool page, or its `Box`).
     fn drop(&mut self) {
         let this = &*self;
-        // Release: every use of the cell through this reference happens before the free;
-        // pairs with the Acquire fence below in whichever thread drops the last reference
-        // (as `Arc::drop`).
-        if this.header().refs.fetch_sub(1, Ordering::Release) != 1 {
-            return;
+        let refs = &this.header().refs;
+        // The last reference, seen with a load: no locked instruction. Sound because a
+        // reference is only ever made from one held (`clone`; a stage's claim moves the one
+        // the slot held), so with this one the only one left, no other thread can make
+        // another. Most cells end this way: the handle is dropped first (below), and the
+        // stage's sweep or the shard then drops the last reference. Linux's `skb_unref` does
+        // the same. Acquire: pairs with the Release decrement of every reference dropped
+        // before, so the free happens after each of their uses.
+        if refs.load(Ordering::Acquire) != 1 {
+            // Release: every use of the cell through this reference happens before the
+            // free; pairs with the Acquire fence below in whichever thread drops the last
+            // reference (as `Arc::drop`).
+            if refs.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            // Acquire: see the Release above; the free happens after every other use.
+            fence(Ordering::Acquire);
         }
-        // Acquire: see the Release above; the free happens after every other use.
-        fence(Ordering::Acquire);
         if matches!(this.state().load(), crate::state::State::Pending { .. }) {
             // SAFETY: the last reference, so no other thread can reach the cell; the entry
             // never left PENDING, so its task is still in place and nobody took the right

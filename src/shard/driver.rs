@@ -73,7 +73,7 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
             shard: shard.clone(),
-            handle: OwnerHandle::new(shard.clone()),
+            handle: OwnerHandle::new(shard.clone(), None),
             wheel: Wheel::new(),
             due: Vec::with_capacity(EXPIRY_BUDGET),
             stages: StageWheel::new(),
@@ -577,7 +577,7 @@ mod tests {
         let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
         let mut local = super::Local {
             shard: shard.clone(),
-            handle: OwnerHandle::new(shard.clone()),
+            handle: OwnerHandle::new(shard.clone(), None),
             wheel: crate::wheel::Wheel::new(),
             due: Vec::new(),
             stages: super::StageWheel::new(),

@@ -45,6 +45,7 @@
 //! shard's memory must outlive every handle, and only a count says when none is left. A pin
 //! per call would cost as much as the count it replaces.
 
+use crate::counts::Slot;
 use crate::routing;
 use crate::shard::Shard;
 use crate::sync::{Arc, AtomicU64, Ordering, UnsafeCell, fence};
@@ -74,11 +75,17 @@ pub(crate) struct ShardHandle {
     merged: UnsafeCell<bool>,
     /// See the module docs.
     shared: AtomicU64,
+    /// The owner's slot in the shard's counts (`counts.rs`), if it holds one: its arms and
+    /// cancels on the shard are counted there. Written through by the owner alone, and only
+    /// until its merge, after which the slot is given back (`OwnerHandle::drop`).
+    counts: Option<NonNull<Slot>>,
 }
 
 // SAFETY: `shard` and `shared` are shared safely (`Arc`, an atomic); `local` and `merged` are
 // read and written only by the thread numbered `owner` (checked on every access through
-// `owner_path`), never by two threads, so sharing the handle between threads is sound.
+// `owner_path`), never by two threads, and so is the slot behind `counts` (through
+// `owner_path`, or the owner's non-`Send` `OwnerHandle`), so sharing the handle between
+// threads is sound.
 unsafe impl Sync for ShardHandle {}
 // SAFETY: as for `Sync`: the owner-only fields are never touched by a thread that is not
 // their owner, wherever the handle is.
@@ -94,6 +101,7 @@ impl ShardHandle {
             local: UnsafeCell::new(0),
             merged: UnsafeCell::new(true),
             shared: AtomicU64::new(1),
+            counts: None,
         };
         ShardRef { ptr: handle.leak() }
     }
@@ -145,6 +153,18 @@ impl ShardHandle {
     /// The shard's own counted reference.
     pub(crate) fn shard(&self) -> &Arc<Shard> {
         &self.shard
+    }
+
+    /// Counts a winning cancel in the owner's slot, if the calling thread is the owner and
+    /// still holds its slot: a plain load and store, no thread-local lookup. `false` if not
+    /// (the caller counts it elsewhere).
+    #[inline]
+    pub(crate) fn count_cancel_as_owner(&self) -> bool {
+        let Some(counts) = self.counts else { return false };
+        // SAFETY: `owner_path` runs only on the owner before its merge, and the owner gives
+        // its slot back only after merging (`OwnerHandle::drop`), so the slot is this
+        // thread's to write; it lives as long as the shard, which `self.shard` keeps.
+        self.owner_path(|_| unsafe { counts.as_ref() }.cancelled()).is_some()
     }
 
     /// Runs `f` on the owner's fields if the calling thread owns the handle and has not
@@ -238,8 +258,9 @@ pub(crate) struct OwnerHandle {
 }
 
 impl OwnerHandle {
-    /// A handle owned by the calling thread, with one reference: this one.
-    pub(crate) fn new(shard: Arc<Shard>) -> OwnerHandle {
+    /// A handle owned by the calling thread, with one reference: this one. `counts`: the
+    /// thread's slot in the shard's counts, claimed for it, given back when it lets go.
+    pub(crate) fn new(shard: Arc<Shard>, counts: Option<&Slot>) -> OwnerHandle {
         let owner = this_thread();
         let handle = ShardHandle {
             shard,
@@ -249,8 +270,17 @@ impl OwnerHandle {
             // (this one) is counted on `shared`.
             merged: UnsafeCell::new(owner == NO_OWNER),
             shared: AtomicU64::new(if owner == NO_OWNER { 1 } else { BIAS }),
+            counts: counts.map(NonNull::from),
         };
         OwnerHandle { ptr: handle.leak() }
+    }
+
+    /// This thread's slot in the shard's counts, if it claimed one.
+    pub(crate) fn counts(&self) -> Option<&Slot> {
+        // SAFETY: the slot lives as long as the shard, which the handle keeps alive, and it
+        // is this thread's until this `OwnerHandle` (not `Send`: it stays on its thread)
+        // gives it back as it is dropped.
+        self.handle().counts.map(|slot| unsafe { slot.as_ref() })
     }
 
     fn handle(&self) -> &ShardHandle {
@@ -275,6 +305,11 @@ impl Drop for OwnerHandle {
         // `owner_path`: the thread's number must not matter here, where a thread's
         // thread-locals are being torn down.)
         let already = unsafe { handle.merged.with_mut(|m| std::mem::replace(&mut *m, true)) };
+        // Merged (or never owned): no count goes to the slot through the owner's path any
+        // more, so it can go to the next thread that claims it.
+        if let Some(counts) = self.counts() {
+            counts.give_back();
+        }
         if already {
             // Made by a thread being torn down: owned by no thread, an ordinary reference.
             // SAFETY: this handle's own reference, counted on `shared`, gone after this.
