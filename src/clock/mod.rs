@@ -170,9 +170,17 @@ impl Clock {
     #[inline]
     pub(crate) fn deadline_at(&self, at: Instant) -> u64 {
         // The common case in 64-bit arithmetic: see `deadline_nanos`.
-        if let Some(at) = self.nanos_since_start(at) {
-            return self.div_ceil(at).min(NEVER);
+        match self.nanos_since_start(at) {
+            Some(at) => self.div_ceil(at).min(NEVER),
+            None => self.deadline_at_far(at),
         }
+    }
+
+    /// [`Clock::deadline_at`] for an instant over 584 years from the start. Out of line, so
+    /// that the common path (every `reset_at`) keeps no registers for a 128-bit division.
+    #[cold]
+    #[inline(never)]
+    fn deadline_at_far(&self, at: Instant) -> u64 {
         let at = at.saturating_duration_since(self.start).as_nanos();
         u64::try_from(at.div_ceil(u128::from(self.tick_nanos))).unwrap_or(NEVER).min(NEVER)
     }
@@ -186,6 +194,14 @@ impl Clock {
             let ticks = if deadline <= now { self.div(now) } else { self.div_ceil(deadline) };
             return ticks.min(NEVER);
         }
+        self.deadline_nanos_far(now, deadline)
+    }
+
+    /// [`Clock::deadline_nanos`] past 584 years from the start; out of line, as
+    /// [`Clock::deadline_at_far`].
+    #[cold]
+    #[inline(never)]
+    fn deadline_nanos_far(&self, now: u128, deadline: u128) -> u64 {
         let tick = u128::from(self.tick_nanos);
         let ticks = if deadline <= now { now / tick } else { deadline.div_ceil(tick) };
         u64::try_from(ticks).unwrap_or(NEVER).min(NEVER)

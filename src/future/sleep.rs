@@ -452,7 +452,9 @@ impl Sleep {
         // The polling thread's shard, or, if that one's thread failed, the next that runs.
         let shards = self.service.shard_count();
         for k in 0..shards {
-            let shard = (home + k) % shards;
+            // `(home + k) % shards` without the division (tens of cycles, on every sleep's
+            // registration): `home < shards` and `k < shards`.
+            let shard = if home + k < shards { home + k } else { home + k - shards };
             // `Err`: this thread drives none of the service's shards (checked above).
             match self.service.schedule_routed(Err(shard), |_| tick, WakeTask::new(waker)) {
                 Ok(timeout) => {
