@@ -96,7 +96,7 @@ impl Timeout {
     /// many idle timeouts to the same instant (one clock read per event-loop turn) pays for
     /// the compare-and-swap alone.
     pub fn reset_at(&self, deadline: Instant) -> bool {
-        self.reset_to(self.shard.clock.deadline_at(deadline))
+        self.reset_to(self.shard.clock.deadline_at_for_reset(deadline))
     }
 
     fn reset_to(&self, tick: u64) -> bool {

@@ -10,7 +10,9 @@
 //! `Instant::now()`, some 10 ns cheaper. Everything else reads `Instant::now()`.
 
 use crate::state::NEVER;
+use crate::sync::const_thread_local;
 use crate::sync::plain::{Arc, AtomicU64};
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 #[cfg(not(loom))]
@@ -21,6 +23,22 @@ mod tsc;
 mod tsc {
     #[derive(Clone, Copy, Debug)]
     pub(crate) enum Offset {}
+}
+
+/// This thread's last [`Clock::deadline_at_for_reset`]: its inputs (the clock's start and tick, and
+/// the instant) and its tick.
+#[derive(Clone, Copy)]
+struct Memo {
+    start: Instant,
+    tick_nanos: u64,
+    at: Instant,
+    tick: u64,
+}
+
+const_thread_local! {
+    /// See [`Clock::deadline_at_for_reset`]. A pure function's last result, keyed on every input, so
+    /// it can never answer for other inputs; thread-local, so no thread writes another's.
+    static MEMO: Cell<Option<Memo>> = Cell::new(None);
 }
 
 #[derive(Clone, Debug)]
@@ -171,9 +189,28 @@ impl Clock {
     pub(crate) fn deadline_at(&self, at: Instant) -> u64 {
         // The common case in 64-bit arithmetic: see `deadline_nanos`.
         match self.nanos_since_start(at) {
-            Some(at) => self.div_ceil(at).min(NEVER),
+            Some(nanos) => self.div_ceil(nanos).min(NEVER),
             None => self.deadline_at_far(at),
         }
+    }
+
+    /// [`Clock::deadline_at`] for a reset, remembered per thread for the next call. A
+    /// server's loop reads the clock once a turn and resets the idle timeout of every
+    /// connection that spoke in that turn to the same instant (`reset_at(now + idle)`); all
+    /// but the first of those resets then skip the `Instant` subtraction (a call into `std`)
+    /// and the division. A call with another instant pays a comparison and a store more
+    /// (some 1.5 ns), which is why arms, whose instants repeat less, do not use it.
+    #[inline]
+    pub(crate) fn deadline_at_for_reset(&self, at: Instant) -> u64 {
+        let (start, tick_nanos) = (self.start, self.tick_nanos);
+        let memo = MEMO.try_with(Cell::get).ok().flatten();
+        if let Some(memo) = memo.filter(|m| m.at == at && m.start == start && m.tick_nanos == tick_nanos) {
+            return memo.tick;
+        }
+        let tick = self.deadline_at(at);
+        // A thread being torn down just does without.
+        let _ = MEMO.try_with(|m| m.set(Some(Memo { start, tick_nanos, at, tick })));
+        tick
     }
 
     /// [`Clock::deadline_at`] for an instant over 584 years from the start. Out of line, so
@@ -323,6 +360,27 @@ mod tests {
         assert_eq!(clock.deadline_at(start + Duration::from_millis(3)), 3);
         assert_eq!(clock.floor(start + Duration::from_micros(1999)), 1);
         assert_eq!(clock.instant_of(3), start + Duration::from_millis(3));
+    }
+
+    /// The remembered conversion answers only for the very inputs it was made from: another
+    /// instant, another tick or another start (the same instant on three clocks, in turn)
+    /// gets its own answer, the same as without the memo.
+    #[test]
+    fn a_remembered_reset_deadline_answers_only_for_its_own_inputs() {
+        let start = Instant::now();
+        let ms = Clock::new(start, Duration::from_millis(1));
+        let ten = Clock::new(start, Duration::from_millis(10));
+        let later = Clock::new(start + Duration::from_millis(5), Duration::from_millis(1));
+        let at = start + Duration::from_micros(12_345);
+        for _ in 0..3 {
+            for (clock, want) in [(&ms, 13), (&ten, 2), (&later, 8), (&ms, 13)] {
+                assert_eq!(clock.deadline_at_for_reset(at), want);
+                assert_eq!(clock.deadline_at_for_reset(at), clock.deadline_at(at));
+            }
+            let other = at + Duration::from_nanos(1);
+            assert_eq!(ms.deadline_at_for_reset(other), ms.deadline_at(other));
+            assert_eq!(ms.deadline_at_for_reset(start), 0);
+        }
     }
 
     #[test]

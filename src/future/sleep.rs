@@ -419,7 +419,7 @@ impl Sleep {
             }
         }
         // Not registered, or its cell is spent (fired, or taken by `stop`): a fresh start.
-        self.phase = Phase::Idle(self.service.clock().deadline_at(deadline));
+        self.phase = Phase::Idle(self.service.clock().deadline_at_for_reset(deadline));
     }
 
     /// Lets go of the registration, if any: the cell is cancelled (one CAS; its waker dropped
