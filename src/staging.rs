@@ -101,10 +101,19 @@ pub(crate) fn arm(shard: &Arc<Shard>, entry: EntryRef, deadline: u64) -> Staging
 
 impl Mine {
     /// The index of this thread's stage for `shard`, made if needed.
+    #[inline]
     fn find(&mut self, shard: &Arc<Shard>) -> usize {
-        if let Some(i) = self.owned.iter().position(|o| o.service == shard.service && o.index == shard.index) {
-            return i;
+        match self.owned.iter().position(|o| o.service == shard.service && o.index == shard.index) {
+            Some(i) => i,
+            None => self.add(shard),
         }
+    }
+
+    /// A new stage for `shard`, this thread's first arm there (or first since that shard's
+    /// stage closed): out of line, as it happens once per thread and shard.
+    #[cold]
+    #[inline(never)]
+    fn add(&mut self, shard: &Arc<Shard>) -> usize {
         // Forget the stages of shards that have stopped (their final drain takes, or has
         // taken, what is on them), giving their counts slots back.
         // (Dropping their handles gives their counts slots back.)
