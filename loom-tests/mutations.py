@@ -352,7 +352,7 @@ MUTATIONS = [
      """        if self.handle().owner_path(|local| *local = *local).is_none() {""",
      "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
     ("M92", "any thread takes the owner's plain path (a count another thread writes too)", "src/shard/handle.rs",
-     """        if self.owner == NO_OWNER || self.owner != this_thread() {""",
+     """        if self.owner == NO_OWNER || !routing::is_this_thread(self.owner as usize) {""",
      """        if self.owner == NO_OWNER {""",
      "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
     ("M93", "the last reference's load (the free without a decrement) weakened from Acquire to Relaxed", "src/entry/mod.rs",

@@ -55,6 +55,14 @@ pub(crate) fn this_thread() -> usize {
 /// would wrap a plain `fetch_add` back to [`NO_THREAD`] and then to numbers of threads still
 /// running; instead, once the numbers run out, every later thread gets [`NO_THREAD`] (it
 /// owns nothing: its counts are all atomic).
+/// Whether the calling thread is the one numbered `n`: a read of its number, without giving
+/// it one (a thread that has none yet is no thread's `n`; `n` is never [`NO_THREAD`]).
+#[inline]
+pub(crate) fn is_this_thread(n: usize) -> bool {
+    debug_assert_ne!(n, NO_THREAD);
+    THREAD.try_with(|t| t.get() == n).unwrap_or(false)
+}
+
 fn next_number(counter: &AtomicUsize) -> usize {
     // Relaxed: it only has to hand out distinct numbers.
     counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1)).unwrap_or(NO_THREAD)

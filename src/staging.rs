@@ -22,7 +22,7 @@ use crate::entry::EntryRef;
 use crate::mailbox::Sent;
 use crate::shard::{OwnerHandle, Shard, ShardRef};
 use crate::stage::{Push, Stage, Sweep};
-use crate::sync::{Arc, thread_local};
+use crate::sync::Arc;
 use std::cell::RefCell;
 
 /// What became of an arm offered to this thread's stage.
@@ -76,8 +76,9 @@ struct Mine {
     scratch: Vec<EntryRef>,
 }
 
-thread_local! {
-    static MINE: RefCell<Mine> = RefCell::new(Mine::default());
+crate::sync::const_thread_local! {
+    // Const-initialised: an access checks no lazy initialisation (every arm makes one).
+    static MINE: RefCell<Mine> = RefCell::new(Mine { owned: Vec::new(), scratch: Vec::new() });
 }
 
 /// Stages `entry`, due at `deadline`, on this thread's stage for `shard`.

@@ -15,7 +15,6 @@ mod imp {
     pub(crate) use std::sync::Mutex;
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use std::thread;
-    pub(crate) use std::thread_local;
 
     /// Starts a shard thread with a name.
     pub(crate) fn spawn_named<T: Send + 'static>(
@@ -49,7 +48,6 @@ mod imp {
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use loom::sync::{Arc, Mutex};
     pub(crate) use loom::thread;
-    pub(crate) use loom::thread_local;
 
     /// Starts a shard thread; loom's threads have no names.
     pub(crate) fn spawn_named<T: Send + 'static>(

@@ -171,7 +171,7 @@ impl ShardHandle {
     /// merged it; `None` otherwise.
     #[inline]
     fn owner_path<R>(&self, f: impl FnOnce(&mut u64) -> R) -> Option<R> {
-        if self.owner == NO_OWNER || self.owner != this_thread() {
+        if self.owner == NO_OWNER || !routing::is_this_thread(self.owner as usize) {
             return None;
         }
         // SAFETY: the calling thread is the owner (its number is unique), the only thread
