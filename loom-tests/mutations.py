@@ -78,7 +78,7 @@ MUTATIONS = [
      """        if catch_unwind(AssertUnwindSafe(|| task.cancelled())).is_err() {""",
      """        if catch_unwind(AssertUnwindSafe(|| std::mem::forget(task))).is_err() {""",
      "loom_memory", "drop_races_expire_and_cancel"),
-    ("M13", "a winning cancel is not counted (pending stays up)", "src/timeout.rs",
+    ("M13", "a winning cancel by a thread other than the timeout's owner is not counted (pending stays up)", "src/timeout.rs",
      """        crate::staging::count_cancelled(self.shard.shard());""",
      """        let _ = crate::staging::count_cancelled;""",
      "loom_shutdown", "stop_races_cancel"),
@@ -368,6 +368,10 @@ MUTATIONS = [
      """        unsafe { counts.as_ref() }.cancelled();
         true""",
      "loom_counts", "threads_that_only_cancel_give_their_slots_back"),
+    ("M96", "the owner's own cancel is not counted (its handle's slot is left as it was)", "src/shard/handle.rs",
+     """        self.owner_path(|_| unsafe { counts.as_ref() }.cancelled()).is_some()""",
+     """        self.owner_path(|_| { let _ = counts; }).is_some()""",
+     "loom_stage", "sweep_races_take"),
 ]
 
 

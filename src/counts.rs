@@ -9,7 +9,9 @@
 //! - Slots form a list that only grows (a Treiber stack: a new slot is pushed with one CAS of
 //!   `head`), freed with the shard. A thread claims a free slot (`in_use` false → true, a CAS)
 //!   on its first arm or cancel on the shard, writes it alone while it holds it, and gives it
-//!   back when it exits; the next thread to claim it goes on adding to its counts. So the
+//!   back when it lets go of its handle to the shard (`shard/handle.rs`: as it exits, or as
+//!   it forgets the stage of a stopped shard); the next thread to claim it goes on adding to
+//!   its counts. So the
 //!   list is as long as the most threads that ever used the shard at once, however many come
 //!   and go.
 //! - A reader sums every slot, held or not, with plain loads: a count read while its writer is
@@ -46,7 +48,8 @@ impl Slot {
         bump(&self.cancelled);
     }
 
-    /// Holder only, as its thread exits: the slot is free for another thread.
+    /// Holder only, as it lets go of its handle to the shard (its thread exits, or the
+    /// shard stopped): the slot is free for another thread.
     pub(crate) fn give_back(&self) {
         // Release: this thread's counts before the next holder's; pairs with the Acquire CAS
         // in `claim`.

@@ -297,7 +297,7 @@ pub mod loom_support {
             self.0.cancelled();
         }
 
-        /// Gives the slot back, as its thread exits.
+        /// Gives the slot back, as its holder lets go of it (its thread exits).
         pub fn give_back(self) {
             self.0.give_back();
         }

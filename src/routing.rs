@@ -49,12 +49,6 @@ pub(crate) fn this_thread() -> usize {
         .unwrap_or(NO_THREAD)
 }
 
-/// The next number from `counter`, never one handed out before: a thread's number is its
-/// identity for `shard/handle.rs` (a thread that got another's would take that thread's
-/// plain, unsynchronized count). Where `usize` is 32 bits a process that starts 2³² threads
-/// would wrap a plain `fetch_add` back to [`NO_THREAD`] and then to numbers of threads still
-/// running; instead, once the numbers run out, every later thread gets [`NO_THREAD`] (it
-/// owns nothing: its counts are all atomic).
 /// Whether the calling thread is the one numbered `n`: a read of its number, without giving
 /// it one (a thread that has none yet is no thread's `n`; `n` is never [`NO_THREAD`]).
 #[inline]
@@ -63,6 +57,12 @@ pub(crate) fn is_this_thread(n: usize) -> bool {
     THREAD.try_with(|t| t.get() == n).unwrap_or(false)
 }
 
+/// The next number from `counter`, never one handed out before: a thread's number is its
+/// identity for `shard/handle.rs` (a thread that got another's would take that thread's
+/// plain, unsynchronized count). Where `usize` is 32 bits a process that starts 2³² threads
+/// would wrap a plain `fetch_add` back to [`NO_THREAD`] and then to numbers of threads still
+/// running; instead, once the numbers run out, every later thread gets [`NO_THREAD`] (it
+/// owns nothing: its counts are all atomic).
 fn next_number(counter: &AtomicUsize) -> usize {
     // Relaxed: it only has to hand out distinct numbers.
     counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1)).unwrap_or(NO_THREAD)

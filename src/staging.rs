@@ -116,8 +116,7 @@ impl Mine {
     #[inline(never)]
     fn add(&mut self, shard: &Arc<Shard>) -> usize {
         // Forget the stages of shards that have stopped (their final drain takes, or has
-        // taken, what is on them), giving their counts slots back.
-        // (Dropping their handles gives their counts slots back.)
+        // taken, what is on them); dropping their handles gives their counts slots back.
         self.owned.retain(|o| !o.stage.is_closed());
         self.owned.push(Owned {
             service: shard.service,

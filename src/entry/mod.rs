@@ -359,7 +359,7 @@ impl Drop for EntryRef {
         // The last reference, seen with a load: no locked instruction. Sound because a
         // reference is only ever made from one held (`clone`; a stage's claim moves the one
         // the slot held), so with this one the only one left, no other thread can make
-        // another. Most cells end this way: the handle is dropped first (below), and the
+        // another. Most cells end this way: the handle is dropped first (a decrement), and the
         // stage's sweep or the shard then drops the last reference. Linux's `skb_unref` does
         // the same. Acquire: pairs with the Release decrement of every reference dropped
         // before, so the free happens after each of their uses.
