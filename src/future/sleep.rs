@@ -433,45 +433,76 @@ impl Sleep {
         }
     }
 
-    /// Arms a cell for `tick` holding `waker`, on the polling thread's shard.
+    /// Arms a cell for `tick` holding `waker`, on the polling thread's shard. The common
+    /// case alone is inline (every sleep's first poll); a refusal goes to `arm_refused`.
+    #[inline]
     fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
         // One look at the thread's routing: its own shard, if it drives one of this service's.
         let Err(home) = self.service.route_or_home() else {
-            // A sleep already due completes without waiting (a poll that does not block, such
-            // as `now_or_never`, is fine here); only a wait could never end.
-            if self.passed(tick) {
-                self.phase = Phase::Stopped(tick);
-                return Poll::Ready(Ok(()));
-            }
-            panic!(
-                "a shardwheel Sleep was polled by a task running on one of its own service's \
-                 shard threads: only that thread can wake it, so waiting for it there would \
-                 wait forever (run such tasks with Builder::offload, or on another thread)"
-            );
+            return self.arm_on_a_shard_thread(tick);
         };
-        // The polling thread's shard, or, if that one's thread failed, the next that runs.
+        // `Err`: this thread drives none of the service's shards (checked above).
+        match self.service.schedule_routed(Err(home), |_| tick, WakeTask::new(waker)) {
+            Ok(timeout) => {
+                self.waker = WakerId::of(waker);
+                self.phase = Phase::Armed(timeout);
+                Poll::Pending
+            }
+            Err(refused) => self.arm_refused(tick, waker, home, refused),
+        }
+    }
+
+    /// A sleep polled on one of its own service's shard threads.
+    #[cold]
+    #[inline(never)]
+    fn arm_on_a_shard_thread(&mut self, tick: u64) -> Poll<Result<(), Stopped>> {
+        // A sleep already due completes without waiting (a poll that does not block, such as
+        // `now_or_never`, is fine here); only a wait could never end.
+        if self.passed(tick) {
+            self.phase = Phase::Stopped(tick);
+            return Poll::Ready(Ok(()));
+        }
+        panic!(
+            "a shardwheel Sleep was polled by a task running on one of its own service's shard \
+             threads: only that thread can wake it, so waiting for it there would wait forever \
+             (run such tasks with Builder::offload, or on another thread)"
+        );
+    }
+
+    /// The polling thread's shard `home` refused the sleep: a stopped service ends it, a
+    /// failed shard passes it to the next that runs, anything else panics.
+    #[cold]
+    #[inline(never)]
+    fn arm_refused(
+        &mut self,
+        tick: u64,
+        waker: &Waker,
+        home: usize,
+        mut refused: ScheduleError<WakeTask>,
+    ) -> Poll<Result<(), Stopped>> {
         let shards = self.service.shard_count();
-        for k in 0..shards {
-            // `(home + k) % shards` without the division (tens of cycles, on every sleep's
-            // registration): `home < shards` and `k < shards`.
+        for k in 1..=shards {
+            match refused {
+                ScheduleError::Shutdown(task) => {
+                    task.silence();
+                    return Poll::Ready(self.stopped_at(tick));
+                }
+                ScheduleError::ShardFailed(task) if k < shards => task.silence(),
+                e => {
+                    let message = e.to_string();
+                    e.into_task().silence();
+                    panic!("a Sleep could not register: {message}");
+                }
+            }
+            // The next shard round from `home` (`home < shards`, `k < shards`: no division).
             let shard = if home + k < shards { home + k } else { home + k - shards };
-            // `Err`: this thread drives none of the service's shards (checked above).
             match self.service.schedule_routed(Err(shard), |_| tick, WakeTask::new(waker)) {
                 Ok(timeout) => {
                     self.waker = WakerId::of(waker);
                     self.phase = Phase::Armed(timeout);
                     return Poll::Pending;
                 }
-                Err(ScheduleError::Shutdown(task)) => {
-                    task.silence();
-                    return Poll::Ready(self.stopped_at(tick));
-                }
-                Err(ScheduleError::ShardFailed(task)) if k + 1 < shards => task.silence(),
-                Err(e) => {
-                    let message = e.to_string();
-                    e.into_task().silence();
-                    panic!("a Sleep could not register: {message}");
-                }
+                Err(again) => refused = again,
             }
         }
         unreachable!("the last shard's refusal panics above")
@@ -527,6 +558,43 @@ mod tests {
     use std::mem::size_of;
 
     fn assert_traits<T: std::future::Future<Output = ()> + Send + Sync + Unpin>() {}
+
+    /// The polling thread's home shard failed (its driver died): the sleep registers on the
+    /// next shard that runs, round from home; with every shard failed, the poll panics rather
+    /// than wait forever.
+    #[test]
+    fn a_sleep_refused_by_a_failed_shard_registers_on_the_next() {
+        use crate::TimerService;
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        use std::time::Duration;
+
+        let timers = TimerService::builder().shards(3).build().unwrap();
+        let home = timers.route();
+        let poll_once = |sleep: &mut Sleep| {
+            let mut cx = Context::from_waker(Waker::noop());
+            std::pin::Pin::new(sleep).poll(&mut cx)
+        };
+        let shard_of = |sleep: &Sleep| match &sleep.phase {
+            super::Phase::Armed(timeout) => timeout.shard.shard().index,
+            _ => panic!("not registered"),
+        };
+        let mut sleep = timers.sleep(Duration::from_secs(30));
+        assert_eq!(poll_once(&mut sleep), Poll::Pending);
+        assert_eq!(shard_of(&sleep), home, "its own shard first");
+        for failed in 1..3 {
+            timers.shard_at((home + failed - 1) % 3).fail();
+            let mut sleep = timers.sleep(Duration::from_secs(30));
+            assert_eq!(poll_once(&mut sleep), Poll::Pending);
+            assert_eq!(shard_of(&sleep), (home + failed) % 3, "the next that runs, round from home");
+        }
+        drop(sleep);
+        timers.shard_at((home + 2) % 3).fail();
+        let mut sleep = timers.sleep(Duration::from_secs(30));
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut sleep)));
+        let message = refused.expect_err("no shard runs: the poll panics").downcast::<String>().unwrap();
+        assert!(message.contains("could not register"), "{message}");
+    }
 
     #[test]
     fn sleep_is_send_sync_unpin_and_small() {
