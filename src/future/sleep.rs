@@ -443,13 +443,17 @@ impl Sleep {
         };
         // `Err`: this thread drives none of the service's shards (checked above).
         match self.service.schedule_routed(Err(home), |_| tick, WakeTask::new(waker)) {
-            Ok(timeout) => {
-                self.waker = WakerId::of(waker);
-                self.phase = Phase::Armed(timeout);
-                Poll::Pending
-            }
+            Ok(timeout) => self.registered(timeout, waker),
             Err(refused) => self.arm_refused(tick, waker, home, refused),
         }
+    }
+
+    /// Registered: `timeout`'s cell holds a clone of `waker`.
+    #[inline]
+    fn registered(&mut self, timeout: Timeout, waker: &Waker) -> Poll<Result<(), Stopped>> {
+        self.waker = WakerId::of(waker);
+        self.phase = Phase::Armed(timeout);
+        Poll::Pending
     }
 
     /// A sleep polled on one of its own service's shard threads.
@@ -497,11 +501,7 @@ impl Sleep {
             // The next shard round from `home` (`home < shards`, `k < shards`: no division).
             let shard = if home + k < shards { home + k } else { home + k - shards };
             match self.service.schedule_routed(Err(shard), |_| tick, WakeTask::new(waker)) {
-                Ok(timeout) => {
-                    self.waker = WakerId::of(waker);
-                    self.phase = Phase::Armed(timeout);
-                    return Poll::Pending;
-                }
+                Ok(timeout) => return self.registered(timeout, waker),
                 Err(again) => refused = again,
             }
         }
