@@ -1,8 +1,17 @@
-//! What a `Timeout::reset_at` costs with and without the per-thread memo of its last
-//! conversion (`Clock::deadline_at_for_reset`): one timeout reset 50 M times, first to 16
-//! instants each used for a sixteenth of the run (a loop turn's one `now + idle` for every
-//! connection: the memo answers), then to a different instant on every reset (a deadline
-//! computed per connection, as hyper's timer and `shardwheel-httpd` do: the memo misses).
+//! What a `Timeout::reset_at` costs when the per-thread memo of its last conversion
+//! (`Clock::deadline_at_for_reset`: a tick and the instants that round up to it) answers,
+//! and when it does not. One timeout is reset 20 M times to a later deadline each round,
+//! three ways:
+//!
+//! - **one instant a turn**: 16 instants, each for a sixteenth of the round (a loop that
+//!   reads the clock once a turn and resets every connection that spoke to `now + idle`);
+//! - **an instant per reset**: `first + i ns`, computed in the loop (a deadline computed per
+//!   connection, as hyper's timer and `shardwheel-httpd` do): a million resets a tick, so
+//!   the memo answers all but the first of each tick;
+//! - **two families in turn**: two timeouts reset in turn, each to an instant per reset, 5 s
+//!   and 60 s ahead (a request timeout and an idle timeout): each family keeps its memo;
+//! - **a tick per reset**: `first + i ms`, computed in the loop: the memo never answers, and
+//!   every reset moves the deadline to a new tick (one CAS each).
 //!
 //! ```sh
 //! cargo run --release --example reset_memo
@@ -12,27 +21,48 @@ use shardwheel::TimerService;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-const RESETS: u64 = 50_000_000;
+const RESETS: u64 = 20_000_000;
+
+/// Nanoseconds a reset over `RESETS` resets of `timeout` to `deadline(i)`.
+fn per_reset(timeout: &shardwheel::Timeout, deadline: impl Fn(u64) -> Instant) -> f64 {
+    let start = Instant::now();
+    for i in 0..RESETS {
+        black_box(timeout.reset_at(deadline(i)));
+    }
+    start.elapsed().as_nanos() as f64 / RESETS as f64
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let timers = TimerService::builder().shards(1).build()?;
     let timeout = timers.schedule(Duration::from_secs(30), || {})?;
-    let base = Instant::now() + Duration::from_secs(30);
-    let turns: Vec<Instant> = (0..16).map(|i| base + Duration::from_millis(i)).collect();
-    let fresh: Vec<Instant> = (0..1024).map(|i| base + Duration::from_nanos(i)).collect();
+    let request = timers.schedule(Duration::from_secs(1), || {})?;
+    let idle = timers.schedule(Duration::from_secs(1), || {})?;
+    let families = [&request, &idle];
+    // Each round's deadlines come after the previous round's, so every reset moves later.
+    let mut base = Instant::now() + Duration::from_secs(30);
     for round in 1..=3 {
+        let turns: Vec<Instant> = (0..16).map(|k| base + Duration::from_millis(k)).collect();
+        let turn = per_reset(&timeout, |i| turns[(i * 16 / RESETS) as usize]);
+        base += Duration::from_millis(16);
+        let first = base;
+        let each = per_reset(&timeout, |i| first + Duration::from_nanos(i));
+        base += Duration::from_nanos(RESETS) + Duration::from_millis(1);
         let start = Instant::now();
+        let firsts = [start + Duration::from_secs(5 * round), start + Duration::from_secs(60 * round)];
         for i in 0..RESETS {
-            black_box(timeout.reset_at(turns[(i * 16 / RESETS) as usize]));
+            let k = (i & 1) as usize;
+            black_box(families[k].reset_at(firsts[k] + Duration::from_nanos(i)));
         }
-        let same = start.elapsed().as_nanos() as f64 / RESETS as f64;
-        let start = Instant::now();
-        for i in 0..RESETS {
-            black_box(timeout.reset_at(fresh[(i & 1023) as usize]));
-        }
-        let other = start.elapsed().as_nanos() as f64 / RESETS as f64;
-        println!("round {round}: one instant a turn {same:.2} ns a reset; a new instant every reset {other:.2} ns");
+        let two = start.elapsed().as_nanos() as f64 / RESETS as f64;
+        let first = base;
+        let tick = per_reset(&timeout, |i| first + Duration::from_millis(i));
+        base += Duration::from_millis(RESETS + 1);
+        println!(
+            "round {round}: one instant a turn {turn:.2} ns a reset; an instant per reset {each:.2} ns; two families in turn {two:.2} ns; a tick per reset {tick:.2} ns"
+        );
     }
-    assert!(timeout.cancel(), "the timeout was still pending");
+    for t in [timeout, request, idle] {
+        assert!(t.cancel(), "a timeout was not pending");
+    }
     Ok(())
 }

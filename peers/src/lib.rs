@@ -196,6 +196,47 @@ pub fn for_each_target<T: Copy>(iters: u64, targets: &[T], mut f: impl FnMut(u64
     }
 }
 
+/// The start of a sample of [`for_each_deadline`] resets: `delay` from now, and after
+/// the previous sample's last deadline, so that every timeout's deadline only moves later
+/// across samples too. Read before the sample is timed.
+#[derive(Debug)]
+pub struct EachDeadline {
+    delay: Duration,
+    last: Option<Instant>,
+}
+
+impl EachDeadline {
+    pub fn new(delay: Duration) -> EachDeadline {
+        EachDeadline { delay, last: None }
+    }
+
+    /// The first deadline of a sample of `iters` resets; the sample's deadlines are this one
+    /// plus 0, 1, … `iters − 1` ns.
+    pub fn next_sample(&mut self, iters: u64) -> Instant {
+        let mut first = Instant::now() + self.delay;
+        if let Some(last) = self.last {
+            first = first.max(last + Duration::from_millis(1));
+        }
+        self.last = Some(first + Duration::from_nanos(iters));
+        first
+    }
+}
+
+/// Calls `f(i, first + i ns)` for `i` in `0..iters`: a deadline of its own for every reset,
+/// computed in the loop as a server computes `now + idle` for each connection that spoke
+/// (hyper's timer resets so), so the add is timed too, for every peer alike. The deadlines
+/// increase by 1 ns a reset: a round-robin over timeouts moves each one's deadline only
+/// later, to a new tick once a million resets (so, at 1 M timeouts, on every reset).
+pub fn for_each_deadline<T: Copy + std::ops::Add<Duration, Output = T>>(
+    iters: u64,
+    first: T,
+    mut f: impl FnMut(u64, T),
+) {
+    for i in 0..iters {
+        f(i, first + Duration::from_nanos(i));
+    }
+}
+
 /// Runs `work(peer, thread index)` on `threads` fresh threads at once (each inside
 /// `peer.enter`), released together by a barrier; returns the wall time from the first
 /// thread's start to the last thread's finish, each stamped by the thread itself (thread

@@ -205,6 +205,31 @@ impl TokioInRuntime {
         })
     }
 
+    /// [`resets`](Self::resets) with a deadline of its own for every reset (see
+    /// [`for_each_deadline`](super::for_each_deadline)): `first + i ns`, computed in the loop.
+    pub fn resets_each(
+        &self,
+        mut sleeps: Vec<Pin<Box<Sleep>>>,
+        mut next: usize,
+        first: tokio::time::Instant,
+        iters: u64,
+    ) -> (Vec<Pin<Box<Sleep>>>, usize, Duration) {
+        self.on_worker(async move {
+            let size = sleeps.len();
+            let start = Instant::now();
+            super::for_each_deadline(iters, first, |_, at| {
+                sleeps[next].as_mut().reset(at);
+                next += 1;
+                if next == size {
+                    next = 0;
+                }
+            });
+            let elapsed = start.elapsed();
+            assert!(sleeps.iter().all(|s| !s.is_elapsed()), "tokio: a reset sleep elapsed");
+            (sleeps, next, elapsed)
+        })
+    }
+
     /// A sleep polled in a task wakes that task at its deadline and not before; the measured
     /// arm + cancel pattern runs with every producer on its own worker and every sleep pending;
     /// a registered sleep reset to a later instant waits for it.

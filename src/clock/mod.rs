@@ -11,7 +11,7 @@
 
 use crate::state::NEVER;
 use crate::sync::const_thread_local;
-use crate::sync::plain::{Arc, AtomicU64};
+use crate::sync::plain::{Arc, AtomicU64, Ordering};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -25,24 +25,68 @@ mod tsc {
     pub(crate) enum Offset {}
 }
 
-/// This thread's last [`Clock::deadline_at_for_reset`]: its inputs (the clock's start and tick, and
-/// the instant) and its tick.
-#[derive(Clone, Copy)]
+/// One of this thread's last [`Clock::deadline_at_for_reset`]s that converted: the clock it
+/// was for, the tick it gave, and instants that round up to that tick: the one it converted,
+/// `from`, and every later one up to the tick's own instant, `until`. Each field a `Cell` of
+/// its own, so that the inlined check reads only what it compares.
 struct Memo {
-    start: Instant,
-    tick_nanos: u64,
-    at: Instant,
-    tick: u64,
+    /// [`Clock::id`]; 0 (no clock's) while the memo is empty.
+    clock: Cell<u64>,
+    tick: Cell<u64>,
+    from: Cell<Option<Instant>>,
+    /// `start + tick × tick_nanos`.
+    until: Cell<Option<Instant>>,
 }
 
 const_thread_local! {
-    /// See [`Clock::deadline_at_for_reset`]. A pure function's last result, keyed on every input, so
-    /// it can never answer for other inputs; thread-local, so no thread writes another's.
-    static MEMO: Cell<Option<Memo>> = Cell::new(None);
+    /// See [`Clock::deadline_at_for_reset`]: the last memo made, then the one before it, so
+    /// that a second family of deadlines (a server that resets a request timeout and an idle
+    /// timeout in turn) finds its own. A pure function's results with the inputs each stands
+    /// for, a clock (its start and tick, which its id names) and instants that round up to
+    /// one tick of it, so a memo can never answer for other inputs; thread-local, so no
+    /// thread writes another's.
+    static MEMOS: [Memo; 2] = [Memo::empty(), Memo::empty()];
+}
+
+/// Clock ids: one per clock made, never reused (ids start at 1).
+static NEXT_CLOCK: AtomicU64 = AtomicU64::new(1);
+
+impl Memo {
+    /// An empty memo (a `fn`, not a `const`: a `const` of `Cell`s is a fresh copy at each
+    /// use, which clippy flags as a likely mistake).
+    const fn empty() -> Memo {
+        Memo { clock: Cell::new(0), tick: Cell::new(0), from: Cell::new(None), until: Cell::new(None) }
+    }
+
+    /// The memo's tick, if it stands for `at` on clock `clock`.
+    #[inline]
+    fn answer(&self, clock: u64, at: Instant) -> Option<u64> {
+        let (Some(from), Some(until)) = (self.from.get(), self.until.get()) else {
+            return None;
+        };
+        (self.clock.get() == clock && from <= at && at <= until).then(|| self.tick.get())
+    }
+
+    fn set(&self, clock: u64, tick: u64, from: Instant, until: Instant) {
+        self.clock.set(clock);
+        self.tick.set(tick);
+        self.from.set(Some(from));
+        self.until.set(Some(until));
+    }
+
+    fn copy_from(&self, other: &Memo) {
+        self.clock.set(other.clock.get());
+        self.tick.set(other.tick.get());
+        self.from.set(other.from.get());
+        self.until.set(other.until.get());
+    }
 }
 
 #[derive(Clone, Debug)]
 pub(crate) struct Clock {
+    /// Names this clock's `start` and `tick_nanos` (which never change) in a reset's memo:
+    /// a clone has the same id, every other clock another.
+    id: u64,
     start: Instant,
     tick_nanos: u64,
     /// `⌊(2⁶⁴ − 1) / tick_nanos⌋`: divides by the tick with a multiply (see [`Clock::div`]).
@@ -63,7 +107,9 @@ impl Clock {
         let fast = tsc::offset(start);
         #[cfg(loom)]
         let fast = None;
-        Clock { start, tick_nanos, tick_inverse: u64::MAX / tick_nanos, paused: None, fast }
+        // Relaxed: an id only needs to differ from every other; nothing is published by it.
+        let id = NEXT_CLOCK.fetch_add(1, Ordering::Relaxed);
+        Clock { id, start, tick_nanos, tick_inverse: u64::MAX / tick_nanos, paused: None, fast }
     }
 
     /// A clock that stands still at `start` until its time (the returned counter, in
@@ -194,24 +240,53 @@ impl Clock {
         }
     }
 
-    /// [`Clock::deadline_at`] for a reset, remembered per thread for the next call. A
-    /// server's loop reads the clock once a turn and resets the idle timeout of every
-    /// connection that spoke in that turn to the same instant (`reset_at(now + idle)`); all
-    /// but the first of those resets then skip the `Instant` subtraction (a call into `std`)
-    /// and the division. A call with another instant pays a comparison and a store more
-    /// (some 1.5 ns), which is why arms, whose instants repeat less, do not use it; so does a
-    /// caller that computes each connection's deadline apart (hyper's timer does):
-    /// `examples/reset_memo.rs` measures both.
+    /// [`Clock::deadline_at`] for a reset, remembered per thread for the next call: the tick,
+    /// with the instants from this one to the tick's own, which all round up to it. A server
+    /// resets the idle timeout of each connection that spoke to `now + idle`, read once a
+    /// loop turn or once a connection (hyper's timer does the latter); either way its resets
+    /// within one tick's worth of time go to one tick, later and later, and all but the
+    /// first skip the `Instant` subtraction (a call into `std`) and the division: two
+    /// comparisons of instants instead. Two memos are kept, the last two ticks converted, so
+    /// that two families of deadlines reset in turn (a request timeout and an idle timeout)
+    /// both find theirs. The first reset of each tick pays for the memo, an `Instant`
+    /// addition and two stores, which is why arms, whose deadlines spread over many ticks, do
+    /// not use it. `examples/reset_memo.rs` measures hits and misses.
     #[inline]
     pub(crate) fn deadline_at_for_reset(&self, at: Instant) -> u64 {
-        let (start, tick_nanos) = (self.start, self.tick_nanos);
-        let memo = MEMO.try_with(Cell::get).ok().flatten();
-        if let Some(memo) = memo.filter(|m| m.at == at && m.start == start && m.tick_nanos == tick_nanos) {
-            return memo.tick;
+        match MEMOS.try_with(|m| m[0].answer(self.id, at)) {
+            Ok(Some(tick)) => tick,
+            // A thread being torn down just does without.
+            Ok(None) | Err(_) => self.deadline_at_remembered(at),
         }
-        let tick = self.deadline_at(at);
-        // A thread being torn down just does without.
-        let _ = MEMO.try_with(|m| m.set(Some(Memo { start, tick_nanos, at, tick })));
+    }
+
+    /// [`Clock::deadline_at_for_reset`] when the last memo did not answer: the one before it,
+    /// or the tick converted and remembered with the instants it stands for. Out of line:
+    /// once a tick, not once a reset.
+    #[inline(never)]
+    fn deadline_at_remembered(&self, at: Instant) -> u64 {
+        if let Ok(Some(tick)) = MEMOS.try_with(|m| m[1].answer(self.id, at)) {
+            return tick;
+        }
+        // As `deadline_at`, keeping the nanoseconds for the memo.
+        let Some(nanos) = self.nanos_since_start(at) else {
+            return self.deadline_at_far(at);
+        };
+        let tick = self.div_ceil(nanos).min(NEVER);
+        // `nanos` (> 0) rounds up to `tick`, and so does every count after it up to the
+        // tick's own, `tick × tick_nanos`: the instants from `at` to `until` below. Instants
+        // up to the start (0) and a saturated count (`NEVER`) are not remembered.
+        if nanos == 0 || tick == NEVER {
+            return tick;
+        }
+        let until = tick.checked_mul(self.tick_nanos).and_then(|own| at.checked_add(Duration::from_nanos(own - nanos)));
+        if let Some(until) = until {
+            // The new memo goes first and the last one second; the one before that goes.
+            let _ = MEMOS.try_with(|[last, before]| {
+                before.copy_from(last);
+                last.set(self.id, tick, at, until);
+            });
+        }
         tick
     }
 
@@ -382,6 +457,43 @@ mod tests {
             let other = at + Duration::from_nanos(1);
             assert_eq!(ms.deadline_at_for_reset(other), ms.deadline_at(other));
             assert_eq!(ms.deadline_at_for_reset(start), 0);
+        }
+    }
+
+    #[test]
+    fn a_remembered_tick_answers_exactly_for_the_instants_that_round_up_to_it() {
+        let start = Instant::now() + Duration::from_secs(1);
+        let clocks = [
+            Clock::new(start, Duration::from_millis(1)),
+            Clock::new(start, Duration::from_millis(10)),
+            Clock::new(start + Duration::from_nanos(3), Duration::from_millis(1)),
+            Clock::new(start, Duration::from_nanos(7)),
+            Clock::new(start, Duration::from_nanos(999_983)),
+            Clock::new(start, Duration::from_secs(3600)),
+        ];
+        // Instants on, just before and just after tick boundaries of every clock, and before
+        // the start; visited in a scrambled order, clocks interleaved, so each call meets a
+        // memo left by another instant, another tick or another clock.
+        let mut offsets: Vec<i64> = vec![-2_000_000, -1, 0, 1, 2];
+        for d in [1_000_000i64, 10_000_000, 7, 999_983, 3_600_000_000_000] {
+            for k in [1i64, 2, 3, 1000, 123_457] {
+                for e in [-1i64, 0, 1, 3] {
+                    offsets.push(d.saturating_mul(k).saturating_add(e));
+                }
+            }
+        }
+        let at = |offset: i64| {
+            let magnitude = Duration::from_nanos(offset.unsigned_abs());
+            if offset < 0 { start - magnitude } else { start + magnitude }
+        };
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let clock = &clocks[(x % clocks.len() as u64) as usize];
+            let at = at(offsets[((x >> 8) % offsets.len() as u64) as usize]);
+            assert_eq!(clock.deadline_at_for_reset(at), clock.deadline_at(at), "{clock:?} at {at:?}");
         }
     }
 

@@ -440,7 +440,9 @@ impl<T> LocalWheel<T> {
     /// assert_eq!(wheel.deadline(key), Some(later));
     /// ```
     pub fn reset_at(&mut self, key: TimerKey, deadline: Instant) -> bool {
-        let tick = self.clock.deadline_at(deadline);
+        // Remembered per thread: an event loop's resets of one tick's worth of time go to one
+        // tick (see `Clock::deadline_at_for_reset`).
+        let tick = self.clock.deadline_at_for_reset(deadline);
         let Some((wheel_key, word)) = self.find(key) else { return false };
         // This reset comes after every remote reset whose CAS the word shows: their
         // messages, still on their way, must not undo it (a remote reset after this load

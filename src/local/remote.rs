@@ -390,7 +390,7 @@ impl<T: Send> RemoteWheel<T> {
     /// assert_eq!(wheel.deadline(key), Some(later));
     /// ```
     pub fn reset_at(&self, key: TimerKey, deadline: Instant) -> bool {
-        self.reset_tick(key, self.shared.clock.deadline_at(deadline))
+        self.reset_tick(key, self.shared.clock.deadline_at_for_reset(deadline))
     }
 
     fn reset_tick(&self, key: TimerKey, deadline: u64) -> bool {
