@@ -1,17 +1,18 @@
-//! What a `Timeout::reset_at` costs when the per-thread memo of its last conversion
-//! (`Clock::deadline_at_for_reset`: a tick and the instants that round up to it) answers,
-//! and when it does not. One timeout is reset 20 M times to a later deadline each round,
-//! three ways:
+//! What a `Timeout::reset_at` costs when the per-thread memos of its conversions
+//! (`Clock::deadline_at_for_reset`: a tick and the instants that round up to it) answer, and
+//! when they do not. Each round resets timeouts 20 M times to later deadlines, four ways:
 //!
-//! - **one instant a turn**: 16 instants, each for a sixteenth of the round (a loop that
-//!   reads the clock once a turn and resets every connection that spoke to `now + idle`);
-//! - **an instant per reset**: `first + i ns`, computed in the loop (a deadline computed per
-//!   connection, as hyper's timer and `shardwheel-httpd` do): a million resets a tick, so
-//!   the memo answers all but the first of each tick;
+//! - **one instant a turn**: one timeout, to 16 instants, each for a sixteenth of the round
+//!   (a loop that reads the clock once a turn and resets every connection that spoke to
+//!   `now + idle`);
+//! - **an instant per reset**: the same timeout, to `first + i ns`, computed in the loop (a
+//!   deadline computed per connection, as hyper's timer and `shardwheel-httpd` do): a
+//!   million resets a tick, so a memo answers all but the first two of each tick;
 //! - **two families in turn**: two timeouts reset in turn, each to an instant per reset, 5 s
 //!   and 60 s ahead (a request timeout and an idle timeout): each family keeps its memo;
-//! - **a tick per reset**: `first + i ms`, computed in the loop: the memo never answers, and
-//!   every reset moves the deadline to a new tick (one CAS each).
+//! - **a tick per reset**: the first timeout, to `first + i ms`, computed in the loop: no
+//!   memo ever answers, and every reset moves the deadline to a new tick (one CAS each), as
+//!   deadlines jittered by more than a tick, or a third family of deadlines in turn, would.
 //!
 //! ```sh
 //! cargo run --release --example reset_memo
@@ -35,8 +36,8 @@ fn per_reset(timeout: &shardwheel::Timeout, deadline: impl Fn(u64) -> Instant) -
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let timers = TimerService::builder().shards(1).build()?;
     let timeout = timers.schedule(Duration::from_secs(30), || {})?;
-    let request = timers.schedule(Duration::from_secs(1), || {})?;
-    let idle = timers.schedule(Duration::from_secs(1), || {})?;
+    let request = timers.schedule(Duration::from_secs(30), || {})?;
+    let idle = timers.schedule(Duration::from_secs(30), || {})?;
     let families = [&request, &idle];
     // Each round's deadlines come after the previous round's, so every reset moves later.
     let mut base = Instant::now() + Duration::from_secs(30);

@@ -25,10 +25,10 @@ mod tsc {
     pub(crate) enum Offset {}
 }
 
-/// One of this thread's last [`Clock::deadline_at_for_reset`]s that converted: the clock it
-/// was for, the tick it gave, and instants that round up to that tick: the one it converted,
-/// `from`, and every later one up to the tick's own instant, `until`. Each field a `Cell` of
-/// its own, so that the inlined check reads only what it compares.
+/// A memo of [`Clock::deadline_at_for_reset`]: a clock, a tick of it, and instants that round
+/// up to that tick: `from`, the instant whose conversion made the memo, and every later one up
+/// to the tick's own instant, `until`. Each field a `Cell` of its own, so that the inlined
+/// check reads only what it compares.
 struct Memo {
     /// [`Clock::id`]; 0 (no clock's) while the memo is empty.
     clock: Cell<u64>,
@@ -38,26 +38,30 @@ struct Memo {
     until: Cell<Option<Instant>>,
 }
 
+/// A thread's memos of [`Clock::deadline_at_for_reset`], and the ticks it has seen once.
+struct Memos {
+    /// The newest memo first.
+    memos: [Memo; 2],
+    /// The last two ticks converted, each as [`Memos::key`], the newest first: a second
+    /// conversion to one of them makes its memo.
+    seen: [Cell<u64>; 2],
+    /// Conversions done (memo misses), for the tests.
+    #[cfg(test)]
+    converted: Cell<u64>,
+}
+
 const_thread_local! {
-    /// See [`Clock::deadline_at_for_reset`]: the last memo made, then the one before it, so
-    /// that a second family of deadlines (a server that resets a request timeout and an idle
-    /// timeout in turn) finds its own. A pure function's results with the inputs each stands
-    /// for, a clock (its start and tick, which its id names) and instants that round up to
-    /// one tick of it, so a memo can never answer for other inputs; thread-local, so no
+    /// See [`Clock::deadline_at_for_reset`]. A pure function's results with the inputs each
+    /// stands for, a clock (its start and tick, which its id names) and instants that round up
+    /// to one tick of it, so a memo can never answer for other inputs; thread-local, so no
     /// thread writes another's.
-    static MEMOS: [Memo; 2] = [Memo::empty(), Memo::empty()];
+    static MEMOS: Memos = Memos::new();
 }
 
 /// Clock ids: one per clock made, never reused (ids start at 1).
 static NEXT_CLOCK: AtomicU64 = AtomicU64::new(1);
 
 impl Memo {
-    /// An empty memo (a `fn`, not a `const`: a `const` of `Cell`s is a fresh copy at each
-    /// use, which clippy flags as a likely mistake).
-    const fn empty() -> Memo {
-        Memo { clock: Cell::new(0), tick: Cell::new(0), from: Cell::new(None), until: Cell::new(None) }
-    }
-
     /// The memo's tick, if it stands for `at` on clock `clock`.
     #[inline]
     fn answer(&self, clock: u64, at: Instant) -> Option<u64> {
@@ -80,6 +84,56 @@ impl Memo {
         self.from.set(other.from.get());
         self.until.set(other.until.get());
     }
+}
+
+impl Memos {
+    const fn new() -> Memos {
+        // A `const fn`, not a `const`: a `const` of `Cell`s is a fresh copy at each use,
+        // which clippy flags as a likely mistake.
+        const fn memo() -> Memo {
+            Memo { clock: Cell::new(0), tick: Cell::new(0), from: Cell::new(None), until: Cell::new(None) }
+        }
+        Memos {
+            memos: [memo(), memo()],
+            seen: [Cell::new(0), Cell::new(0)],
+            #[cfg(test)]
+            converted: Cell::new(0),
+        }
+    }
+
+    /// A tick of a clock as one word, for [`Memos::seen`]. Two ticks may share a key: the
+    /// only effect is a memo made on the first conversion rather than the second.
+    fn key(clock: u64, tick: u64) -> u64 {
+        clock.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ tick
+    }
+
+    /// Whether `tick` of clock `clock` is one of the last two ticks converted, else notes it
+    /// as the newest of them.
+    fn seen_before(&self, clock: u64, tick: u64) -> bool {
+        let key = Memos::key(clock, tick);
+        let [newest, older] = &self.seen;
+        if newest.get() == key || older.get() == key {
+            return true;
+        }
+        older.set(newest.get());
+        newest.set(key);
+        false
+    }
+
+    /// Makes the newest memo, `clock`'s `tick` for `from` to `until`; the newest so far
+    /// becomes the older, and the older goes.
+    fn remember(&self, clock: u64, tick: u64, from: Instant, until: Instant) {
+        let [newest, older] = &self.memos;
+        older.copy_from(newest);
+        newest.set(clock, tick, from, until);
+    }
+}
+
+/// Conversions the calling thread's [`Clock::deadline_at_for_reset`] has done (its memos'
+/// misses).
+#[cfg(test)]
+fn converted() -> u64 {
+    MEMOS.with(|m| m.converted.get())
 }
 
 #[derive(Clone, Debug)]
@@ -240,32 +294,43 @@ impl Clock {
         }
     }
 
-    /// [`Clock::deadline_at`] for a reset, remembered per thread for the next call: the tick,
-    /// with the instants from this one to the tick's own, which all round up to it. A server
-    /// resets the idle timeout of each connection that spoke to `now + idle`, read once a
-    /// loop turn or once a connection (hyper's timer does the latter); either way its resets
-    /// within one tick's worth of time go to one tick, later and later, and all but the
-    /// first skip the `Instant` subtraction (a call into `std`) and the division: two
-    /// comparisons of instants instead. Two memos are kept, the last two ticks converted, so
-    /// that two families of deadlines reset in turn (a request timeout and an idle timeout)
-    /// both find theirs. The first reset of each tick pays for the memo, an `Instant`
-    /// addition and two stores, which is why arms, whose deadlines spread over many ticks, do
-    /// not use it. `examples/reset_memo.rs` measures hits and misses.
+    /// [`Clock::deadline_at`] for a reset, remembered per thread: a tick with the instants
+    /// that round up to it, from one converted to the tick's own. A server resets the idle
+    /// timeout of each connection that spoke to `now + idle`, read once a loop turn or once a
+    /// connection (hyper's timer does the latter); either way its resets within one tick's
+    /// worth of time go to one tick, later and later, and a memo answers them with two
+    /// comparisons of instants instead of the `Instant` subtraction (a call into `std`) and
+    /// the division. Two memos are kept, so that two families of deadlines reset in turn (a
+    /// request timeout and an idle timeout) both find theirs.
+    ///
+    /// A memo is made on a tick's second conversion, not its first: making one costs an
+    /// `Instant` addition and a dozen stores, which resets that each go to a tick of their
+    /// own (a deadline jittered by more than a tick, a third family in turn, resets rarer
+    /// than one a tick) would pay every time and never use. They pay a look at the second
+    /// memo and the two ticks seen once instead, a few nanoseconds over the plain conversion.
+    /// Arms, whose deadlines spread over many ticks, use the plain conversion.
+    /// `examples/reset_memo.rs` measures each pattern.
     #[inline]
     pub(crate) fn deadline_at_for_reset(&self, at: Instant) -> u64 {
-        match MEMOS.try_with(|m| m[0].answer(self.id, at)) {
+        match MEMOS.try_with(|m| m.memos[0].answer(self.id, at)) {
             Ok(Some(tick)) => tick,
             // A thread being torn down just does without.
-            Ok(None) | Err(_) => self.deadline_at_remembered(at),
+            Ok(None) | Err(_) => self.deadline_at_and_remember(at),
         }
     }
 
-    /// [`Clock::deadline_at_for_reset`] when the last memo did not answer: the one before it,
-    /// or the tick converted and remembered with the instants it stands for. Out of line:
-    /// once a tick, not once a reset.
+    /// [`Clock::deadline_at_for_reset`] when the newest memo did not answer: the older one,
+    /// or the tick converted, and remembered on its second conversion. Out of line: a reset
+    /// that converts pays for the call, a hit does not.
     #[inline(never)]
-    fn deadline_at_remembered(&self, at: Instant) -> u64 {
-        if let Ok(Some(tick)) = MEMOS.try_with(|m| m[1].answer(self.id, at)) {
+    fn deadline_at_and_remember(&self, at: Instant) -> u64 {
+        let remembered = MEMOS.try_with(|m| {
+            let tick = m.memos[1].answer(self.id, at);
+            #[cfg(test)]
+            m.converted.set(m.converted.get() + u64::from(tick.is_none()));
+            tick
+        });
+        if let Ok(Some(tick)) = remembered {
             return tick;
         }
         // As `deadline_at`, keeping the nanoseconds for the memo.
@@ -274,19 +339,20 @@ impl Clock {
         };
         let tick = self.div_ceil(nanos).min(NEVER);
         // `nanos` (> 0) rounds up to `tick`, and so does every count after it up to the
-        // tick's own, `tick × tick_nanos`: the instants from `at` to `until` below. Instants
-        // up to the start (0) and a saturated count (`NEVER`) are not remembered.
+        // tick's own, `tick × tick_nanos`: the instants from `at` to `until`. Instants up to
+        // the start (0) and a saturated count (`NEVER`) are not remembered.
         if nanos == 0 || tick == NEVER {
             return tick;
         }
-        let until = tick.checked_mul(self.tick_nanos).and_then(|own| at.checked_add(Duration::from_nanos(own - nanos)));
-        if let Some(until) = until {
-            // The new memo goes first and the last one second; the one before that goes.
-            let _ = MEMOS.try_with(|[last, before]| {
-                before.copy_from(last);
-                last.set(self.id, tick, at, until);
-            });
-        }
+        let _ = MEMOS.try_with(|m| {
+            if !m.seen_before(self.id, tick) {
+                return;
+            }
+            let own = tick.checked_mul(self.tick_nanos).map(Duration::from_nanos);
+            if let Some(until) = own.and_then(|own| self.start.checked_add(own)) {
+                m.remember(self.id, tick, at, until);
+            }
+        });
         tick
     }
 
@@ -439,11 +505,10 @@ mod tests {
         assert_eq!(clock.instant_of(3), start + Duration::from_millis(3));
     }
 
-    /// The remembered conversion answers only for the very inputs it was made from: another
-    /// instant, another tick or another start (the same instant on three clocks, in turn)
-    /// gets its own answer, the same as without the memo.
+    /// A memo answers only for its own clock: the same instant on three clocks (another tick,
+    /// another start), in turn, gets each clock's answer, the same as without the memo.
     #[test]
-    fn a_remembered_reset_deadline_answers_only_for_its_own_inputs() {
+    fn a_remembered_reset_deadline_answers_only_for_its_own_clock() {
         let start = Instant::now();
         let ms = Clock::new(start, Duration::from_millis(1));
         let ten = Clock::new(start, Duration::from_millis(10));
@@ -494,6 +559,61 @@ mod tests {
             let clock = &clocks[(x % clocks.len() as u64) as usize];
             let at = at(offsets[((x >> 8) % offsets.len() as u64) as usize]);
             assert_eq!(clock.deadline_at_for_reset(at), clock.deadline_at(at), "{clock:?} at {at:?}");
+        }
+    }
+
+    #[test]
+    fn a_tick_is_remembered_on_its_second_conversion_and_two_families_keep_theirs() {
+        let start = Instant::now() + Duration::from_secs(1);
+        let ms = Clock::new(start, Duration::from_millis(1));
+        // Two families, each reset later and later within one tick of its own: a request
+        // timeout 5 s ahead and an idle timeout 60 s ahead, in turn.
+        let request = start + Duration::from_micros(5_000_100);
+        let idle = start + Duration::from_micros(60_000_100);
+        let n = |k: u64| Duration::from_nanos(k);
+        let conversions = |resets: &[Instant]| {
+            let before = converted();
+            for &at in resets {
+                assert_eq!(ms.deadline_at_for_reset(at), ms.deadline_at(at));
+            }
+            converted() - before
+        };
+        // Each family's first two resets convert (the second makes its memo); then both are
+        // answered, the request timeout's by the older memo.
+        assert_eq!(conversions(&[request, idle, request + n(1), idle + n(1)]), 4);
+        assert_eq!(conversions(&[request + n(2), idle + n(2), request + n(3), idle + n(3)]), 0);
+        // A new tick for each family: two conversions each again, then answered.
+        let (request, idle) = (request + Duration::from_millis(1), idle + Duration::from_millis(1));
+        assert_eq!(conversions(&[request, idle, request + n(1), idle + n(1)]), 4);
+        assert_eq!(conversions(&[request + n(2), idle + n(2)]), 0);
+        // An earlier instant of a remembered tick is not in its memo (its `from` is later):
+        // converted, and right.
+        assert_eq!(conversions(&[request - n(1)]), 1);
+        // Another clock's reset to an instant the first clock's memo holds is its own
+        // conversion.
+        let ten = Clock::new(start, Duration::from_millis(10));
+        let before = converted();
+        assert_eq!(ten.deadline_at_for_reset(idle + n(2)), ten.deadline_at(idle + n(2)));
+        assert_eq!(converted() - before, 1);
+    }
+
+    #[test]
+    fn the_memo_stays_exact_at_the_limits_of_the_tick_count() {
+        let start = Instant::now();
+        for tick in [Duration::from_nanos(1), Duration::from_nanos(u64::MAX)] {
+            let clock = Clock::new(start, tick);
+            let never = Duration::from_nanos(NEVER.saturating_mul(tick.as_nanos() as u64));
+            let far = Duration::from_nanos(u64::MAX);
+            for base in [never, far] {
+                for k in [0u64, 1, 2, 5] {
+                    for at in [start + base - Duration::from_nanos(k), start + base + Duration::from_nanos(k)] {
+                        // Twice each: the second would be answered by a memo, if one was made.
+                        for _ in 0..2 {
+                            assert_eq!(clock.deadline_at_for_reset(at), clock.deadline_at(at), "{tick:?} at {at:?}");
+                        }
+                    }
+                }
+            }
         }
     }
 
