@@ -190,15 +190,8 @@ impl TokioInRuntime {
         iters: u64,
     ) -> (Vec<Pin<Box<Sleep>>>, usize, Duration) {
         self.on_worker(async move {
-            let size = sleeps.len();
             let start = Instant::now();
-            super::for_each_target(iters, &targets, |_, at| {
-                sleeps[next].as_mut().reset(at);
-                next += 1;
-                if next == size {
-                    next = 0;
-                }
-            });
+            super::for_each_target(iters, &targets, |_, at| reset_next(&mut sleeps, &mut next, at));
             let elapsed = start.elapsed();
             assert!(sleeps.iter().all(|s| !s.is_elapsed()), "tokio: a reset sleep elapsed");
             (sleeps, next, elapsed)
@@ -215,15 +208,8 @@ impl TokioInRuntime {
         iters: u64,
     ) -> (Vec<Pin<Box<Sleep>>>, usize, Duration) {
         self.on_worker(async move {
-            let size = sleeps.len();
             let start = Instant::now();
-            super::for_each_deadline(iters, first, |_, at| {
-                sleeps[next].as_mut().reset(at);
-                next += 1;
-                if next == size {
-                    next = 0;
-                }
-            });
+            super::for_each_deadline(iters, first, |_, at| reset_next(&mut sleeps, &mut next, at));
             let elapsed = start.elapsed();
             assert!(sleeps.iter().all(|s| !s.is_elapsed()), "tokio: a reset sleep elapsed");
             (sleeps, next, elapsed)
@@ -473,5 +459,15 @@ impl Peer for TokioTaskPeer {
         {
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+/// One reset of a round-robin over `sleeps`: `sleeps[*next]` to `at`, and `next` moves on.
+#[inline]
+fn reset_next(sleeps: &mut [Pin<Box<Sleep>>], next: &mut usize, at: tokio::time::Instant) {
+    sleeps[*next].as_mut().reset(at);
+    *next += 1;
+    if *next == sleeps.len() {
+        *next = 0;
     }
 }
