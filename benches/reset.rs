@@ -224,34 +224,20 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     reset(&mut c);
     c.final_summary();
-    let rows: Vec<Row> = SIZES
-        .iter()
-        .map(|&size| Row {
-            label: format!("{} pending, reset round-robin", count_label(size)),
-            group: GROUP.to_owned(),
-            parameter: count_label(size),
-            ops_per_iter: 1.0,
-        })
-        .collect();
-    report::print_table(
-        "reset to a later precomputed deadline (≈ 30 s ahead), resets/s; ×N = shardwheel ÷ peer",
-        "",
-        &rows,
-        &PEERS,
-    );
-    let rows: Vec<Row> = SIZES
-        .iter()
-        .map(|&size| Row {
-            label: format!("{} pending, reset round-robin", count_label(size)),
-            group: GROUP_EACH.to_owned(),
-            parameter: count_label(size),
-            ops_per_iter: 1.0,
-        })
-        .collect();
-    report::print_table(
-        "reset to a deadline of its own, computed per reset (≈ 30 s ahead), resets/s; ×N = shardwheel ÷ peer",
-        "",
-        &rows,
-        &PEERS[..2],
-    );
+    let tables: [(&str, &str, &[&str]); 2] = [
+        (GROUP, "reset to a later precomputed deadline (≈ 30 s ahead)", &PEERS),
+        (GROUP_EACH, "reset to a deadline of its own, computed per reset (≈ 30 s ahead)", &PEERS[..2]),
+    ];
+    for (group, what, peers) in tables {
+        let rows: Vec<Row> = SIZES
+            .iter()
+            .map(|&size| Row {
+                label: format!("{} pending, reset round-robin", count_label(size)),
+                group: group.to_owned(),
+                parameter: count_label(size),
+                ops_per_iter: 1.0,
+            })
+            .collect();
+        report::print_table(&format!("{what}, resets/s; ×N = shardwheel ÷ peer"), "", &rows, peers);
+    }
 }
