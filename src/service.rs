@@ -148,17 +148,20 @@ impl TimerService {
 
     /// Runs `task` once `delay` has passed, on a shard thread: the calling thread's own
     /// shard if it is one of this service's, else its home shard.
+    #[inline]
     pub fn schedule<T: TimerTask>(&self, delay: Duration, task: T) -> Result<Timeout, ScheduleError<T>> {
         self.schedule_routed(self.route_or_home(), |clock| clock.deadline_after(delay), task)
     }
 
     /// Runs `task` at `deadline`. Reads no clock: the deadline becomes the first tick at or
     /// after it, so one already past fires by the next tick boundary.
+    #[inline]
     pub fn schedule_at<T: TimerTask>(&self, deadline: Instant, task: T) -> Result<Timeout, ScheduleError<T>> {
         self.schedule_routed(self.route_or_home(), |clock| clock.deadline_at(deadline), task)
     }
 
     /// Like [`schedule`](Self::schedule), on shard `shard` (`0..shard_count()`).
+    #[inline]
     pub fn schedule_on<T: TimerTask>(
         &self,
         shard: usize,
@@ -263,6 +266,7 @@ impl TimerService {
     }
 
     /// Schedules on shard `index`, with the deadline `deadline` computes from the clock.
+    #[inline]
     pub(crate) fn schedule_with<T: TimerTask>(
         &self,
         index: usize,
@@ -276,6 +280,14 @@ impl TimerService {
     /// [`schedule_with`](Self::schedule_with) on the shard `route` names, as
     /// [`route_or_home`](Self::route_or_home) gives it: `Ok` if this thread drives that shard
     /// (then it may file straight into its wheel), `Err` if it does not.
+    ///
+    /// `#[inline]`, as are the public `schedule*` that call it: every arm is one of these
+    /// calls, and as separate functions they moved their `Result` (40 bytes and more) through
+    /// memory and pushed and popped registers at each boundary. Inlined into the caller (the
+    /// task type's own code, in the user's crate), a `Sleep` made, polled and dropped takes
+    /// 610 instructions instead of 696 (callgrind, `examples/sleep_loop.rs`) and 49 ns
+    /// instead of 58 in `benches/sleep.rs`; an arm and cancel 554 instead of 577.
+    #[inline]
     pub(crate) fn schedule_routed<T: TimerTask>(
         &self,
         route: Result<usize, usize>,

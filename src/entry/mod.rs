@@ -237,7 +237,9 @@ impl EntryRef {
     }
 
     /// A cell in a slot of the calling thread's pool if its size class is pooled and the
-    /// thread's heap is there, else in a `Box`.
+    /// thread's heap is there, else in a `Box`. Inline: the arm path's (see
+    /// `TimerService::schedule_routed`).
+    #[inline]
     fn with_refs<T: TimerTask>(deadline: u64, task: T, refs: u32) -> EntryRef {
         let slot = Cell::<T>::CLASS.and_then(pool::alloc);
         let vtable = if slot.is_some() { &Cell::<T>::POOLED_VTABLE } else { &Cell::<T>::VTABLE };
