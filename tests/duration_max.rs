@@ -73,8 +73,11 @@ fn far_timeouts_are_returned_by_stop() {
 fn resets_to_and_from_far_deadlines() {
     let timers = TimerService::builder().shards(1).build().unwrap();
     let (tx, rx) = mpsc::channel();
-    // Pushed out to never: does not fire at the old deadline.
-    let pushed = timers.schedule(Duration::from_millis(10), ChanTask::new(0, &tx)).unwrap();
+    // Pushed out to never: does not fire at the old deadline (far enough off that the reset
+    // comes first on a slow machine too; waited out below).
+    const OLD: Duration = Duration::from_millis(50);
+    let old = Instant::now() + OLD;
+    let pushed = timers.schedule(OLD, ChanTask::new(0, &tx)).unwrap();
     assert!(pushed.reset(Duration::MAX));
     // Pulled in from never: fires.
     let pulled = timers.schedule(Duration::MAX, ChanTask::new(1, &tx)).unwrap();
@@ -84,7 +87,8 @@ fn resets_to_and_from_far_deadlines() {
     let event = next_event(&rx);
     assert_eq!(event.id, 1);
     assert!(event.at >= asked);
-    std::thread::sleep(Duration::from_millis(30));
+    // Past the old deadline by 30 ms.
+    std::thread::sleep((old + Duration::from_millis(30)).saturating_duration_since(Instant::now()));
     assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
     assert!(pushed.is_pending());
     assert!(pushed.reset_at(Instant::now() + TEN_YEARS));

@@ -143,14 +143,15 @@ fn a_timeout_whose_future_wins_lets_go_of_its_deadline() {
         polls += 1;
         if polls == 1 { Poll::Pending } else { Poll::Ready(7) }
     });
-    let mut limited = Box::pin(timers.timeout(Duration::from_millis(20), inner));
+    // Long enough that the second poll comes first on a slow machine too; waited out below.
+    let mut limited = Box::pin(timers.timeout(Duration::from_millis(100), inner));
     let waker = Waker::from(flag.clone());
     let mut cx = Context::from_waker(&waker);
     assert!(limited.as_mut().poll(&mut cx).is_pending());
     assert_eq!(timers.pending(), 1, "the deadline registered");
     assert_eq!(limited.as_mut().poll(&mut cx), Poll::Ready(Ok(7)));
     assert_eq!(timers.pending(), 0, "the deadline outlived the race it lost");
-    std::thread::sleep(Duration::from_millis(60));
+    std::thread::sleep(Duration::from_millis(150));
     assert_eq!(flag.woken(), 0, "a finished timeout woke its task for nothing");
     assert_eq!(timers.stats().expired, 0);
     drop(limited);
@@ -237,7 +238,8 @@ fn dropping_cancels_and_pending_goes_back_to_zero() {
 fn polled_from_two_tasks_in_turn_wakes_the_latest_waker() {
     let timers = service();
     let (a, b) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
-    let mut sleep = timers.sleep(Duration::from_millis(20));
+    // Long enough that the three polls come first on a slow machine too.
+    let mut sleep = timers.sleep(Duration::from_millis(150));
     assert!(poll_with(&mut sleep, &a).is_pending());
     assert!(poll_with(&mut sleep, &a).is_pending(), "the same waker: kept");
     assert_eq!(timers.stats().scheduled, 1, "the same waker is stored once");
