@@ -281,12 +281,15 @@ impl TimerService {
     /// [`route_or_home`](Self::route_or_home) gives it: `Ok` if this thread drives that shard
     /// (then it may file straight into its wheel), `Err` if it does not.
     ///
-    /// `#[inline]`, as are the public `schedule*` that call it: every arm is one of these
-    /// calls, and as separate functions they moved their `Result` (40 bytes and more) through
-    /// memory and pushed and popped registers at each boundary. Inlined into the caller (the
-    /// task type's own code, in the user's crate), a `Sleep` made, polled and dropped takes
-    /// 610 instructions instead of 696 (callgrind, `examples/sleep_loop.rs`) and 49 ns
-    /// instead of 58 in `benches/sleep.rs`; an arm and cancel 554 instead of 577.
+    /// `#[inline]`: every arm passes through it, and as a call of its own it pushed and popped
+    /// registers and returned its `Result` (24 bytes for a `Sleep`'s task, more for a bigger
+    /// task) through memory. The public `schedule*` that call it are `#[inline]` too: with
+    /// this one inlined into them they grew past what the compiler inlines unasked (an arm
+    /// and cancel then took 601 instructions, not 577). Inlined into the caller (the task
+    /// type's own code, in the user's crate), with `sleep` and `Sleep::try_poll`, a `Sleep`
+    /// made, polled and dropped takes 610 instructions instead of 696 (callgrind over
+    /// `examples/sleep_loop.rs`), 49 ns instead of 56–58 in `benches/sleep.rs`; an arm and
+    /// cancel 554 instead of 577 (`examples/arm_cancel_loop.rs`).
     #[inline]
     pub(crate) fn schedule_routed<T: TimerTask>(
         &self,

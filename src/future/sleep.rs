@@ -236,8 +236,9 @@ impl TimerService {
     /// assert_eq!(timers.pending(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    // Inline, as `try_poll`, `poll` and the arm they lead to (`TimerService::schedule_routed`
-    // says what that saves): a request's sleep is made, polled once and dropped.
+    // Inline, as `sleep_until`, `try_poll`, `poll` and the arm they lead to
+    // (`TimerService::schedule_routed` says what that saves): a request's sleep is made,
+    // polled once and dropped, and each of these calls was a function of its own.
     #[inline]
     pub fn sleep(&self, delay: Duration) -> Sleep {
         self.sleep_tick(self.clock().deadline_after(delay))
@@ -256,6 +257,7 @@ impl TimerService {
     /// assert!(Instant::now() >= deadline);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         self.sleep_tick(self.clock().deadline_at(deadline))
     }
