@@ -95,12 +95,12 @@ fn a_cancelled_task_never_runs() {
     let timers = service(1);
     let (tx, rx) = mpsc::channel();
     let timeouts: Vec<_> =
-        (0..50).map(|id| timers.schedule(Duration::from_millis(30), ChanTask::new(id, &tx)).unwrap()).collect();
+        (0..50).map(|id| timers.schedule(Duration::from_millis(200), ChanTask::new(id, &tx)).unwrap()).collect();
     for timeout in &timeouts {
         assert!(timeout.cancel());
     }
     // A sentinel due after all of them: once it ran, any of them that was going to run did.
-    timers.schedule(Duration::from_millis(60), ChanTask::new(1000, &tx)).unwrap();
+    timers.schedule(Duration::from_millis(300), ChanTask::new(1000, &tx)).unwrap();
     let mut ids = Vec::new();
     loop {
         let event = next_event(&rx);

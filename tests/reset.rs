@@ -41,11 +41,14 @@ fn repeated_resets_later_keep_pushing_the_deadline_out() {
     // The idle-connection pattern: activity keeps pushing the timeout out.
     let timers = service();
     let (tx, rx) = mpsc::channel();
-    let timeout = timers.schedule(Duration::from_millis(20), ChanTask::new(0, &tx)).unwrap();
+    // Each deadline well past the next reset, so that a thread slept 10 ms over its 10 ms (a
+    // loaded machine) still resets a pending timeout.
+    const IDLE: Duration = Duration::from_millis(100);
+    let timeout = timers.schedule(IDLE, ChanTask::new(0, &tx)).unwrap();
     let mut requested = Instant::now();
     for _ in 0..10 {
-        requested = Instant::now() + Duration::from_millis(40);
-        assert!(timeout.reset(Duration::from_millis(40)));
+        requested = Instant::now() + IDLE;
+        assert!(timeout.reset(IDLE));
         std::thread::sleep(Duration::from_millis(10));
     }
     let event = next_event(&rx);
@@ -144,10 +147,11 @@ fn cancel_after_reset_earlier_still_wins() {
     let timers = service();
     let (tx, rx) = mpsc::channel();
     let timeout = timers.schedule(Duration::from_secs(10), ChanTask::new(0, &tx)).unwrap();
-    assert!(timeout.reset(Duration::from_millis(30)));
+    // Earlier, but not so soon that a slow machine fires it before the cancel.
+    assert!(timeout.reset(Duration::from_millis(200)));
     assert!(timeout.cancel());
     assert_eq!(next_event(&rx).kind, Kind::Cancelled);
-    timers.schedule(Duration::from_millis(60), ChanTask::new(1, &tx)).unwrap();
+    timers.schedule(Duration::from_millis(300), ChanTask::new(1, &tx)).unwrap();
     let event = rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!((event.id, event.kind), (1, Kind::Ran), "the cancelled timeout ran after its reset");
 }
