@@ -48,7 +48,9 @@ impl Heap {
         page.owner() == self.id.get()
     }
 
-    /// A slot of `class`; `None` if the allocator has no memory for a new page.
+    /// A slot of `class`; `None` if the allocator has no memory for a new page. Inline: see
+    /// `pool::alloc`.
+    #[inline]
     pub(super) fn alloc(&self, class: usize) -> Option<NonNull<u8>> {
         let mut classes = self.classes.borrow_mut();
         let c = &mut classes[class];
@@ -65,7 +67,10 @@ impl Heap {
         self.refill(c, class)
     }
 
-    /// The current page is full: sweeps the class, then allocates from a roomy page.
+    /// The current page is full: sweeps the class, then allocates from a roomy page. Out of
+    /// line: once per page's worth of arms.
+    #[cold]
+    #[inline(never)]
     fn refill(&self, c: &mut Class, class: usize) -> Option<NonNull<u8>> {
         let mut chosen = None;
         let mut i = 0;
