@@ -88,7 +88,9 @@ pub(crate) fn home_shard(shards: usize) -> usize {
     .unwrap_or(0)
 }
 
-/// The shard of service `service` this thread drives, if any.
+/// The shard of service `service` this thread drives, if any. Inline: every arm's routing
+/// (see `TimerService::schedule_routed`).
+#[inline]
 pub(crate) fn driving(service: u64) -> Option<usize> {
     DRIVING.try_with(|d| d.get().filter(|&(s, _)| s == service).map(|(_, shard)| shard)).ok().flatten()
 }

@@ -114,6 +114,8 @@ pub(crate) struct StateCell {
 }
 
 impl StateCell {
+    /// Inline: every arm's new cell (see `TimerService::schedule_routed`).
+    #[inline]
     pub(crate) fn new_pending(deadline: u64) -> StateCell {
         StateCell { word: AtomicU64::new(pack(PENDING, deadline.min(NEVER))) }
     }

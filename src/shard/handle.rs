@@ -225,6 +225,9 @@ impl Clone for ShardRef {
 }
 
 impl Drop for ShardRef {
+    // Inline: every timeout's drop, in the user's crate; on the owner's thread a plain
+    // subtraction, cheaper than the call.
+    #[inline]
     fn drop(&mut self) {
         // The owner's drop, before its merge, is a plain subtraction: `shared` holds the bias
         // until the merge, so the handle cannot be the owner's to free here.

@@ -118,11 +118,17 @@ impl Shard {
     }
 
     /// Reserves a place for one more pending timeout; `false` if the shard is full. Without
-    /// a limit there is nothing to reserve.
+    /// a limit there is nothing to reserve. Inline, like the other small steps of an arm
+    /// that the user's crate calls (`TimerService::schedule_routed`): a call of its own cost
+    /// more than this check; the limited case is out of line.
+    #[inline]
     pub(crate) fn try_reserve(&self) -> bool {
-        if !self.limited() {
-            return true;
-        }
+        !self.limited() || self.try_reserve_limited()
+    }
+
+    /// [`Shard::try_reserve`] under a `max_pending_per_shard` limit.
+    #[inline(never)]
+    fn try_reserve_limited(&self) -> bool {
         // Relaxed throughout: `pending` is a count that publishes no data (see the counters
         // in `stats.rs`); the CAS loop alone makes the limit exact.
         let mut cur = self.pending.load(Ordering::Relaxed);
