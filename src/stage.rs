@@ -84,7 +84,9 @@ pub(crate) struct Stage {
     /// One past the last entry published. Written by the owner only.
     tail: AtomicU64,
     /// Entry `i`, as a raw [`EntryRef`], in `slots[i % CAPACITY]` while `head ≤ i < tail`.
-    slots: Box<[AtomicPtr<()>]>,
+    /// An array, not a slice: its length is known, so an index modulo `CAPACITY` needs no
+    /// bounds check.
+    slots: Box<[AtomicPtr<()>; CAPACITY]>,
     /// At or before the deadline of every unclaimed entry; `NONE` if nothing is promised.
     due: AtomicU64,
     /// Set by the shard's final drain (or by an owner whose announcement found the mailbox
@@ -129,7 +131,7 @@ impl Stage {
         Stage {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
-            slots: (0..CAPACITY).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            slots: Box::new(std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut()))),
             due: AtomicU64::new(NONE),
             closed: AtomicBool::new(false),
             sweeping: AtomicBool::new(false),
