@@ -21,7 +21,8 @@ fn service() -> TimerService {
 fn reset_later_fires_at_the_new_deadline_not_the_old() {
     let timers = service();
     let (tx, rx) = mpsc::channel();
-    let timeout = timers.schedule(Duration::from_millis(50), ChanTask::new(0, &tx)).unwrap();
+    // Far enough off that the reset comes first on a slow machine too; waited out below.
+    let timeout = timers.schedule(Duration::from_millis(100), ChanTask::new(0, &tx)).unwrap();
     let old_deadline = timeout.deadline();
     let requested = Instant::now() + Duration::from_millis(300);
     assert!(timeout.reset(Duration::from_millis(300)));
@@ -46,7 +47,8 @@ fn repeated_resets_later_keep_pushing_the_deadline_out() {
     const IDLE: Duration = Duration::from_millis(100);
     let timeout = timers.schedule(IDLE, ChanTask::new(0, &tx)).unwrap();
     let mut requested = Instant::now();
-    for _ in 0..10 {
+    // Some 250 ms of resets: the first deadlines pass long before the last reset.
+    for _ in 0..25 {
         requested = Instant::now() + IDLE;
         assert!(timeout.reset(IDLE));
         std::thread::sleep(Duration::from_millis(10));

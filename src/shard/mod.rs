@@ -112,7 +112,8 @@ impl Shard {
     }
 
     /// Whether a `max_pending_per_shard` limit is set (then `pending` is counted in one
-    /// shared word, exactly, to gate schedules).
+    /// shared word, exactly, to gate schedules). Inline: `try_reserve`'s check.
+    #[inline]
     fn limited(&self) -> bool {
         self.max_pending != usize::MAX
     }
@@ -126,7 +127,8 @@ impl Shard {
         !self.limited() || self.try_reserve_limited()
     }
 
-    /// [`Shard::try_reserve`] under a `max_pending_per_shard` limit.
+    /// [`Shard::try_reserve`] under a `max_pending_per_shard` limit: a setting a service opts
+    /// into, out of line so that the inlined check stays small.
     #[inline(never)]
     fn try_reserve_limited(&self) -> bool {
         // Relaxed throughout: `pending` is a count that publishes no data (see the counters

@@ -49,7 +49,7 @@ impl Heap {
     }
 
     /// A slot of `class`; `None` if the allocator has no memory for a new page. Inline: see
-    /// `pool::alloc`.
+    /// `pool::alloc` (the page's own `take` and `collect` stay calls).
     #[inline]
     pub(super) fn alloc(&self, class: usize) -> Option<NonNull<u8>> {
         let mut classes = self.classes.borrow_mut();
@@ -68,7 +68,7 @@ impl Heap {
     }
 
     /// The current page is full: sweeps the class, then allocates from a roomy page. Out of
-    /// line: once per page's worth of arms.
+    /// line: only when the current page is exhausted (and on a thread's first allocation).
     #[cold]
     #[inline(never)]
     fn refill(&self, c: &mut Class, class: usize) -> Option<NonNull<u8>> {

@@ -79,7 +79,7 @@ const fn slot_bytes(class: usize) -> usize {
 /// memory: the caller then uses a `Box`.
 ///
 /// Inline, with the heap's fast path: every arm allocates, with its class a constant of the
-/// task's type, and as two calls of their own the allocation cost 32 instructions more per
+/// task's type, and as two calls of their own the allocation cost 33 instructions more per
 /// arm and cancel (554 → 521 by callgrind over `examples/arm_cancel_loop.rs`; a `Sleep` 610
 /// → 589 over `examples/sleep_loop.rs`). A page that runs out goes to `Heap::refill`, out
 /// of line.
