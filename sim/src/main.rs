@@ -45,10 +45,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut runs = vec![scenario::run(&config, shardwheel, output.compare)];
-    if output.compare {
-        timer::run_peers(&config, &mut runs);
-    }
+    let runs = scenario::run_all(&config, shardwheel, output.compare);
     if output.json {
         println!("{}", report::json(&config, &warnings, &runs, output.compare));
     } else {

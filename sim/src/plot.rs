@@ -7,8 +7,8 @@
 //! timer's expiries (idle and request together) the same way.
 
 use crate::args::Config;
+use crate::figures::Outcome;
 use crate::histogram::Snapshot;
-use crate::scenario::Outcome;
 use crate::units::group;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -148,8 +148,9 @@ pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::figures::tests::outcome;
     use crate::histogram::Histogram;
-    use crate::report::tests::{config, outcome};
+    use crate::report::tests::config;
 
     fn bins(values: &[u64]) -> Vec<(f64, f64, f64)> {
         let h = Histogram::new();

@@ -2,7 +2,6 @@
 //! sends, paced at its share of the activity rate.
 
 use crate::args::Config;
-use crate::scenario::sleep_until;
 use crate::tally::{Counts, DeadlineTable, Shared, Task, What};
 use crate::timer::SimTimer;
 use std::collections::VecDeque;
@@ -24,6 +23,21 @@ const CLOSED: u32 = 0;
 /// event loop with a home shard), spread so every lane serves some producer otherwise.
 pub fn lanes_of(p: usize, producers: usize, lanes: usize) -> Vec<usize> {
     if lanes >= producers { (p..lanes).step_by(producers).collect() } else { vec![p % lanes] }
+}
+
+/// Sleeps until `deadline` unless the stop comes first; true if `deadline` was reached.
+/// `park_timeout`, not `thread::sleep`: the steady state's `Stop` unparks the thread. A wake-up before
+/// either (spurious, or a stale unpark) parks again for the rest.
+pub fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        match deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
+            Some(left) => std::thread::park_timeout(left),
+            None => return true,
+        }
+    }
 }
 
 /// One producer's connections and requests. Handed back to the main thread at the end, so

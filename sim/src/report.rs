@@ -16,8 +16,9 @@
 //! ```
 
 use crate::args::Config;
+use crate::figures::Outcome;
 use crate::figures::{self, Check, METRICS, Metric, QUANTILES};
-use crate::scenario::Outcome;
+use crate::tally::TASK_BYTES;
 use crate::units::{group, ms, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
@@ -133,10 +134,18 @@ fn scalar(v: &Value) -> String {
 
 fn setup_and_steady(w: &mut Text, config: &Config, o: &Outcome) {
     let (c, armed, took, rate) = (&o.counts, group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
-    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
+    let (bytes, handle, task) = (o.timer_bytes(), o.handle_bytes, TASK_BYTES);
+    let own = bytes - (handle + task) as f64;
     ln!(w, "\nSetup");
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
-    w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
+    w.row(
+        "heap per pending timeout",
+        format_args!("{bytes:.0} B = {handle} B handle + {task} B task + {own:.0} B the timer's own"),
+    );
+    ln!(
+        w,
+        "  (the README's ~50 B is `cargo bench --bench memory`'s: an 8 B closure, no handle; see docs/performance.md)"
+    );
     let title = format!("Steady state ({})", secs(o.steady));
     ln!(w, "\n{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2);
     let mut line = |label: &str, total: u64, note: String| {
@@ -283,29 +292,7 @@ pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: boo
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::histogram::Histogram;
-    use crate::measure::Usage;
-    use std::time::Duration;
-
-    /// A consistent outcome: 1,000 connections, 100 quiet; made up, but the numbers add up.
-    pub(crate) fn outcome(timer: &'static str, scale: u64) -> Outcome {
-        let (idle, request, ms) = (Histogram::new(), Histogram::new(), Duration::from_millis);
-        (0..100).for_each(|v| idle.record(v * 10 * scale));
-        (0..10).for_each(|v| request.record(v * 50 * scale));
-        let mut o = Outcome { timer, describe: format!("{timer}, made up"), lanes: 2, ..Outcome::default() };
-        o.connections = 1_000;
-        (o.tick, o.setup, o.steady, o.stop_time, o.total) = (ms(1), ms(10 * scale), ms(1_000), ms(3), ms(1_020));
-        (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
-        (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);
-        (o.handle_bytes, o.fired, o.lateness) = (16, [100, 10], [idle.snapshot(), request.snapshot()]);
-        (o.pending_at_end, o.unfired, o.unfired_listed) = (940, [900, 40], Some(940));
-        (o.unrun_before_stop, o.drops) = ([0, 29_950], [1_000, 30_000]);
-        o.cpu = Some(Usage { user: ms(300 * scale), system: ms(50 * scale) });
-        let c = &mut o.counts;
-        (c.events, c.idle_armed, c.request_armed, c.resets_ok, c.cancels_ok) = (30_000, 1_000, 30_000, 30_000, 29_950);
-        (c.lost, c.created_idle, c.created_request, c.quiet) = (30, 1_000, 30_000, 100);
-        o
-    }
+    use crate::figures::tests::outcome;
 
     pub(crate) fn config() -> Config {
         crate::args::tests::parse_str("--connections 1000 --producers 2 --shards 2").unwrap().0
@@ -315,9 +302,15 @@ pub(crate) mod tests {
     fn text_reports_short_verbose_and_compared() {
         let o = outcome("shardwheel", 1);
         let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
-        // One screen: 31 lines, of which 2 say what the verdict is and what the design bar is.
-        assert!(short.lines().count() <= 31, "{} lines:\n{short}", short.lines().count());
+        // One screen: 32 lines, of which 2 say what the verdict is and what the design bar is,
+        // and 1 how the memory figure relates to the README's.
+        assert!(short.lines().count() <= 32, "{} lines:\n{short}", short.lines().count());
         assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
+        // The heap figure in its parts, and how it relates to the README's (issue 24, item 9).
+        assert!(
+            short.contains("68 B = 16 B handle + 32 B task + 20 B the timer's own\n  (the README's ~50 B"),
+            "{short}"
+        );
         for section in
             ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"]
         {

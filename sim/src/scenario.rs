@@ -3,69 +3,23 @@
 //! an [`Outcome`]. Generic over [`SimTimer`]: every timer runs this same code.
 
 use crate::args::Config;
-use crate::histogram::Snapshot;
-use crate::measure::{self, Usage};
-use crate::producer::Producer;
-use crate::progress::Progress;
+use crate::figures::Outcome;
+use crate::measure;
+use crate::producer::{Producer, sleep_until};
+use crate::progress::{Progress, Show};
 use crate::tally::{Counts, PerKind, Shared};
 use crate::timer::SimTimer;
 use crate::units::group;
-use shardwheel::Stats;
+use shardwheel_peers::{heap::HeapPeer, netty::NettyPeer, shardwheel::ShardwheelPeer, tokio_timers::TokioTaskPeer};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::{self, Scope, ScopedJoinHandle, Thread};
 use std::time::{Duration, Instant};
-
-/// Everything the reports need about one timer's run. Per-kind figures are `[idle, request]`.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    /// The timer's name, its setup, and the threads that fire timeouts.
-    pub timer: &'static str,
-    pub describe: String,
-    pub lanes: usize,
-    pub tick: Duration,
-    pub connections: u64,
-    /// Time to arm every idle timeout (unpaced), then for the timer to file every arm.
-    pub setup: Duration,
-    pub settle: Duration,
-    /// Resident and live heap bytes before and after arming, and live heap once activity
-    /// stopped; `size_of` the slot a producer keeps per connection for the idle handle.
-    pub rss_before: Option<u64>,
-    pub rss_after: Option<u64>,
-    pub heap_before: u64,
-    pub heap_after: u64,
-    pub heap_at_end: u64,
-    pub handle_bytes: u64,
-    /// The steady state's actual length, and what the producers did.
-    pub steady: Duration,
-    pub counts: Counts,
-    /// Tasks that ran; those that ran early, and the earliest, in ns before its deadline.
-    pub fired: PerKind<u64>,
-    pub early: u64,
-    pub worst_early_ns: u64,
-    pub lateness: PerKind<Snapshot>,
-    pub sleep_lateness: Snapshot,
-    /// Timeouts pending once activity stopped; tasks dropped unrun from the stop on (the
-    /// timeouts that never ended); how many `stop()` handed back, for the timers that do;
-    /// tasks dropped unrun before the stop (cancelled, replaced by resets, refused); all
-    /// task drops.
-    pub pending_at_end: usize,
-    pub unfired: PerKind<u64>,
-    pub unfired_listed: Option<u64>,
-    pub unrun_before_stop: PerKind<u64>,
-    pub stop_time: Duration,
-    pub drops: PerKind<u64>,
-    /// The service's counters after stop (shardwheel only).
-    pub stats: Option<Stats>,
-    /// CPU time of the process from arming to the last drop; wall time of the whole run.
-    pub cpu: Option<Usage>,
-    pub total: Duration,
-}
 
 /// Runs the scenario on `timer`, then stops it; progress goes to stderr, each line led by
 /// the timer's name if `labelled`.
 pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     let (began, cpu_before, shared) = (Instant::now(), measure::cpu_time(), Shared::leak(config.producers));
-    let ui = &mut Progress::new(if labelled { timer.label() } else { "" });
+    let ui = &mut Progress::new(if labelled { timer.label() } else { "" }, Show::for_stderr());
     let mut o = Outcome {
         timer: timer.label(),
         describe: timer.describe(config),
@@ -109,6 +63,19 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     o
 }
 
+/// Runs the scenario on shardwheel, then, with `compare`, on every peer in table order (tokio
+/// with as many workers as shardwheel has shards), each line of progress led by the timer's
+/// name when several run.
+pub fn run_all(config: &Config, shardwheel: ShardwheelPeer, compare: bool) -> Vec<Outcome> {
+    let mut runs = vec![run(config, shardwheel, compare)];
+    if compare {
+        runs.push(run(config, NettyPeer::with(config.tick, 512), true));
+        runs.push(run(config, HeapPeer::new(), true));
+        runs.push(run(config, TokioTaskPeer::with_workers(config.shards), true));
+    }
+    runs
+}
+
 /// The end of the steady state: when dropped, sets the stop flag and wakes every thread that
 /// waits for it (the producers between batches, the baseline within its tick), so that the
 /// scope joins them at once, whatever they were sleeping for: a tick may be an hour, a slow
@@ -125,21 +92,6 @@ impl Drop for Stop<'_> {
         // so the woken thread sees the flag set; one not parked sees it at its next load.
         self.flag.store(true, Relaxed);
         self.sleepers.iter().for_each(Thread::unpark);
-    }
-}
-
-/// Sleeps until `deadline` unless the stop comes first; true if `deadline` was reached.
-/// `park_timeout`, not `thread::sleep`: the [`Stop`] unparks the thread. A wake-up before
-/// either (spurious, or a stale unpark) parks again for the rest.
-pub fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Relaxed) {
-            return false;
-        }
-        match deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
-            Some(left) => thread::park_timeout(left),
-            None => return true,
-        }
     }
 }
 
@@ -258,7 +210,7 @@ fn steady<T: SimTimer>(
 fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Instant, ui: &mut Progress) {
     ui.start_bar(config.duration.as_millis() as u64, true);
     let (end, totals) = (start + config.duration, |c: Counts, [idle, request]: PerKind<u64>| {
-        [c.scheduled(), c.resets_ok, c.cancels_ok, idle + request]
+        [c.scheduled(), c.cancels_ok, idle + request]
     });
     let mut prev = (start, totals(shared.counts(), shared.expired()));
     for second in 1u32.. {
@@ -269,9 +221,9 @@ fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Ins
         }
         let (now, counts) = (Instant::now(), totals(shared.counts(), shared.expired()));
         let secs = now.duration_since(prev.0).as_secs_f64().max(1e-9);
-        let rates = [0, 1, 2, 3].map(|i| (counts[i] - prev.1[i]) as f64 / secs);
+        let rates = [0, 1, 2].map(|i| (counts[i] - prev.1[i]) as f64 / secs);
         let max_late_us = shared.interval_max_us.swap(0, Relaxed);
-        ui.second(now.duration_since(start), rates, max_late_us, timer.pending());
+        ui.second(rates, max_late_us, timer.pending());
         prev = (now, counts);
         if target >= end {
             break;
@@ -283,9 +235,37 @@ fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Ins
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::figures::{checks, passed};
-    use crate::timer::{shardwheel, tests::short_run};
+    use crate::figures::{checks, passed, succeeded};
+    use crate::timer::shardwheel;
+    use shardwheel_peers::Peer;
     use std::sync::mpsc;
+
+    /// A short scenario with expiries of both kinds, cancels and resets: half a second.
+    pub(crate) fn short_run() -> Config {
+        let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
+            --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
+            --duration-secs 0.5";
+        crate::args::tests::parse_str(args).unwrap().0
+    }
+
+    /// Every timer runs a short scenario with expiries of both kinds, cancels and resets, and
+    /// passes the self-check: the adapters keep the exactly-once contract.
+    #[test]
+    fn every_timer_passes_a_short_run() {
+        let config = short_run();
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        let runs = run_all(&config, shardwheel(&config).unwrap(), true);
+        assert_eq!(
+            runs.iter().map(|o| o.timer).collect::<Vec<_>>(),
+            ["shardwheel", "netty-wheel", "Mutex<BinaryHeap>", "tokio"]
+        );
+        for o in &runs {
+            let c = &o.counts;
+            assert!(passed(o), "{}: {:#?}", o.timer, checks(o));
+            assert!(o.fired[0] > 0 && o.fired[1] > 0 && c.cancels_ok > 0 && c.resets_ok > 0, "{}: {c:?}", o.timer);
+            assert!(c.resets_failed == 0 && o.unfired[0] + o.unfired[1] > 0, "{}: {c:?}", o.timer);
+        }
+    }
 
     /// Runs the short scenario on shardwheel with `change` applied, on a thread of its own:
     /// the outcome, or a failure if the run is not over `grace` after its steady state's end.
@@ -323,5 +303,81 @@ mod tests {
         let (_, o) = run_within(|c| c.rate = 1, Duration::from_secs(1));
         assert!(o.steady < Duration::from_millis(750), "steady state {:?}, asked 0.5 s", o.steady);
         assert!(passed(&o), "{:#?}", checks(&o));
+    }
+
+    /// Timers that break the contract, run through the real scenario: each must fail the
+    /// self-check that guards what it breaks, and fail the whole run.
+    /// How the wrapped heap peer breaks its contract.
+    #[derive(Clone, Copy, Debug)]
+    enum Break {
+        /// Fires every timeout at half its delay.
+        Early,
+        /// Forgets the task: it never runs and is never dropped.
+        Loses,
+        /// A reset arms a new timeout and leaves the old one to fire too.
+        FiresTwice,
+    }
+
+    struct Broken(HeapPeer, Break);
+
+    impl Peer for Broken {
+        type Handle = <HeapPeer as Peer>::Handle;
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        fn arm<F: FnOnce() + Send + 'static>(&self, delay: Duration, task: F) -> Self::Handle {
+            match self.1 {
+                Break::Early => self.0.arm(delay / 2, task),
+                Break::Loses => {
+                    std::mem::forget(task);
+                    self.0.arm(delay, || ())
+                }
+                Break::FiresTwice => self.0.arm(delay, task),
+            }
+        }
+        fn arm_at<F: FnOnce() + Send + 'static>(&self, at: std::time::Instant, task: F) -> Self::Handle {
+            self.0.arm_at(at, task)
+        }
+        fn cancel(&self, handle: Self::Handle) -> bool {
+            self.0.cancel(handle)
+        }
+        fn reset<F: FnOnce() + Send + 'static>(&self, handle: &mut Self::Handle, delay: Duration, task: F) -> bool {
+            match self.1 {
+                Break::FiresTwice => {
+                    *handle = self.0.arm(delay, task);
+                    true
+                }
+                _ => self.0.reset(handle, delay, task),
+            }
+        }
+        fn reset_kind(&self) -> &'static str {
+            "broken"
+        }
+    }
+
+    impl SimTimer for Broken {
+        fn describe(&self, _: &Config) -> String {
+            "broken".into()
+        }
+        fn pending(&self) -> usize {
+            self.0.entries()
+        }
+    }
+
+    #[test]
+    fn every_break_fails_the_check_that_guards_it_and_the_run() {
+        let config = short_run();
+        let cases = [
+            (Break::Early, "never_early"),
+            (Break::Loses, "ended_exactly_once"),
+            (Break::Loses, "dropped_exactly_once"),
+            (Break::FiresTwice, "ended_exactly_once"),
+        ];
+        for (how, guard) in cases {
+            let outcome = run(&config, Broken(HeapPeer::new(), how), true);
+            let failed: Vec<_> = checks(&outcome).iter().filter(|c| !c.ok).map(|c| c.key).collect();
+            assert!(failed.contains(&guard), "{how:?} must fail {guard}; failed: {failed:?}");
+            assert!(!succeeded(std::slice::from_ref(&outcome), true), "{how:?}: the run must fail");
+        }
     }
 }

@@ -127,6 +127,9 @@ impl Shared {
 #[derive(Debug)]
 pub struct DeadlineTable(pub Box<[AtomicU64]>);
 
+/// `size_of` a [`Task`], which every timer stores per pending timeout (its closure holds it).
+pub const TASK_BYTES: u64 = size_of::<Task>() as u64;
+
 /// What every timer runs when a timeout fires: records the lateness against the requested
 /// deadline and counts the firing; its `Drop` counts its drop, exactly once, wherever it
 /// happens. 32 bytes, the size of the closures a server would arm.
@@ -193,7 +196,7 @@ mod tests {
 
     #[test]
     fn task_is_small_and_counts_its_drop_once() {
-        assert_eq!(std::mem::size_of::<Task>(), 32);
+        assert_eq!(TASK_BYTES, 32);
         let shared = Shared::leak(1);
         Task::new(shared, 0, What::Request { deadline_ns: 0 }).run();
         drop(Task::new(shared, 0, What::Request { deadline_ns: 0 }));
