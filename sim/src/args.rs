@@ -6,6 +6,7 @@ use clap::builder::{BoolishValueParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{ArgAction, Args, CommandFactory, Parser};
 use shardwheel::Builder;
+use std::ffi::OsString;
 use std::ops::{Bound, RangeBounds};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -149,9 +150,7 @@ where
 }
 
 /// Parses the arguments (with the program name first); checks what one value cannot.
-pub fn parse(
-    args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
-) -> Result<(Config, Output), clap::Error> {
+pub fn parse(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<(Config, Output), clap::Error> {
     let Cli { config, output } = Cli::try_parse_from(args)?;
     if let Some(plot) = output.plot.as_ref().filter(|p| !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"))) {
         let why = format!("'{}': the plot is an SVG; give a path ending in .svg", plot.display());
@@ -248,9 +247,8 @@ pub(crate) mod tests {
         let set = (c.connections, c.duration, c.idle_fraction, c.tick, c.pin_threads, c.producers, c.shards, c.seed);
         assert_eq!(set, (10_000, Duration::from_secs(2), 0.5, Duration::from_micros(100), false, 3, 5, 7));
         assert!(out.json && out.compare && out.verbose && out.plot == Some(PathBuf::from("x.svg")));
-        assert!(
-            parse_str("--pin-threads").unwrap().0.pin_threads && !parse_str("--pin-threads=off").unwrap().0.pin_threads
-        );
+        let pinned = |args| parse_str(args).unwrap().0.pin_threads;
+        assert!(pinned("--pin-threads") && !pinned("--pin-threads=off"));
         assert!(["--help", "-h", "--version"].iter().all(|flag| parse_str(flag).unwrap_err().exit_code() == 0));
         let help = Cli::command().render_long_help().to_string();
         for option in

@@ -2,8 +2,7 @@
 //! which `--json` prints, `--verbose` renders as text, and the ratio table reads its rows from.
 
 use crate::histogram::Snapshot;
-use crate::measure::Usage;
-use crate::tally::{Counts, PerKind, TASK_BYTES};
+use crate::tally::{Counts, PerKind, TASK_BYTES, Usage};
 use crate::units::{fill, group, ms_from_us};
 use serde_json::{Value, json};
 use shardwheel::Stats;

@@ -16,7 +16,6 @@
 mod args;
 mod figures;
 mod histogram;
-mod measure;
 mod plot;
 mod producer;
 mod progress;

@@ -1,67 +1,44 @@
-//! Progress on stderr, as much as its reader wants ([`Show`]).
+//! Progress on stderr: a line per phase, and a bar on a terminal.
 
 use crate::units::{group, ms_from_us, per_sec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal as _, Write as _};
 
-/// Writes a line to stderr. Unlike `eprintln!`, never panics: a closed stderr (the reader
-/// went away) must not abort a run halfway.
+/// Writes a line to stderr, unless under `cargo test`, which runs the scenario a dozen times.
+/// Unlike `eprintln!`, never panics: a closed stderr (the reader went away) must not abort a
+/// run halfway.
 pub fn note(msg: &str) {
-    let _ = writeln!(std::io::stderr(), "{msg}");
-}
-
-/// On a terminal, a bar and a line per phase; piped or redirected (a CI log, a file), the
-/// lines alone: such a reader wants the report, not a record of every second; under `cargo
-/// test`, which runs the scenario a dozen times, nothing.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Show {
-    Bars,
-    Phases,
-    Nothing,
-}
-
-impl Show {
-    pub fn for_stderr() -> Show {
-        let terminal = std::io::stderr().is_terminal();
-        if cfg!(test) {
-            Show::Nothing
-        } else if terminal {
-            Show::Bars
-        } else {
-            Show::Phases
-        }
+    if !cfg!(test) {
+        let _ = writeln!(std::io::stderr(), "{msg}");
     }
 }
 
-/// Where a run's progress goes: the bar while one is shown, the phase lines (each led by
-/// `label`, the timer's name when several run).
+/// Where a run's progress goes: a line per phase (each led by `label`, the timer's name when
+/// several run), and on a terminal a bar, the one place the per-second figures go: a log or a
+/// file wants the report, not a record of every second.
 #[derive(Debug)]
 pub struct Progress {
     bar: ProgressBar,
     label: String,
-    show: Show,
+    bars: bool,
 }
 
 impl Progress {
-    pub fn new(label: &str, show: Show) -> Progress {
-        Progress { bar: ProgressBar::hidden(), label: label.to_owned(), show }
+    pub fn new(label: &str) -> Progress {
+        let bars = !cfg!(test) && std::io::stderr().is_terminal();
+        Progress { bar: ProgressBar::hidden(), label: label.to_owned(), bars }
     }
 
     /// A phase's line (above the bar, if one is shown).
     pub fn line(&self, msg: &str) {
         let msg = if self.label.is_empty() { msg.to_owned() } else { format!("[{}] {msg}", self.label) };
-        match self.show {
-            Show::Nothing => {}
-            _ if self.bar.is_hidden() => note(&msg),
-            _ => self.bar.println(msg),
-        }
+        if self.bar.is_hidden() { note(&msg) } else { self.bar.println(msg) }
     }
 
-    /// Shows a bar of `len` steps, if bars are shown: idle timeouts to arm, or the steady
-    /// state's ms.
+    /// Shows a bar of `len` steps on a terminal: idle timeouts to arm, or the steady state's ms.
     pub fn start_bar(&mut self, len: u64, steady: bool) {
         self.finish();
-        if self.show != Show::Bars {
+        if !self.bars {
             return;
         }
         let template = if steady {
@@ -105,15 +82,16 @@ impl Drop for Progress {
 mod tests {
     use super::*;
 
-    /// The tests print nothing, and only a terminal gets a bar, the one place the per-second
-    /// figures go: piped, a run prints its phase lines alone.
+    /// The tests print nothing, and only a terminal gets a bar: piped, a run prints its phase
+    /// lines alone.
     #[test]
     fn a_bar_only_on_a_terminal_and_nothing_in_tests() {
-        assert_eq!(Show::for_stderr(), Show::Nothing);
-        for (show, bar) in [(Show::Bars, true), (Show::Phases, false), (Show::Nothing, false)] {
-            let mut progress = Progress::new("", show);
+        assert!(!Progress::new("").bars, "a bar under cargo test");
+        for bars in [true, false] {
+            let mut progress = Progress::new("");
+            progress.bars = bars;
             progress.start_bar(10, true);
-            assert_eq!(progress.bar.length().is_some(), bar, "{show:?}");
+            assert_eq!(progress.bar.length().is_some(), bars);
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::args::Config;
 use crate::figures::Outcome;
 use crate::figures::{self, Check, METRICS, Metric, QUANTILES};
 use crate::tally::TASK_BYTES;
-use crate::units::{group, ms, ms_from_us, ms_setting, per_sec, percent, secs};
+use crate::units::{group, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
@@ -66,11 +66,9 @@ pub fn text(c: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> Stri
     let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
     let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
     let (n, p, run) = (group(o.connections), c.producers, secs(c.duration));
+    let timeouts = format!("idle {idle} ({quiet} quiet), request {request} ({lost} lost)");
     ln!(w, "shardwheel-sim — connection simulator ({})\n  {}", o.timer, o.describe);
-    ln!(
-        w,
-        "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {run}"
-    );
+    ln!(w, "  {n} connections, {p} producers, {rate} activity; {timeouts}; {run}");
     warnings.iter().for_each(|warning| _ = writeln!(w.out, "  WARNING: {warning}"));
     setup_and_steady(w, c, o);
     lateness(w, o);
@@ -136,16 +134,11 @@ fn setup_and_steady(w: &mut Text, config: &Config, o: &Outcome) {
     let (c, armed, took, rate) = (&o.counts, group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
     let (bytes, handle, task) = (o.timer_bytes(), o.handle_bytes, TASK_BYTES);
     let own = bytes - (handle + task) as f64;
+    let heap = format!("{bytes:.0} B = {handle} B handle + {task} B task + {own:.0} B the timer's own");
     ln!(w, "\nSetup");
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
-    w.row(
-        "heap per pending timeout",
-        format_args!("{bytes:.0} B = {handle} B handle + {task} B task + {own:.0} B the timer's own"),
-    );
-    ln!(
-        w,
-        "  (the README's ~50 B is `cargo bench --bench memory`'s: an 8 B closure, no handle; see docs/performance.md)"
-    );
+    w.row("heap per pending timeout", heap);
+    ln!(w, "  (the README's ~50 B: `cargo bench --bench memory`, an 8 B closure, no handle; see docs/performance.md)");
     let title = format!("Steady state ({})", secs(o.steady));
     ln!(w, "\n{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2);
     let mut line = |label: &str, total: u64, note: String| {
@@ -166,10 +159,8 @@ fn setup_and_steady(w: &mut Text, config: &Config, o: &Outcome) {
     }
     if let (Some(cpu), Some(per_op)) = (o.cpu, o.cpu_ns_per_op()) {
         let (user, system, total) = (secs(cpu.user), secs(cpu.system), secs(cpu.total()));
-        w.row(
-            "CPU time (whole process)",
-            format_args!("{user} user + {system} system = {total} ({per_op:.0} ns per timer op)"),
-        );
+        let cpu = format!("{user} user + {system} system = {total} ({per_op:.0} ns per timer op)");
+        w.row("CPU time (whole process)", cpu);
     }
 }
 
@@ -188,12 +179,10 @@ fn lateness(w: &mut Text, o: &Outcome) {
         ln!(w, "  sleep: how late a plain sleep of {tick} woke up meanwhile: the machine's own noise)");
     }
     if let Some(met) = o.bar_met() {
-        let (bar, worst) = (ms(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
+        let (bar, worst) = (ms_setting(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
         let (verdict, sleep) = (if met { "met" } else { "NOT met" }, ms_from_us(o.sleep_lateness.quantile(0.99)));
-        w.row(
-            "design bar p99 ≤ 1 tick + 0.5 ms",
-            format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
-        );
+        let bar = format!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})");
+        w.row("design bar p99 ≤ 1 tick + 0.5 ms", bar);
         ln!(w, "  {PERFORMANCE}");
     }
     let how =
@@ -307,10 +296,8 @@ pub(crate) mod tests {
         assert!(short.lines().count() <= 32, "{} lines:\n{short}", short.lines().count());
         assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
         // The heap figure in its parts, and how it relates to the README's (issue 24, item 9).
-        assert!(
-            short.contains("68 B = 16 B handle + 32 B task + 20 B the timer's own\n  (the README's ~50 B"),
-            "{short}"
-        );
+        let memory = "68 B = 16 B handle + 32 B task + 20 B the timer's own\n  (the README's ~50 B: `cargo bench";
+        assert!(short.contains(memory), "{short}");
         for section in
             ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"]
         {
@@ -348,10 +335,8 @@ pub(crate) mod tests {
         let runs = [outcome("shardwheel", 1), bad];
         let v: Value = serde_json::from_str(&json(&config(), &["careful".to_owned()], &runs[..1], false)).unwrap();
         assert_eq!(keys(&v), "compare config passed runs tool version warnings");
-        assert_eq!(
-            (&v["tool"], &v["passed"], &v["warnings"][0]),
-            (&json!("shardwheel-sim"), &json!(true), &json!("careful"))
-        );
+        let top = (&v["tool"], &v["passed"], &v["warnings"][0]);
+        assert_eq!(top, (&json!("shardwheel-sim"), &json!(true), &json!("careful")));
         assert!(v["compare"].is_null() && v["config"]["connections"] == 1_000 && v["config"]["tick_us"] == 1_000);
         let run = &v["runs"][0];
         let expected = "cpu description end lanes lateness memory self_check setup stats steady timer total_seconds";

@@ -4,10 +4,9 @@
 
 use crate::args::Config;
 use crate::figures::Outcome;
-use crate::measure;
 use crate::producer::{Producer, sleep_until};
-use crate::progress::{Progress, Show};
-use crate::tally::{Counts, PerKind, Shared};
+use crate::progress::Progress;
+use crate::tally::{self, Counts, PerKind, Shared};
 use crate::timer::SimTimer;
 use crate::units::group;
 use shardwheel_peers::{heap::HeapPeer, netty::NettyPeer, shardwheel::ShardwheelPeer, tokio_timers::TokioTaskPeer};
@@ -18,16 +17,16 @@ use std::time::{Duration, Instant};
 /// Runs the scenario on `timer`, then stops it; progress goes to stderr, each line led by
 /// the timer's name if `labelled`.
 pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
-    let (began, cpu_before, shared) = (Instant::now(), measure::cpu_time(), Shared::leak(config.producers));
-    let ui = &mut Progress::new(if labelled { timer.label() } else { "" }, Show::for_stderr());
+    let (began, cpu_before, shared) = (Instant::now(), tally::cpu_time(), Shared::leak(config.producers));
+    let ui = &mut Progress::new(if labelled { timer.label() } else { "" });
     let mut o = Outcome {
         timer: timer.label(),
         describe: timer.describe(config),
         lanes: timer.lanes(),
         tick: config.tick,
         connections: config.connections as u64,
-        rss_before: measure::rss_bytes(),
-        heap_before: measure::heap_live(),
+        rss_before: tally::rss_bytes(),
+        heap_before: tally::heap_live(),
         handle_bytes: std::mem::size_of::<Option<T::Handle>>() as u64,
         ..Outcome::default()
     };
@@ -39,7 +38,7 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     // Activity has stopped and every cancel and reset has returned: from here on, a task
     // dropped unrun is one that never ended (the timer drops it, hands it back, or a handle
     // still holds it).
-    (o.pending_at_end, o.heap_at_end) = (timer.pending(), measure::heap_live());
+    (o.pending_at_end, o.heap_at_end) = (timer.pending(), tally::heap_live());
     ui.line(&format!("activity stopped; {} timeouts pending; stopping the timer…", group(o.pending_at_end as u64)));
     // A cancel or reset may drop the task it ended later, on the timer's thread (tokio's
     // abort: a worker drops the aborted task): wait, a second at most, for the drops they owe,
@@ -59,7 +58,7 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
         (shared.expired(), shared.early.load(Relaxed), shared.worst_early_ns.load(Relaxed));
     (o.lateness, o.sleep_lateness) =
         (shared.lateness.each_ref().map(|h| h.snapshot()), shared.sleep_lateness.snapshot());
-    (o.drops, o.cpu, o.total) = (shared.drops(false), measure::cpu_since(cpu_before), began.elapsed());
+    (o.drops, o.cpu, o.total) = (shared.drops(false), tally::cpu_since(cpu_before), began.elapsed());
     o
 }
 
@@ -127,7 +126,7 @@ fn drive<T: SimTimer>(
     let settling = Instant::now();
     o.setup = settling - arming;
     timer.settle_arms();
-    (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), measure::rss_bytes(), measure::heap_live());
+    (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), tally::rss_bytes(), tally::heap_live());
     ui.finish();
     let (setup, duration) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
     ui.line(&format!("armed in {setup:.3} s; steady state for {duration:.1} s"));
@@ -140,13 +139,7 @@ fn drive<T: SimTimer>(
 /// Every producer arms its connections' idle timeouts, on a thread of its own.
 fn arm<T: SimTimer>(config: &Config, timer: &T, shared: &'static Shared, ui: &Progress) -> Vec<Producer<T>> {
     thread::scope(|s| {
-        let arm = |p| {
-            move || {
-                let mut producer = Producer::new(p, shared, timer, config);
-                producer.arm_idle(timer);
-                producer
-            }
-        };
+        let arm = |p| move || Producer::new(p, shared, timer, config).arm_idle(timer);
         let producers: Vec<_> = (0..config.producers).map(|p| spawn(s, p, timer, arm(p))).collect();
         // Polled every ms: the setup time (the unpaced arm rate) is only as exact as the poll.
         while !producers.iter().all(|h| h.is_finished()) {
@@ -172,15 +165,9 @@ fn steady<T: SimTimer>(
     let flag = &AtomicBool::new(false);
     thread::scope(|s| {
         let mut stop = Stop { flag, sleepers: Vec::with_capacity(producers.len() + 1) };
-        let steady = |mut producer: Producer<T>| {
-            move || {
-                producer.steady(timer, start, flag);
-                producer
-            }
-        };
         let mut handles = Vec::with_capacity(producers.len());
         for (p, producer) in producers.into_iter().enumerate() {
-            handles.push(spawn(s, p, timer, steady(producer)));
+            handles.push(spawn(s, p, timer, move || producer.steady(timer, start, flag)));
             stop.sleepers.push(handles[p].thread().clone());
         }
         // The baseline: how late a plain sleep of a tick wakes up meanwhile, with the wake-ups
@@ -236,16 +223,23 @@ fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Ins
 mod tests {
     use super::*;
     use crate::figures::{checks, passed, succeeded};
+    use crate::producer::lanes_of;
     use crate::timer::shardwheel;
     use shardwheel_peers::Peer;
     use std::sync::mpsc;
 
     /// A short scenario with expiries of both kinds, cancels and resets: half a second.
-    pub(crate) fn short_run() -> Config {
+    fn short_run() -> Config {
         let args = "--connections 2000 --producers 2 --shards 2 --idle-timeout-ms 200 --idle-fraction 0.5 \
             --request-timeout-ms 50 --lost-fraction 0.05 --in-flight 16 --pin-threads false --rate 40000 \
             --duration-secs 0.5";
         crate::args::tests::parse_str(args).unwrap().0
+    }
+
+    #[test]
+    fn lanes_are_spread() {
+        let lanes = [lanes_of(0, 2, 2), lanes_of(1, 2, 5), lanes_of(0, 2, 5), lanes_of(3, 4, 2), lanes_of(1, 2, 1)];
+        assert_eq!(lanes, [vec![0], vec![1, 3], vec![0, 2, 4], vec![1], vec![0]]);
     }
 
     /// Every timer runs a short scenario with expiries of both kinds, cancels and resets, and
@@ -255,10 +249,8 @@ mod tests {
         let config = short_run();
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
         let runs = run_all(&config, shardwheel(&config).unwrap(), true);
-        assert_eq!(
-            runs.iter().map(|o| o.timer).collect::<Vec<_>>(),
-            ["shardwheel", "netty-wheel", "Mutex<BinaryHeap>", "tokio"]
-        );
+        let timers: Vec<_> = runs.iter().map(|o| o.timer).collect();
+        assert_eq!(timers, ["shardwheel", "netty-wheel", "Mutex<BinaryHeap>", "tokio"]);
         for o in &runs {
             let c = &o.counts;
             assert!(passed(o), "{}: {:#?}", o.timer, checks(o));
@@ -305,8 +297,6 @@ mod tests {
         assert!(passed(&o), "{:#?}", checks(&o));
     }
 
-    /// Timers that break the contract, run through the real scenario: each must fail the
-    /// self-check that guards what it breaks, and fail the whole run.
     /// How the wrapped heap peer breaks its contract.
     #[derive(Clone, Copy, Debug)]
     enum Break {
@@ -364,15 +354,14 @@ mod tests {
         }
     }
 
+    /// Timers that break the contract, run through the real scenario: each must fail the
+    /// self-check that guards what it breaks, and fail the whole run.
     #[test]
     fn every_break_fails_the_check_that_guards_it_and_the_run() {
         let config = short_run();
-        let cases = [
-            (Break::Early, "never_early"),
-            (Break::Loses, "ended_exactly_once"),
-            (Break::Loses, "dropped_exactly_once"),
-            (Break::FiresTwice, "ended_exactly_once"),
-        ];
+        let (ended, dropped) = ("ended_exactly_once", "dropped_exactly_once");
+        let cases =
+            [(Break::Early, "never_early"), (Break::Loses, ended), (Break::Loses, dropped), (Break::FiresTwice, ended)];
         for (how, guard) in cases {
             let outcome = run(&config, Broken(HeapPeer::new(), how), true);
             let failed: Vec<_> = checks(&outcome).iter().filter(|c| !c.ok).map(|c| c.key).collect();

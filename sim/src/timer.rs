@@ -104,11 +104,10 @@ impl SimTimer for ShardwheelPeer {
 impl SimTimer for NettyPeer {
     /// One wheel of Netty's default `ticksPerWheel`, 512 buckets, ticking as shardwheel does.
     fn describe(&self, c: &Config) -> String {
+        let (tick, reset) = (c.tick.as_micros(), self.reset_kind());
         format!(
-            "Netty-architecture HashedWheelTimer: one wheel of 512 buckets with rounds, tick {} µs, one worker, MPSC \
-             queues for arms and cancels; reset = {}",
-            c.tick.as_micros(),
-            self.reset_kind()
+            "Netty-architecture HashedWheelTimer: one wheel of 512 buckets with rounds, tick {tick} µs, one worker, \
+             MPSC queues for arms and cancels; reset = {reset}"
         )
     }
 
@@ -135,11 +134,10 @@ impl SimTimer for TokioTaskPeer {
     }
 
     fn describe(&self, c: &Config) -> String {
+        let (workers, reset) = (c.shards, self.reset_kind());
         format!(
-            "tokio multi-thread runtime, {} workers: a task per timeout doing sleep_until(deadline).await, then the \
-             work; cancel = JoinHandle::abort; reset = {}",
-            c.shards,
-            self.reset_kind()
+            "tokio multi-thread runtime, {workers} workers: a task per timeout doing sleep_until(deadline).await, \
+             then the work; cancel = JoinHandle::abort; reset = {reset}"
         )
     }
 
