@@ -239,11 +239,9 @@ pub(crate) mod tests {
         let defaults = (c.connections, c.idle_timeout, c.seed, c.producers);
         assert_eq!(defaults, (1_000_000, Duration::from_secs(5), 24301, cores()));
         assert!(!out.json && !out.compare && !out.verbose && out.plot.is_none());
-        let (c, out) = parse_str(
-            "--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 \
-             --pin-threads false --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare -v",
-        )
-        .unwrap();
+        let args = "--connections 10_000 --duration-secs=2 --idle-fraction 0.5 --tick-us 100 \
+             --pin-threads false --producers 3 --shards 5 --seed 7 --json --plot x.svg --compare -v";
+        let (c, out) = parse_str(args).unwrap();
         let set = (c.connections, c.duration, c.idle_fraction, c.tick, c.pin_threads, c.producers, c.shards, c.seed);
         assert_eq!(set, (10_000, Duration::from_secs(2), 0.5, Duration::from_micros(100), false, 3, 5, 7));
         assert!(out.json && out.compare && out.verbose && out.plot == Some(PathBuf::from("x.svg")));
@@ -251,11 +249,10 @@ pub(crate) mod tests {
         assert!(pinned("--pin-threads") && !pinned("--pin-threads=off"));
         assert!(["--help", "-h", "--version"].iter().all(|flag| parse_str(flag).unwrap_err().exit_code() == 0));
         let help = Cli::command().render_long_help().to_string();
-        for option in
-            ["--idle-timeout-ms", "--compare", "--json", "--plot", "--verbose", "[default: 1_000_000]", "cores]"]
-        {
-            assert!(help.contains(option), "--help lacks {option}:\n{help}");
-        }
+        let options =
+            ["--idle-timeout-ms", "--compare", "--json", "--plot", "--verbose", "[default: 1_000_000]", "cores]"];
+        let missing: Vec<_> = options.into_iter().filter(|option| !help.contains(option)).collect();
+        assert!(missing.is_empty(), "--help lacks {missing:?}:\n{help}");
         let c = parse_str("--connections 10 --producers 3").unwrap().0;
         assert_eq!(((0..3).map(|p| c.connections_of(p)).sum::<usize>(), c.connections_of(0)), (10, 4));
         let c = parse_str("--producers 2 --shards 2").unwrap().0;

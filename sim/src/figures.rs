@@ -42,9 +42,8 @@ pub struct Outcome {
     pub lateness: PerKind<Snapshot>,
     pub sleep_lateness: Snapshot,
     /// Timeouts pending once activity stopped; tasks dropped unrun from the stop on (the
-    /// timeouts that never ended); how many `stop()` handed back, for the timers that do;
-    /// tasks dropped unrun before the stop (cancelled, replaced by resets, refused); all
-    /// task drops.
+    /// timeouts that never ended); how many `stop()` handed back, if it does; tasks dropped
+    /// unrun before the stop (cancelled, replaced by resets, refused); all task drops.
     pub pending_at_end: usize,
     pub unfired: PerKind<u64>,
     pub unfired_listed: Option<u64>,
@@ -58,8 +57,7 @@ pub struct Outcome {
     pub total: Duration,
 }
 
-/// One line of the self-check: whether it passed, a stable key (JSON), what is checked, and
-/// the sums behind it.
+/// One line of the self-check: whether it passed, its key (JSON), what it checks, its sums.
 #[derive(Clone, Debug)]
 pub struct Check {
     pub ok: bool,
@@ -308,8 +306,8 @@ pub(crate) mod tests {
         let (idle, request, ms) = (Histogram::new(), Histogram::new(), Duration::from_millis);
         (0..100).for_each(|v| idle.record(v * 10 * scale));
         (0..10).for_each(|v| request.record(v * 50 * scale));
-        let mut o = Outcome { timer, describe: format!("{timer}, made up"), lanes: 2, ..Outcome::default() };
-        o.connections = 1_000;
+        let (describe, connections) = (format!("{timer}, made up"), 1_000);
+        let mut o = Outcome { timer, describe, lanes: 2, connections, ..Outcome::default() };
         (o.tick, o.setup, o.steady, o.stop_time, o.total) = (ms(1), ms(10 * scale), ms(1_000), ms(3), ms(1_020));
         (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
         (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);

@@ -126,9 +126,8 @@ pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
     let (connections, rate) = (group(config.connections as u64), group(config.rate));
     let (idle, request) = (config.idle_timeout.as_millis(), config.request_timeout.as_millis());
     let (tick, shards, secs) = (us_label(tick_us), config.shards, trim(config.duration.as_secs_f64()));
-    let setup =
-        format!("{connections} connections, {rate} events/s, idle {idle} ms, request {request} ms, tick {tick}");
-    let caption = format!("shardwheel expiry lateness: {setup}, {shards} shards, {secs} s");
+    let setup = format!("{connections} connections, {rate} events/s, idle {idle} ms, request {request} ms");
+    let caption = format!("shardwheel expiry lateness: {setup}, tick {tick}, {shards} shards, {secs} s");
     let mine = [("idle timeouts", &main.lateness[0], true), ("request timeouts", &main.lateness[1], true)];
     if runs.len() == 1 {
         panel(&root, &caption, &mine, axis)?;

@@ -26,8 +26,8 @@ pub fn lanes_of(p: usize, producers: usize, lanes: usize) -> Vec<usize> {
 }
 
 /// Sleeps until `deadline` unless the stop comes first; true if `deadline` was reached.
-/// `park_timeout`, not `thread::sleep`: the steady state's `Stop` unparks the thread. A wake-up before
-/// either (spurious, or a stale unpark) parks again for the rest.
+/// `park_timeout`, not `thread::sleep`: the steady state's `Stop` unparks the thread. A
+/// wake-up before either (spurious, or a stale unpark) parks again for the rest.
 pub fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -56,12 +56,13 @@ pub struct Producer<T: SimTimer> {
     /// Requests waiting for their response, oldest first.
     in_flight: VecDeque<T::Handle>,
     rng: fastrand::Rng,
-    config: Config,
+    config: &'static Config,
     pub counts: Counts,
 }
 
 impl<T: SimTimer> Producer<T> {
-    pub fn new(index: usize, shared: &'static Shared, timer: &T, config: &Config) -> Producer<T> {
+    pub fn new(index: usize, shared: &'static Shared, timer: &T) -> Producer<T> {
+        let config = &shared.config;
         let (n, mut rng, mut counts) =
             (config.connections_of(index), fastrand::Rng::with_seed(config.seed ^ index as u64), Counts::default());
         // Quiet connections go quiet at a random time early enough that their idle timeout
@@ -87,7 +88,7 @@ impl<T: SimTimer> Producer<T> {
             cursor: 0,
             in_flight: VecDeque::with_capacity(config.in_flight),
             rng,
-            config: config.clone(),
+            config,
             counts,
         }
     }

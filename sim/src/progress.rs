@@ -4,18 +4,16 @@ use crate::units::{group, ms_from_us, per_sec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal as _, Write as _};
 
-/// Writes a line to stderr, unless under `cargo test`, which runs the scenario a dozen times.
-/// Unlike `eprintln!`, never panics: a closed stderr (the reader went away) must not abort a
-/// run halfway.
+/// Writes a line to stderr (not under `cargo test`, which runs the scenario a dozen times);
+/// unlike `eprintln!`, never panics: a closed stderr must not abort a run halfway.
 pub fn note(msg: &str) {
     if !cfg!(test) {
         let _ = writeln!(std::io::stderr(), "{msg}");
     }
 }
 
-/// Where a run's progress goes: a line per phase (each led by `label`, the timer's name when
-/// several run), and on a terminal a bar, the one place the per-second figures go: a log or a
-/// file wants the report, not a record of every second.
+/// A run's progress: a line per phase (led by `label`, the timer's name when several run), and
+/// on a terminal a bar with each second's figures (a log or a file wants the report instead).
 #[derive(Debug)]
 pub struct Progress {
     bar: ProgressBar,

@@ -101,8 +101,7 @@ fn config_json(c: &Config) -> Value {
     })
 }
 
-/// `--verbose`: a figure, or a section of them; a section of numbers only (a lateness
-/// distribution) on one line.
+/// `--verbose`: a figure, or a section of them; a section of numbers only on one line.
 fn figure(w: &mut Text, key: &str, v: &Value, indent: usize) {
     let width = LABEL + 4 - indent;
     match v.as_object() {
@@ -215,8 +214,8 @@ fn ratio(r: Option<f64>) -> String {
     }
 }
 
-/// The ratio table: every run's values, then shardwheel's advantage over each peer; the
-/// headline metrics only unless `verbose`.
+/// The ratio table: every run's values, then shardwheel's advantage over each peer (the
+/// headline metrics; all with `verbose`).
 pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     let (w, title) = (&mut Text { out: String::new(), verbose }, "Comparison: the same scenario on every timer");
     let figures: Vec<Value> = runs.iter().map(figures::of).collect();
@@ -298,9 +297,9 @@ pub(crate) mod tests {
         // The heap figure in its parts, and how it relates to the README's (issue 24, item 9).
         let memory = "68 B = 16 B handle + 32 B task + 20 B the timer's own\n  (the README's ~50 B: `cargo bench";
         assert!(short.contains(memory), "{short}");
-        for section in
-            ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"]
-        {
+        let sections =
+            ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"];
+        for section in sections {
             assert!(long.contains(section) && !short.contains(section), "{section}:\n{long}");
         }
         let early = Outcome { early: 1, ..outcome("shardwheel", 1) };

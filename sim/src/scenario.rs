@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// Runs the scenario on `timer`, then stops it; progress goes to stderr, each line led by
 /// the timer's name if `labelled`.
 pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
-    let (began, cpu_before, shared) = (Instant::now(), tally::cpu_time(), Shared::leak(config.producers));
+    let (began, cpu_before, shared) = (Instant::now(), tally::cpu_time(), Shared::leak(config));
     let ui = &mut Progress::new(if labelled { timer.label() } else { "" });
     let mut o = Outcome {
         timer: timer.label(),
@@ -32,7 +32,7 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     };
     let (connections, producers) = (group(o.connections), config.producers);
     ui.line(&format!("arming {connections} idle timeouts on {producers} producer threads ({})…", o.describe));
-    let producers = drive(config, &timer, shared, ui, &mut o);
+    let producers = drive(&timer, shared, ui, &mut o);
     producers.iter().for_each(|p| o.counts.add(&p.counts));
 
     // Activity has stopped and every cancel and reset has returned: from here on, a task
@@ -62,9 +62,8 @@ pub fn run<T: SimTimer>(config: &Config, timer: T, labelled: bool) -> Outcome {
     o
 }
 
-/// Runs the scenario on shardwheel, then, with `compare`, on every peer in table order (tokio
-/// with as many workers as shardwheel has shards), each line of progress led by the timer's
-/// name when several run.
+/// Runs the scenario on shardwheel, then, with `compare`, on every peer in table order, tokio
+/// with as many workers as shardwheel has shards (progress led by the timer's name).
 pub fn run_all(config: &Config, shardwheel: ShardwheelPeer, compare: bool) -> Vec<Outcome> {
     let mut runs = vec![run(config, shardwheel, compare)];
     if compare {
@@ -75,11 +74,10 @@ pub fn run_all(config: &Config, shardwheel: ShardwheelPeer, compare: bool) -> Ve
     runs
 }
 
-/// The end of the steady state: when dropped, sets the stop flag and wakes every thread that
-/// waits for it (the producers between batches, the baseline within its tick), so that the
-/// scope joins them at once, whatever they were sleeping for: a tick may be an hour, a slow
-/// producer's next batch seconds away. Dropped when the duration is over, and if the main
-/// thread unwinds out of the steady state.
+/// The end of the steady state: dropped when the duration is over (or the main thread unwinds),
+/// sets the stop flag and wakes every thread that waits for it (the producers between batches,
+/// the baseline within its tick), so that the scope joins them at once, however long they
+/// meant to sleep: a tick may be an hour, a slow producer's next batch seconds away.
 struct Stop<'a> {
     flag: &'a AtomicBool,
     sleepers: Vec<Thread>,
@@ -110,37 +108,30 @@ fn join<R>(handle: ScopedJoinHandle<'_, R>) -> R {
     handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-/// The threads' part of the run: the producers arm, the memory is measured, then they drive
-/// the steady state. Hands back the producers, whose handles must live until the timer has
-/// stopped.
-fn drive<T: SimTimer>(
-    config: &Config,
-    timer: &T,
-    shared: &'static Shared,
-    ui: &mut Progress,
-    o: &mut Outcome,
-) -> Vec<Producer<T>> {
+/// The threads' part: the producers arm, the memory is measured, they drive the steady state;
+/// hands back the producers, whose handles must live until the timer has stopped.
+fn drive<T: SimTimer>(timer: &T, shared: &'static Shared, ui: &mut Progress, o: &mut Outcome) -> Vec<Producer<T>> {
     let arming = Instant::now();
     ui.start_bar(o.connections, false);
-    let producers = arm(config, timer, shared, ui);
+    let producers = arm(timer, shared, ui);
     let settling = Instant::now();
     o.setup = settling - arming;
     timer.settle_arms();
     (o.settle, o.rss_after, o.heap_after) = (settling.elapsed(), tally::rss_bytes(), tally::heap_live());
     ui.finish();
-    let (setup, duration) = (o.setup.as_secs_f64(), config.duration.as_secs_f64());
+    let (setup, duration) = (o.setup.as_secs_f64(), shared.config.duration.as_secs_f64());
     ui.line(&format!("armed in {setup:.3} s; steady state for {duration:.1} s"));
     let start = Instant::now();
-    let (producers, lasted) = steady(config, timer, shared, ui, producers, start);
+    let (producers, lasted) = steady(timer, shared, ui, producers, start);
     o.steady = lasted;
     producers
 }
 
 /// Every producer arms its connections' idle timeouts, on a thread of its own.
-fn arm<T: SimTimer>(config: &Config, timer: &T, shared: &'static Shared, ui: &Progress) -> Vec<Producer<T>> {
+fn arm<T: SimTimer>(timer: &T, shared: &'static Shared, ui: &Progress) -> Vec<Producer<T>> {
     thread::scope(|s| {
-        let arm = |p| move || Producer::new(p, shared, timer, config).arm_idle(timer);
-        let producers: Vec<_> = (0..config.producers).map(|p| spawn(s, p, timer, arm(p))).collect();
+        let arm = |p| move || Producer::new(p, shared, timer).arm_idle(timer);
+        let producers: Vec<_> = (0..shared.config.producers).map(|p| spawn(s, p, timer, arm(p))).collect();
         // Polled every ms: the setup time (the unpaced arm rate) is only as exact as the poll.
         while !producers.iter().all(|h| h.is_finished()) {
             thread::sleep(Duration::from_millis(1));
@@ -155,7 +146,6 @@ fn arm<T: SimTimer>(config: &Config, timer: &T, shared: &'static Shared, ui: &Pr
 /// and the main thread shows progress until the duration is over. Hands back the producers
 /// and how long the activity lasted: until the last producer stopped.
 fn steady<T: SimTimer>(
-    config: &Config,
     timer: &T,
     shared: &'static Shared,
     ui: &mut Progress,
@@ -173,7 +163,7 @@ fn steady<T: SimTimer>(
         // The baseline: how late a plain sleep of a tick wakes up meanwhile, with the wake-ups
         // a stall made it miss (as a timer thread would miss them). A tick cut short by the
         // stop is not recorded.
-        let (tick, us) = (config.tick, config.tick.as_micros() as u64);
+        let (tick, us) = (shared.config.tick, shared.config.tick.as_micros() as u64);
         let baseline = thread::Builder::new().name("sim-baseline".into()).spawn_scoped(s, move || {
             let mut slept = Instant::now();
             while sleep_until(slept + tick, flag) {
@@ -183,7 +173,7 @@ fn steady<T: SimTimer>(
         });
         let baseline = baseline.expect("spawn the baseline thread");
         stop.sleepers.push(baseline.thread().clone());
-        progress(config, shared, timer, start, ui);
+        progress(shared, timer, start, ui);
         drop(stop);
         let producers = handles.into_iter().map(join).collect();
         let lasted = start.elapsed();
@@ -193,13 +183,12 @@ fn steady<T: SimTimer>(
 }
 
 /// Progress until the steady state is over: the bar moves ten times a second; the rates of
-/// arms, resets, cancels and expiries are taken once a second.
-fn progress<T: SimTimer>(config: &Config, shared: &Shared, timer: &T, start: Instant, ui: &mut Progress) {
-    ui.start_bar(config.duration.as_millis() as u64, true);
-    let (end, totals) = (start + config.duration, |c: Counts, [idle, request]: PerKind<u64>| {
-        [c.scheduled(), c.cancels_ok, idle + request]
-    });
-    let mut prev = (start, totals(shared.counts(), shared.expired()));
+/// arms, cancels and expiries are taken once a second.
+fn progress<T: SimTimer>(shared: &Shared, timer: &T, start: Instant, ui: &mut Progress) {
+    let duration = shared.config.duration;
+    ui.start_bar(duration.as_millis() as u64, true);
+    let totals = |c: Counts, [idle, request]: PerKind<u64>| [c.scheduled(), c.cancels_ok, idle + request];
+    let (end, mut prev) = (start + duration, (start, totals(shared.counts(), shared.expired())));
     for second in 1u32.. {
         let target = (start + Duration::from_secs(u64::from(second))).min(end);
         while let Some(left) = target.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
@@ -297,14 +286,13 @@ mod tests {
         assert!(passed(&o), "{:#?}", checks(&o));
     }
 
-    /// How the wrapped heap peer breaks its contract.
+    /// How the wrapped heap peer breaks its contract: it fires every timeout at half its delay
+    /// (`Early`), forgets the task, which then never runs nor drops (`Loses`), or resets by
+    /// arming a new timeout, leaving the old one to fire too (`FiresTwice`).
     #[derive(Clone, Copy, Debug)]
     enum Break {
-        /// Fires every timeout at half its delay.
         Early,
-        /// Forgets the task: it never runs and is never dropped.
         Loses,
-        /// A reset arms a new timeout and leaves the old one to fire too.
         FiresTwice,
     }
 
@@ -332,13 +320,11 @@ mod tests {
             self.0.cancel(handle)
         }
         fn reset<F: FnOnce() + Send + 'static>(&self, handle: &mut Self::Handle, delay: Duration, task: F) -> bool {
-            match self.1 {
-                Break::FiresTwice => {
-                    *handle = self.0.arm(delay, task);
-                    true
-                }
-                _ => self.0.reset(handle, delay, task),
+            if !matches!(self.1, Break::FiresTwice) {
+                return self.0.reset(handle, delay, task);
             }
+            *handle = self.0.arm(delay, task);
+            true
         }
         fn reset_kind(&self) -> &'static str {
             "broken"

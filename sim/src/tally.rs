@@ -2,9 +2,9 @@
 //! batch; a [`Task`] its firing and lateness in [`Shared`] when it runs, and its drop in its
 //! `Drop`, on whichever thread drops it. All counters are `Relaxed`: they carry no data, and
 //! exact values are read after joining their writers. And what the run costs the process:
-//! CPU time (`getrusage`), live heap bytes (the peers' counting global allocator) and resident
-//! memory (the peers' reading of `/proc/self/statm`), as the memory benches read them.
+//! CPU time (`getrusage`), live heap and resident bytes (read as the memory benches do).
 
+use crate::args::Config;
 use crate::histogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -73,8 +73,8 @@ pub struct ProducerTally {
 /// Everything the threads share, leaked once per run so that tasks hold a `&'static` to it:
 /// the time origin (deadlines are ns since it), the tasks that ran, those that ran early and
 /// the earliest (ns before its deadline), the largest lateness (µs) since the progress line
-/// last took it, the lateness histograms, and how late a plain sleep of a tick woke up
-/// meanwhile (corrected for coordinated omission: the operating system's share).
+/// last took it, the lateness histograms, how late a plain sleep of a tick woke up meanwhile
+/// (corrected for coordinated omission: the operating system's share), and the settings.
 #[derive(Debug)]
 pub struct Shared {
     pub start: Instant,
@@ -85,19 +85,21 @@ pub struct Shared {
     pub interval_max_us: AtomicU64,
     pub lateness: PerKind<Histogram>,
     pub sleep_lateness: Histogram,
+    pub config: Config,
 }
 
 impl Shared {
-    pub fn leak(producers: usize) -> &'static Shared {
+    pub fn leak(config: &Config) -> &'static Shared {
         Box::leak(Box::new(Shared {
             start: Instant::now(),
-            producers: (0..producers).map(|_| ProducerTally::default()).collect(),
+            producers: (0..config.producers).map(|_| ProducerTally::default()).collect(),
             fired: Default::default(),
             early: AtomicU64::new(0),
             worst_early_ns: AtomicU64::new(0),
             interval_max_us: AtomicU64::new(0),
             lateness: [Histogram::new(), Histogram::new()],
             sleep_lateness: Histogram::new(),
+            config: config.clone(),
         }))
     }
 
@@ -229,8 +231,7 @@ pub fn cpu_since(before: Option<Usage>) -> Option<Usage> {
     Some(Usage { user: now.user.saturating_sub(before.user), system: now.system.saturating_sub(before.system) })
 }
 
-/// Bytes allocated and not yet freed, over the whole process (0 unless the peers' counting
-/// allocator, which `main` installs, is the global allocator).
+/// Bytes allocated and not yet freed, process-wide, by the peers' counting allocator (`main`'s).
 pub fn heap_live() -> u64 {
     shardwheel_peers::counting::live().max(0) as u64
 }
@@ -242,7 +243,7 @@ mod tests {
     #[test]
     fn task_is_small_and_counts_its_drop_once() {
         assert_eq!(TASK_BYTES, 32);
-        let shared = Shared::leak(1);
+        let shared = Shared::leak(&crate::args::tests::parse_str("--producers 1").unwrap().0);
         Task::new(shared, 0, What::Request { deadline_ns: 0 }).run();
         drop(Task::new(shared, 0, What::Request { deadline_ns: 0 }));
         assert_eq!((shared.drops(false), shared.drops(true), shared.expired()), ([0, 2], [0, 1], [0, 1]));

@@ -68,9 +68,8 @@ pub fn shardwheel(c: &Config) -> Result<ShardwheelPeer, BuildError> {
 impl SimTimer for ShardwheelPeer {
     fn describe(&self, c: &Config) -> String {
         let (shards, tick, pinned) = (c.shards, c.tick.as_micros(), if c.pin_threads { "pinned" } else { "unpinned" });
-        format!(
-            "shardwheel TimerService: {shards} shards ({pinned} threads), tick {tick} µs, schedule_on the producer's shard"
-        )
+        let setup = format!("{shards} shards ({pinned} threads), tick {tick} µs");
+        format!("shardwheel TimerService: {setup}, schedule_on the producer's shard")
     }
 
     fn lanes(&self) -> usize {
