@@ -261,8 +261,8 @@ pub(crate) mod tests {
         assert!(w.contains("--rate 1,000 is too low") && w.contains("not longer than the idle timeout"), "{w}");
     }
 
-    /// The simulator runs that CI (`.ci/run`) and the README give, as written there, raise no
-    /// warning: a run CI relies on must not be one the simulator says misses its point.
+    /// The simulator runs that CI (`.ci/run`, two at least) and the README give, as written,
+    /// raise no warning: a run CI relies on must not be one the simulator says misses its point.
     #[test]
     fn the_ci_and_readme_runs_raise_no_warning() {
         let (ci, readme) = (include_str!("../../.ci/run"), include_str!("../../README.md"));
@@ -272,7 +272,7 @@ pub(crate) mod tests {
             .map(|rest| rest.split(['`', '#', '|', '\n']).next().unwrap_or_default())
             .filter(|args| !args.contains("--help"))
             .collect();
-        assert!(runs.iter().filter(|args| args.contains("--duration-secs 2")).count() >= 3, "{runs:?}");
+        assert!(runs.iter().filter(|args| args.contains("--duration-secs 2")).count() >= 2, "{runs:?}");
         for args in runs {
             let config = parse_str(args).unwrap_or_else(|e| panic!("{args}: {e}")).0;
             assert!(config.warnings().is_empty(), "{args}: {:?}", config.warnings());
