@@ -257,10 +257,8 @@ mod tests {
         // The send fails only if the wait below gave up: the test has failed already.
         thread::spawn(move || _ = tx.send(run(&c, shardwheel(&c).unwrap(), true)));
         let (duration, tick) = (config.duration, config.tick);
-        match rx.recv_timeout(duration + grace) {
-            Ok(o) => (config, o),
-            Err(_) => panic!("a run of {duration:?} with tick {tick:?} still going {grace:?} after its end"),
-        }
+        let late = |_| panic!("a run of {duration:?} with tick {tick:?} still going {grace:?} after its end");
+        (config, rx.recv_timeout(duration + grace).unwrap_or_else(late))
     }
 
     /// A tick longer than the run (10 s, and the largest allowed, an hour) neither stretches
