@@ -22,7 +22,8 @@
 #   (bench.sh's nginx has 2 workers whatever T is); req/s on `/` and the `/delay/50` p99.
 #   HTTPD_RUNS runs each (default 1); wrk gets WRK_THREADS threads (default: T / 2, at least
 #   2); bench.sh's other settings (WRK_SECS, SILENT, IDLE, …) pass through from the
-#   environment. It needs wrk, nginx and jq, which bench.sh installs when missing.
+#   environment. It needs wrk and nginx, which bench.sh installs when missing (and jq, which
+#   this script installs first).
 #
 # Every figure is a rate (higher is better) but the p99, and the ratio is shardwheel's
 # advantage: > 1 means shardwheel does better. Logs go to a temporary folder, named at the
@@ -56,6 +57,12 @@ rows=$logs/rows.tsv
 # A row: threads, what, unit, shardwheel's figure, the peer's name and figure, and whether
 # lower is better (a latency); the ratio is computed when the table is printed.
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
+
+# jq reads cargo's and bench.sh's JSON (bench.sh installs it too, but only once it runs).
+if ! command -v jq >/dev/null; then
+  say "installing jq with apt-get (missing)"
+  if [[ $EUID -eq 0 ]]; then apt-get install -y -qq jq >/dev/null; else sudo apt-get install -y -qq jq >/dev/null; fi
+fi
 
 # --- build, once ------------------------------------------------------------------------------
 say "building (release): the examples, the benches, the server and its client"
