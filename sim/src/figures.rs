@@ -269,7 +269,7 @@ pub const METRICS: &[Metric] = &[
     metric("expiry lateness p50", "/lateness/all/p50_us", "µs", false),
     metric("expiry lateness p99", "/lateness/all/p99_us", "µs", true),
     metric("expiry lateness max", "/lateness/all/max_us", "µs", false),
-    metric("timer bytes per pending timeout", "/memory/timer_bytes_per_timeout", "B", true),
+    metric("heap per pending timeout", "/memory/timer_bytes_per_timeout", "B", true),
     metric("heap per connection at the end", "/memory/heap_bytes_per_connection_at_end", "B", false),
 ];
 
