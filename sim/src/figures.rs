@@ -2,17 +2,62 @@
 //! which `--json` prints, `--verbose` renders as text, and the ratio table reads its rows from.
 
 use crate::histogram::Snapshot;
-use crate::scenario::Outcome;
+use crate::tally::{Counts, PerKind, TASK_BYTES, Usage};
 use crate::units::{fill, group, ms_from_us};
 use serde_json::{Value, json};
+use shardwheel::Stats;
 use std::time::Duration;
 
 /// The simulator's own bytes per connection, whatever the timer: the requested deadline (8 B)
 /// and the time it goes quiet (4 B). The handle is counted as the timer's.
 pub const SIM_BYTES_PER_CONNECTION: u64 = 12;
 
-/// One line of the self-check: whether it passed, a stable key (JSON), what is checked, and
-/// the sums behind it.
+/// Everything the reports need about one timer's run. Per-kind figures are `[idle, request]`.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The timer's name, its setup, and the threads that fire timeouts.
+    pub timer: &'static str,
+    pub describe: String,
+    pub lanes: usize,
+    pub tick: Duration,
+    pub connections: u64,
+    /// Time to arm every idle timeout (unpaced), then for the timer to file every arm.
+    pub setup: Duration,
+    pub settle: Duration,
+    /// Resident and live heap bytes before and after arming, and live heap once activity
+    /// stopped; `size_of` the slot a producer keeps per connection for the idle handle.
+    pub rss_before: Option<u64>,
+    pub rss_after: Option<u64>,
+    pub heap_before: u64,
+    pub heap_after: u64,
+    pub heap_at_end: u64,
+    pub handle_bytes: u64,
+    /// The steady state's actual length, and what the producers did.
+    pub steady: Duration,
+    pub counts: Counts,
+    /// Tasks that ran; those that ran early, and the earliest, in ns before its deadline.
+    pub fired: PerKind<u64>,
+    pub early: u64,
+    pub worst_early_ns: u64,
+    pub lateness: PerKind<Snapshot>,
+    pub sleep_lateness: Snapshot,
+    /// Timeouts pending once activity stopped; tasks dropped unrun from the stop on (the
+    /// timeouts that never ended); how many `stop()` handed back, if it does; tasks dropped
+    /// unrun before the stop (cancelled, replaced by resets, refused); all task drops.
+    pub pending_at_end: usize,
+    pub unfired: PerKind<u64>,
+    pub unfired_listed: Option<u64>,
+    pub unrun_before_stop: PerKind<u64>,
+    pub stop_time: Duration,
+    pub drops: PerKind<u64>,
+    /// The service's counters after stop (shardwheel only).
+    pub stats: Option<Stats>,
+    /// CPU time of the process from arming to the last drop; wall time of the whole run.
+    pub cpu: Option<Usage>,
+    pub total: Duration,
+}
+
+/// One line of the self-check: whether it passed, its key (JSON), what it checks, its sums.
 #[derive(Clone, Debug)]
 pub struct Check {
     pub ok: bool,
@@ -178,6 +223,7 @@ pub fn of(o: &Outcome) -> Value {
             "heap_bytes_per_connection": o.heap_per_connection(o.heap_after), "heap_bytes_at_end": o.heap_at_end,
             "heap_bytes_per_connection_at_end": o.heap_per_connection(o.heap_at_end),
             "simulator_bytes_per_connection": SIM_BYTES_PER_CONNECTION, "handle_slot_bytes": o.handle_bytes,
+            "task_bytes": TASK_BYTES,
             "timer_bytes_per_timeout": o.timer_bytes(),
             "rss_bytes_before": o.rss_before, "rss_bytes_after": o.rss_after,
             "rss_bytes_per_connection": rss_per_connection,
@@ -223,7 +269,7 @@ pub const METRICS: &[Metric] = &[
     metric("expiry lateness p50", "/lateness/all/p50_us", "µs", false),
     metric("expiry lateness p99", "/lateness/all/p99_us", "µs", true),
     metric("expiry lateness max", "/lateness/all/max_us", "µs", false),
-    metric("timer bytes per pending timeout", "/memory/timer_bytes_per_timeout", "B", true),
+    metric("heap per pending timeout", "/memory/timer_bytes_per_timeout", "B", true),
     metric("heap per connection at the end", "/memory/heap_bytes_per_connection_at_end", "B", false),
 ];
 
@@ -251,9 +297,29 @@ impl Metric {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::report::tests::outcome;
+    use crate::histogram::Histogram;
+
+    /// A consistent outcome: 1,000 connections, 100 quiet; made up, but the numbers add up.
+    pub(crate) fn outcome(timer: &'static str, scale: u64) -> Outcome {
+        let (idle, request, ms) = (Histogram::new(), Histogram::new(), Duration::from_millis);
+        (0..100).for_each(|v| idle.record(v * 10 * scale));
+        (0..10).for_each(|v| request.record(v * 50 * scale));
+        let (describe, connections) = (format!("{timer}, made up"), 1_000);
+        let mut o = Outcome { timer, describe, lanes: 2, connections, ..Outcome::default() };
+        (o.tick, o.setup, o.steady, o.stop_time, o.total) = (ms(1), ms(10 * scale), ms(1_000), ms(3), ms(1_020));
+        (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
+        (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);
+        (o.handle_bytes, o.fired, o.lateness) = (16, [100, 10], [idle.snapshot(), request.snapshot()]);
+        (o.pending_at_end, o.unfired, o.unfired_listed) = (940, [900, 40], Some(940));
+        (o.unrun_before_stop, o.drops) = ([0, 29_950], [1_000, 30_000]);
+        o.cpu = Some(Usage { user: ms(300 * scale), system: ms(50 * scale) });
+        let c = &mut o.counts;
+        (c.events, c.idle_armed, c.request_armed, c.resets_ok, c.cancels_ok) = (30_000, 1_000, 30_000, 30_000, 29_950);
+        (c.lost, c.created_idle, c.created_request, c.quiet) = (30, 1_000, 30_000, 100);
+        o
+    }
 
     #[test]
     fn a_consistent_outcome_passes_and_each_check_can_fail() {

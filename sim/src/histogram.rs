@@ -165,10 +165,8 @@ mod tests {
             let got = s.quantile(q).unwrap();
             assert!(got >= exact && got <= exact + exact / 32, "q={q}: {got} vs {exact}");
         }
-        assert_eq!(
-            [s.quantile(1.0), s.quantile(0.0), of([u64::MAX]).quantile(1.0)],
-            [Some(10_000), Some(1), Some(u64::MAX)]
-        );
+        let ends = [s.quantile(1.0), s.quantile(0.0), of([u64::MAX]).quantile(1.0)];
+        assert_eq!(ends, [Some(10_000), Some(1), Some(u64::MAX)]);
     }
 
     #[test]

@@ -16,7 +16,6 @@
 mod args;
 mod figures;
 mod histogram;
-mod measure;
 mod plot;
 mod producer;
 mod progress;
@@ -45,10 +44,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut runs = vec![scenario::run(&config, shardwheel, output.compare)];
-    if output.compare {
-        timer::run_peers(&config, &mut runs);
-    }
+    let runs = scenario::run_all(&config, shardwheel, output.compare);
     if output.json {
         println!("{}", report::json(&config, &warnings, &runs, output.compare));
     } else {

@@ -7,8 +7,8 @@
 //! timer's expiries (idle and request together) the same way.
 
 use crate::args::Config;
+use crate::figures::Outcome;
 use crate::histogram::Snapshot;
-use crate::scenario::Outcome;
 use crate::units::group;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -53,13 +53,11 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 /// The tick, and the lateness axis's first and last value, all in µs.
 type Axis = (f64, f64, f64);
 
-/// One panel: `series` are (label, snapshot, draw filled bars); the tick and the bar marked.
-fn panel(
-    area: &Area<'_>,
-    caption: &str,
-    series: &[(&str, &Snapshot, bool)],
-    (tick_us, x_min, x_max): Axis,
-) -> PlotResult {
+/// A series of a panel: its label, its lateness, whether to draw filled bars.
+type Series<'a> = (&'a str, &'a Snapshot, bool);
+
+/// One panel: every series, the tick and the bar marked.
+fn panel(area: &Area<'_>, caption: &str, series: &[Series<'_>], (tick_us, x_min, x_max): Axis) -> PlotResult {
     let binned: Vec<Vec<(f64, f64, f64)>> = series.iter().map(|(_, s, _)| log_bins(s)).collect();
     let y_max = binned.iter().flatten().map(|b| b.2).fold(0.0f64, f64::max).max(1.0) * 1.12;
     let mut chart = ChartBuilder::on(area)
@@ -82,9 +80,8 @@ fn panel(
     for (k, ((label, snapshot, filled), bins)) in series.iter().zip(&binned).enumerate() {
         let color = Palette99::pick(k);
         let bars = bins.iter().filter(|_| *filled);
-        chart.draw_series(
-            bars.map(|&(start, end, pct)| Rectangle::new([(start, 0.0), (end, pct)], color.mix(0.25).filled())),
-        )?;
+        let rects = bars.map(|&(start, end, pct)| Rectangle::new([(start, 0.0), (end, pct)], color.mix(0.25).filled()));
+        chart.draw_series(rects)?;
         let [p99, max] =
             [snapshot.quantile(0.99), snapshot.max()].map(|v| v.map_or("—".to_owned(), |v| us_label(v as f64)));
         chart
@@ -129,16 +126,15 @@ pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
     let (connections, rate) = (group(config.connections as u64), group(config.rate));
     let (idle, request) = (config.idle_timeout.as_millis(), config.request_timeout.as_millis());
     let (tick, shards, secs) = (us_label(tick_us), config.shards, trim(config.duration.as_secs_f64()));
-    let setup =
-        format!("{connections} connections, {rate} events/s, idle {idle} ms, request {request} ms, tick {tick}");
-    let caption = format!("shardwheel expiry lateness: {setup}, {shards} shards, {secs} s");
+    let setup = format!("{connections} connections, {rate} events/s, idle {idle} ms, request {request} ms");
+    let caption = format!("shardwheel expiry lateness: {setup}, tick {tick}, {shards} shards, {secs} s");
     let mine = [("idle timeouts", &main.lateness[0], true), ("request timeouts", &main.lateness[1], true)];
     if runs.len() == 1 {
         panel(&root, &caption, &mine, axis)?;
     } else {
         let (top, bottom) = root.split_vertically(height / 2);
         panel(&top, &caption, &mine, axis)?;
-        let series: Vec<(&str, &Snapshot, bool)> = runs.iter().zip(&all).map(|(o, s)| (o.timer, s, false)).collect();
+        let series: Vec<Series<'_>> = runs.iter().zip(&all).map(|(o, s)| (o.timer, s, false)).collect();
         panel(&bottom, "every timer, same scenario: all expiries (idle and request)", &series, axis)?;
     }
     root.present()?;
@@ -148,8 +144,9 @@ pub fn write(path: &Path, config: &Config, runs: &[Outcome]) -> PlotResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::figures::tests::outcome;
     use crate::histogram::Histogram;
-    use crate::report::tests::{config, outcome};
+    use crate::report::tests::config;
 
     fn bins(values: &[u64]) -> Vec<(f64, f64, f64)> {
         let h = Histogram::new();

@@ -2,7 +2,6 @@
 //! sends, paced at its share of the activity rate.
 
 use crate::args::Config;
-use crate::scenario::sleep_until;
 use crate::tally::{Counts, DeadlineTable, Shared, Task, What};
 use crate::timer::SimTimer;
 use std::collections::VecDeque;
@@ -26,6 +25,21 @@ pub fn lanes_of(p: usize, producers: usize, lanes: usize) -> Vec<usize> {
     if lanes >= producers { (p..lanes).step_by(producers).collect() } else { vec![p % lanes] }
 }
 
+/// Sleeps until `deadline` unless the stop comes first; true if `deadline` was reached.
+/// `park_timeout`, not `thread::sleep`: the steady state's `Stop` unparks the thread. A
+/// wake-up before either (spurious, or a stale unpark) parks again for the rest.
+pub fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        match deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
+            Some(left) => std::thread::park_timeout(left),
+            None => return true,
+        }
+    }
+}
+
 /// One producer's connections and requests. Handed back to the main thread at the end, so
 /// that its handles live until the timer has stopped.
 pub struct Producer<T: SimTimer> {
@@ -42,12 +56,13 @@ pub struct Producer<T: SimTimer> {
     /// Requests waiting for their response, oldest first.
     in_flight: VecDeque<T::Handle>,
     rng: fastrand::Rng,
-    config: Config,
+    config: &'static Config,
     pub counts: Counts,
 }
 
 impl<T: SimTimer> Producer<T> {
-    pub fn new(index: usize, shared: &'static Shared, timer: &T, config: &Config) -> Producer<T> {
+    pub fn new(index: usize, shared: &'static Shared, timer: &T) -> Producer<T> {
+        let config = &shared.config;
         let (n, mut rng, mut counts) =
             (config.connections_of(index), fastrand::Rng::with_seed(config.seed ^ index as u64), Counts::default());
         // Quiet connections go quiet at a random time early enough that their idle timeout
@@ -73,7 +88,7 @@ impl<T: SimTimer> Producer<T> {
             cursor: 0,
             in_flight: VecDeque::with_capacity(config.in_flight),
             rng,
-            config: config.clone(),
+            config,
             counts,
         }
     }
@@ -90,8 +105,8 @@ impl<T: SimTimer> Producer<T> {
         Task::new(shared, index, What::Idle { table: table.clone(), at: j as u32 })
     }
 
-    /// Arms the idle timeout of every connection of this producer.
-    pub fn arm_idle(&mut self, timer: &T) {
+    /// Arms the idle timeout of every connection of this producer; hands the producer back.
+    pub fn arm_idle(mut self, timer: &T) -> Self {
         let idle_ns = self.config.idle_timeout.as_nanos() as u64;
         for j in 0..self.table.0.len() {
             // The requested deadline is taken *before* the arm, so it is never later than the
@@ -111,6 +126,7 @@ impl<T: SimTimer> Producer<T> {
             }
         }
         self.publish();
+        self
     }
 
     /// The next active connection in round-robin order, if any is left.
@@ -187,8 +203,8 @@ impl<T: SimTimer> Producer<T> {
     }
 
     /// Paces activity at this producer's share of the rate until told to stop: sleeps between
-    /// batches, catches up in bursts of at most `MAX_BURST` when behind.
-    pub fn steady(&mut self, timer: &T, start: Instant, stop: &AtomicBool) {
+    /// batches, catches up in bursts of at most `MAX_BURST` when behind; hands the producer back.
+    pub fn steady(mut self, timer: &T, start: Instant, stop: &AtomicBool) -> Self {
         let rate = self.config.rate_per_producer();
         let (batch, mut done) = (((rate * BATCH.as_secs_f64()).ceil() as u64).max(1), 0);
         while !stop.load(Ordering::Relaxed) {
@@ -207,16 +223,6 @@ impl<T: SimTimer> Producer<T> {
             self.publish();
         }
         self.publish();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lanes_are_spread() {
-        let lanes = [lanes_of(0, 2, 2), lanes_of(1, 2, 5), lanes_of(0, 2, 5), lanes_of(3, 4, 2), lanes_of(1, 2, 1)];
-        assert_eq!(lanes, [vec![0], vec![1, 3], vec![0, 2, 4], vec![1], vec![0]]);
+        self
     }
 }

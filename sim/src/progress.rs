@@ -1,39 +1,44 @@
-//! Progress on stderr: an `indicatif` bar when stderr is a terminal, else one plain line per
-//! second (readable in CI logs).
+//! Progress on stderr: a line per phase, and a bar on a terminal.
 
 use crate::units::{group, ms_from_us, per_sec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::Write as _;
-use std::time::Duration;
+use std::io::{IsTerminal as _, Write as _};
 
-/// Writes a line to stderr. Unlike `eprintln!`, never panics: a closed stderr (the reader
-/// went away) must not abort a run halfway.
+/// Writes a line to stderr (not under `cargo test`, which runs the scenario a dozen times);
+/// unlike `eprintln!`, never panics: a closed stderr must not abort a run halfway.
 pub fn note(msg: &str) {
-    let _ = writeln!(std::io::stderr(), "{msg}");
+    if !cfg!(test) {
+        let _ = writeln!(std::io::stderr(), "{msg}");
+    }
 }
 
-/// Where a run's progress goes: a bar while one is shown (indicatif hides it when stderr is
-/// not a terminal), else lines; `label` (the timer's name when several run) before each line.
+/// A run's progress: a line per phase (led by `label`, the timer's name when several run), and
+/// on a terminal a bar with each second's figures (a log or a file wants the report instead).
 #[derive(Debug)]
 pub struct Progress {
     bar: ProgressBar,
     label: String,
+    bars: bool,
 }
 
 impl Progress {
     pub fn new(label: &str) -> Progress {
-        Progress { bar: ProgressBar::hidden(), label: label.to_owned() }
+        let bars = !cfg!(test) && std::io::stderr().is_terminal();
+        Progress { bar: ProgressBar::hidden(), label: label.to_owned(), bars }
     }
 
-    /// A line of its own (above the bar, if one is shown).
+    /// A phase's line (above the bar, if one is shown).
     pub fn line(&self, msg: &str) {
         let msg = if self.label.is_empty() { msg.to_owned() } else { format!("[{}] {msg}", self.label) };
         if self.bar.is_hidden() { note(&msg) } else { self.bar.println(msg) }
     }
 
-    /// Shows a bar of `len` steps: idle timeouts to arm, or the steady state's ms.
+    /// Shows a bar of `len` steps on a terminal: idle timeouts to arm, or the steady state's ms.
     pub fn start_bar(&mut self, len: u64, steady: bool) {
         self.finish();
+        if !self.bars {
+            return;
+        }
         let template = if steady {
             "{prefix:>10} running [{bar:30}] {elapsed:>3}/{duration:3} {wide_msg}"
         } else {
@@ -50,23 +55,13 @@ impl Progress {
         self.bar.set_position(at);
     }
 
-    /// One second's figures (the rates of arms, resets, cancels and expiries over it, its
-    /// largest lateness): the bar's message (what changes most first, as the terminal may cut
-    /// it), or a line of its own.
-    pub fn second(&self, elapsed: Duration, rates: [f64; 4], max_late_us: u64, pending: usize) {
-        let ([arms, resets, cancels, expiries], late, pending) =
+    /// One second's rates of arms, cancels and expiries, and its largest lateness, on the
+    /// bar (what changes most first, as the terminal may cut it).
+    pub fn second(&self, rates: [f64; 3], max_late_us: u64, pending: usize) {
+        let ([arms, cancels, expiries], late, pending) =
             (rates.map(per_sec), ms_from_us(max_late_us), group(pending as u64));
-        if self.bar.is_hidden() {
-            self.line(&format!(
-                "[{:>5.1} s]  arms {arms:>9}  resets {resets:>9}  cancels {cancels:>9}  expiries {expiries:>8} (max \
-                 late {late:>10})  pending {pending:>9}",
-                elapsed.as_secs_f64()
-            ));
-        } else {
-            let msg =
-                format!("expiries {expiries} (max late {late})  pending {pending}  arms {arms}  cancels {cancels}");
-            self.bar.set_message(msg);
-        }
+        let msg = format!("expiries {expiries} (max late {late})  pending {pending}  arms {arms}  cancels {cancels}");
+        self.bar.set_message(msg);
     }
 
     /// Removes the bar, if one is shown.
@@ -78,5 +73,23 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tests print nothing, and only a terminal gets a bar: piped, a run prints its phase
+    /// lines alone.
+    #[test]
+    fn a_bar_only_on_a_terminal_and_nothing_in_tests() {
+        assert!(!Progress::new("").bars, "a bar under cargo test");
+        for bars in [true, false] {
+            let mut progress = Progress::new("");
+            progress.bars = bars;
+            progress.start_bar(10, true);
+            assert_eq!(progress.bar.length().is_some(), bars);
+        }
     }
 }

@@ -16,9 +16,10 @@
 //! ```
 
 use crate::args::Config;
+use crate::figures::Outcome;
 use crate::figures::{self, Check, METRICS, Metric, QUANTILES};
-use crate::scenario::Outcome;
-use crate::units::{group, ms, ms_from_us, ms_setting, per_sec, percent, secs};
+use crate::tally::TASK_BYTES;
+use crate::units::{group, ms_from_us, ms_setting, per_sec, percent, secs};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
@@ -65,11 +66,9 @@ pub fn text(c: &Config, warnings: &[String], o: &Outcome, verbose: bool) -> Stri
     let (idle, request) = (ms_setting(c.idle_timeout), ms_setting(c.request_timeout));
     let (quiet, lost, rate) = (percent(c.idle_fraction), percent(c.lost_fraction), per_sec(c.rate as f64));
     let (n, p, run) = (group(o.connections), c.producers, secs(c.duration));
+    let timeouts = format!("idle {idle} ({quiet} quiet), request {request} ({lost} lost)");
     ln!(w, "shardwheel-sim — connection simulator ({})\n  {}", o.timer, o.describe);
-    ln!(
-        w,
-        "  {n} connections, {p} producers, {rate} activity; idle {idle} ({quiet} quiet), request {request} ({lost} lost); {run}"
-    );
+    ln!(w, "  {n} connections, {p} producers, {rate} activity; {timeouts}; {run}");
     warnings.iter().for_each(|warning| _ = writeln!(w.out, "  WARNING: {warning}"));
     setup_and_steady(w, c, o);
     lateness(w, o);
@@ -102,8 +101,7 @@ fn config_json(c: &Config) -> Value {
     })
 }
 
-/// `--verbose`: a figure, or a section of them; a section of numbers only (a lateness
-/// distribution) on one line.
+/// `--verbose`: a figure, or a section of them; a section of numbers only on one line.
 fn figure(w: &mut Text, key: &str, v: &Value, indent: usize) {
     let width = LABEL + 4 - indent;
     match v.as_object() {
@@ -133,10 +131,13 @@ fn scalar(v: &Value) -> String {
 
 fn setup_and_steady(w: &mut Text, config: &Config, o: &Outcome) {
     let (c, armed, took, rate) = (&o.counts, group(o.counts.idle_armed), secs(o.setup), per_sec(o.setup_rate()));
-    let (bytes, handle) = (o.timer_bytes(), o.handle_bytes);
+    let (bytes, handle, task) = (o.timer_bytes(), o.handle_bytes, TASK_BYTES);
+    let own = bytes - (handle + task) as f64;
+    let heap = format!("{bytes:.0} B = {handle} B handle + {task} B task + {own:.0} B the timer's own");
     ln!(w, "\nSetup");
     w.row("idle timeouts armed", format_args!("{armed} in {took} ({rate}, unpaced)"));
-    w.row("timer memory per pending timeout", format_args!("{bytes:.0} B (heap, the {handle} B handle included)"));
+    w.row("heap per pending timeout", heap);
+    ln!(w, "  (the README's ~50 B: `cargo bench --bench memory`, an 8 B closure, no handle; see docs/performance.md)");
     let title = format!("Steady state ({})", secs(o.steady));
     ln!(w, "\n{title:<width$}{:>13}   {:>13}", "total", "per second", width = LABEL + 2);
     let mut line = |label: &str, total: u64, note: String| {
@@ -157,10 +158,8 @@ fn setup_and_steady(w: &mut Text, config: &Config, o: &Outcome) {
     }
     if let (Some(cpu), Some(per_op)) = (o.cpu, o.cpu_ns_per_op()) {
         let (user, system, total) = (secs(cpu.user), secs(cpu.system), secs(cpu.total()));
-        w.row(
-            "CPU time (whole process)",
-            format_args!("{user} user + {system} system = {total} ({per_op:.0} ns per timer op)"),
-        );
+        let cpu = format!("{user} user + {system} system = {total} ({per_op:.0} ns per timer op)");
+        w.row("CPU time (whole process)", cpu);
     }
 }
 
@@ -179,12 +178,10 @@ fn lateness(w: &mut Text, o: &Outcome) {
         ln!(w, "  sleep: how late a plain sleep of {tick} woke up meanwhile: the machine's own noise)");
     }
     if let Some(met) = o.bar_met() {
-        let (bar, worst) = (ms(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
+        let (bar, worst) = (ms_setting(o.lateness_bar()), ms_from_us(o.worst_p99_us()));
         let (verdict, sleep) = (if met { "met" } else { "NOT met" }, ms_from_us(o.sleep_lateness.quantile(0.99)));
-        w.row(
-            "design bar p99 ≤ 1 tick + 0.5 ms",
-            format_args!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})"),
-        );
+        let bar = format!("{verdict} (bar {bar}; worst p99 {worst}; sleep p99 {sleep})");
+        w.row("design bar p99 ≤ 1 tick + 0.5 ms", bar);
         ln!(w, "  {PERFORMANCE}");
     }
     let how =
@@ -217,8 +214,8 @@ fn ratio(r: Option<f64>) -> String {
     }
 }
 
-/// The ratio table: every run's values, then shardwheel's advantage over each peer; the
-/// headline metrics only unless `verbose`.
+/// The ratio table: every run's values, then shardwheel's advantage over each peer (the
+/// headline metrics; all with `verbose`).
 pub fn compare_text(runs: &[Outcome], verbose: bool) -> String {
     let (w, title) = (&mut Text { out: String::new(), verbose }, "Comparison: the same scenario on every timer");
     let figures: Vec<Value> = runs.iter().map(figures::of).collect();
@@ -283,29 +280,7 @@ pub fn json(config: &Config, warnings: &[String], runs: &[Outcome], compare: boo
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::histogram::Histogram;
-    use crate::measure::Usage;
-    use std::time::Duration;
-
-    /// A consistent outcome: 1,000 connections, 100 quiet; made up, but the numbers add up.
-    pub(crate) fn outcome(timer: &'static str, scale: u64) -> Outcome {
-        let (idle, request, ms) = (Histogram::new(), Histogram::new(), Duration::from_millis);
-        (0..100).for_each(|v| idle.record(v * 10 * scale));
-        (0..10).for_each(|v| request.record(v * 50 * scale));
-        let mut o = Outcome { timer, describe: format!("{timer}, made up"), lanes: 2, ..Outcome::default() };
-        o.connections = 1_000;
-        (o.tick, o.setup, o.steady, o.stop_time, o.total) = (ms(1), ms(10 * scale), ms(1_000), ms(3), ms(1_020));
-        (o.rss_before, o.rss_after) = (Some(1 << 20), Some((1 << 20) + 100_000 * scale));
-        (o.heap_before, o.heap_after, o.heap_at_end) = (1_000, 1_000 + 80_000 * scale, 1_000 + 90_000 * scale);
-        (o.handle_bytes, o.fired, o.lateness) = (16, [100, 10], [idle.snapshot(), request.snapshot()]);
-        (o.pending_at_end, o.unfired, o.unfired_listed) = (940, [900, 40], Some(940));
-        (o.unrun_before_stop, o.drops) = ([0, 29_950], [1_000, 30_000]);
-        o.cpu = Some(Usage { user: ms(300 * scale), system: ms(50 * scale) });
-        let c = &mut o.counts;
-        (c.events, c.idle_armed, c.request_armed, c.resets_ok, c.cancels_ok) = (30_000, 1_000, 30_000, 30_000, 29_950);
-        (c.lost, c.created_idle, c.created_request, c.quiet) = (30, 1_000, 30_000, 100);
-        o
-    }
+    use crate::figures::tests::outcome;
 
     pub(crate) fn config() -> Config {
         crate::args::tests::parse_str("--connections 1000 --producers 2 --shards 2").unwrap().0
@@ -315,12 +290,16 @@ pub(crate) mod tests {
     fn text_reports_short_verbose_and_compared() {
         let o = outcome("shardwheel", 1);
         let (short, long) = (text(&config(), &[], &o, false), text(&config(), &[], &o, true));
-        // One screen: 31 lines, of which 2 say what the verdict is and what the design bar is.
-        assert!(short.lines().count() <= 31, "{} lines:\n{short}", short.lines().count());
+        // One screen: 32 lines, of which 2 say what the verdict is and what the design bar is,
+        // and 1 how the memory figure relates to the README's.
+        assert!(short.lines().count() <= 32, "{} lines:\n{short}", short.lines().count());
         assert!(short.contains("[PASS] every timeout ended exactly once") && short.contains("Self-check: PASS"));
-        for section in
-            ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"]
-        {
+        // The heap figure in its parts, and how it relates to the README's (issue 24, item 9).
+        let memory = "68 B = 16 B handle + 32 B task + 20 B the timer's own\n  (the README's ~50 B: `cargo bench";
+        assert!(short.contains(memory), "{short}");
+        let sections =
+            ["Every figure", "rss_bytes_per_connection  ", "response_delay_ms", "scheduled 31,000 = fired 110"];
+        for section in sections {
             assert!(long.contains(section) && !short.contains(section), "{section}:\n{long}");
         }
         let early = Outcome { early: 1, ..outcome("shardwheel", 1) };
@@ -355,10 +334,8 @@ pub(crate) mod tests {
         let runs = [outcome("shardwheel", 1), bad];
         let v: Value = serde_json::from_str(&json(&config(), &["careful".to_owned()], &runs[..1], false)).unwrap();
         assert_eq!(keys(&v), "compare config passed runs tool version warnings");
-        assert_eq!(
-            (&v["tool"], &v["passed"], &v["warnings"][0]),
-            (&json!("shardwheel-sim"), &json!(true), &json!("careful"))
-        );
+        let top = (&v["tool"], &v["passed"], &v["warnings"][0]);
+        assert_eq!(top, (&json!("shardwheel-sim"), &json!(true), &json!("careful")));
         assert!(v["compare"].is_null() && v["config"]["connections"] == 1_000 && v["config"]["tick_us"] == 1_000);
         let run = &v["runs"][0];
         let expected = "cpu description end lanes lateness memory self_check setup stats steady timer total_seconds";

@@ -1,12 +1,16 @@
 //! What every thread counts: a producer in plain locals ([`Counts`]), published once per
 //! batch; a [`Task`] its firing and lateness in [`Shared`] when it runs, and its drop in its
 //! `Drop`, on whichever thread drops it. All counters are `Relaxed`: they carry no data, and
-//! exact values are read after joining their writers.
+//! exact values are read after joining their writers. And what the run costs the process:
+//! CPU time (`getrusage`), live heap and resident bytes (read as the memory benches do).
 
+use crate::args::Config;
 use crate::histogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+pub use shardwheel_peers::report::resident_bytes as rss_bytes;
 
 /// A figure per kind of timeout: `[idle, request]`.
 pub type PerKind<T> = [T; 2];
@@ -69,8 +73,8 @@ pub struct ProducerTally {
 /// Everything the threads share, leaked once per run so that tasks hold a `&'static` to it:
 /// the time origin (deadlines are ns since it), the tasks that ran, those that ran early and
 /// the earliest (ns before its deadline), the largest lateness (µs) since the progress line
-/// last took it, the lateness histograms, and how late a plain sleep of a tick woke up
-/// meanwhile (corrected for coordinated omission: the operating system's share).
+/// last took it, the lateness histograms, how late a plain sleep of a tick woke up meanwhile
+/// (corrected for coordinated omission: the operating system's share), and the settings.
 #[derive(Debug)]
 pub struct Shared {
     pub start: Instant,
@@ -81,19 +85,21 @@ pub struct Shared {
     pub interval_max_us: AtomicU64,
     pub lateness: PerKind<Histogram>,
     pub sleep_lateness: Histogram,
+    pub config: Config,
 }
 
 impl Shared {
-    pub fn leak(producers: usize) -> &'static Shared {
+    pub fn leak(config: &Config) -> &'static Shared {
         Box::leak(Box::new(Shared {
             start: Instant::now(),
-            producers: (0..producers).map(|_| ProducerTally::default()).collect(),
+            producers: (0..config.producers).map(|_| ProducerTally::default()).collect(),
             fired: Default::default(),
             early: AtomicU64::new(0),
             worst_early_ns: AtomicU64::new(0),
             interval_max_us: AtomicU64::new(0),
             lateness: [Histogram::new(), Histogram::new()],
             sleep_lateness: Histogram::new(),
+            config: config.clone(),
         }))
     }
 
@@ -126,6 +132,9 @@ impl Shared {
 /// overstate lateness). A newtype, so that the task holds a thin pointer.
 #[derive(Debug)]
 pub struct DeadlineTable(pub Box<[AtomicU64]>);
+
+/// `size_of` a [`Task`], which every timer stores per pending timeout (its closure holds it).
+pub const TASK_BYTES: u64 = size_of::<Task>() as u64;
 
 /// What every timer runs when a timeout fires: records the lateness against the requested
 /// deadline and counts the firing; its `Drop` counts its drop, exactly once, wherever it
@@ -187,16 +196,67 @@ impl Drop for Task {
     }
 }
 
+/// CPU time: user, system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub user: Duration,
+    pub system: Duration,
+}
+
+impl Usage {
+    pub fn total(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+/// CPU time the whole process has used so far (every thread, live or joined); `None` off Unix.
+pub fn cpu_time() -> Option<Usage> {
+    #[cfg(unix)]
+    {
+        // SAFETY: `rusage` is plain old data (integers and `timeval`s), for which all-zero
+        // bytes are a valid value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid, writable `rusage`; `getrusage` only writes into it.
+        let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+        ok.then(|| Usage { user: tv(usage.ru_utime), system: tv(usage.ru_stime) })
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// CPU time used since `before` (a [`cpu_time`] reading), if both readings exist.
+pub fn cpu_since(before: Option<Usage>) -> Option<Usage> {
+    let (before, now) = (before?, cpu_time()?);
+    Some(Usage { user: now.user.saturating_sub(before.user), system: now.system.saturating_sub(before.system) })
+}
+
+/// Bytes allocated and not yet freed, process-wide, by the peers' counting allocator (`main`'s).
+pub fn heap_live() -> u64 {
+    shardwheel_peers::counting::live().max(0) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn task_is_small_and_counts_its_drop_once() {
-        assert_eq!(std::mem::size_of::<Task>(), 32);
-        let shared = Shared::leak(1);
+        assert_eq!(TASK_BYTES, 32);
+        let shared = Shared::leak(&crate::args::tests::parse_str("--producers 1").unwrap().0);
         Task::new(shared, 0, What::Request { deadline_ns: 0 }).run();
         drop(Task::new(shared, 0, What::Request { deadline_ns: 0 }));
         assert_eq!((shared.drops(false), shared.drops(true), shared.expired()), ([0, 2], [0, 1], [0, 1]));
+    }
+
+    /// Spinning shows in the CPU time: 10 ms of it, however long a loaded machine takes to
+    /// grant them (a fixed 30 ms of wall time gave less than 10 ms under load).
+    #[test]
+    fn cpu_and_rss_measure() {
+        let (before, start) = (cpu_time(), std::time::Instant::now());
+        let used = || cpu_since(before).map_or(Duration::ZERO, |used| used.total());
+        while used() < Duration::from_millis(10) && start.elapsed() < Duration::from_secs(10) {}
+        assert!(used() >= Duration::from_millis(10) || !cfg!(unix), "{:?} in {:?}", used(), start.elapsed());
+        assert!(!cfg!(target_os = "linux") || rss_bytes().unwrap() > 0);
     }
 }

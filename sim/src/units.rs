@@ -10,12 +10,8 @@ pub fn group(n: u64) -> String {
 /// `template` with each `{}` replaced by the next of `numbers`, grouped.
 pub fn fill(template: &str, numbers: &[u64]) -> String {
     let mut parts = template.split("{}");
-    let mut out = parts.next().unwrap_or_default().to_owned();
-    for (part, n) in parts.zip(numbers) {
-        out += &group(*n);
-        out += part;
-    }
-    out
+    let first = parts.next().unwrap_or_default().to_owned();
+    parts.zip(numbers).fold(first, |out, (part, n)| out + &group(*n) + part)
 }
 
 /// A rate, rounded, with thousands separators and a unit.
@@ -26,10 +22,6 @@ pub fn per_sec(rate: f64) -> String {
 /// Microseconds as milliseconds, to the microsecond; `—` for none.
 pub fn ms_from_us(us: impl Into<Option<u64>>) -> String {
     us.into().map_or("—".to_owned(), |us| format!("{}.{:03} ms", group(us / 1_000), us % 1_000))
-}
-
-pub fn ms(d: Duration) -> String {
-    ms_from_us(d.as_micros() as u64)
 }
 
 /// A setting in milliseconds: whole ones without decimals.
