@@ -15,8 +15,7 @@
 #   each, as a tokio server arms its `Sleep`s). PAIRS pairs per producer (default 2,000,000).
 # - sleep: a `Sleep` made, polled once, dropped, in tokio tasks, shardwheel's against
 #   `tokio::time::sleep` on the same runtime (`benches/sleep.rs`, criterion; SLEEP_WARM and
-#   SLEEP_SECS seconds of warm-up and measurement). That bench has rows for 1 and 2 workers
-#   only: the other thread counts show "-".
+#   SLEEP_SECS seconds of warm-up and measurement; SLEEP_WORKERS=T picks its runtime's size).
 # - httpd: `httpd/bench.sh` as it is, with THREADS=T: shardwheel-httpd's hyper stack on
 #   shardwheel's timer against the same stack on tokio's, and the local stack against nginx
 #   (bench.sh's nginx has 2 workers whatever T is); req/s on `/` and the `/delay/50` p99.
@@ -94,17 +93,15 @@ pairs() { # $1 threads
 }
 
 sleeps() { # $1 threads
-  local t=$1 ours=- theirs=-
-  if ((t <= 2)); then
-    say "Sleep churn, $t worker(s)"
-    "$SLEEP" --bench --output-format bencher --warm-up-time "$SLEEP_WARM" --measurement-time "$SLEEP_SECS" \
-      "; $t workers/" 2>&1 | tee "$logs/sleep.$t" >&2 || true
-    # "test …; 1 workers/shardwheel Sleep/1 ... bench:   41 ns/iter (+/- 1)": ns per sleep per worker.
-    rate() { grep "$1" "$logs/sleep.$t" | sed -n 's/.*bench: *\([0-9,]*\) ns\/iter.*/\1/p' | tr -d , |
-      awk -v t="$t" '$1 > 0 {printf "%.2f", t * 1e3 / $1}' || true; }
-    ours=$(rate 'shardwheel Sleep')
-    theirs=$(rate 'tokio::time::sleep')
-  fi
+  local t=$1 ours theirs
+  say "Sleep churn, $t worker(s)"
+  SLEEP_WORKERS=$t "$SLEEP" --bench --output-format bencher --warm-up-time "$SLEEP_WARM" \
+    --measurement-time "$SLEEP_SECS" "; $t workers/" 2>&1 | tee "$logs/sleep.$t" >&2 || true
+  # "test …; 1 workers/shardwheel Sleep/1 ... bench:   41 ns/iter (+/- 1)": ns per sleep per worker.
+  rate() { grep "$1" "$logs/sleep.$t" | sed -n 's/.*bench: *\([0-9,]*\) ns\/iter.*/\1/p' | tr -d , |
+    awk -v t="$t" '$1 > 0 {printf "%.2f", t * 1e3 / $1}' || true; }
+  ours=$(rate 'shardwheel Sleep')
+  theirs=$(rate 'tokio::time::sleep')
   row "$t" "Sleep made, polled once, dropped" "M/s" "${ours:--}" "tokio::time::sleep" "${theirs:--}" 0
 }
 

@@ -25,8 +25,20 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
-/// Worker threads, and producer tasks (one per worker): a thread alone, and every core busy.
+/// Worker threads, and producer tasks (one per worker): a thread alone, and every core busy
+/// here. `SLEEP_WORKERS=1,4,16` measures other counts (`benches/many_cores.sh` sets it).
 const WORKERS: [usize; 2] = [1, 2];
+
+/// The worker counts to measure: `SLEEP_WORKERS` (comma-separated) or [`WORKERS`].
+fn worker_counts() -> Vec<usize> {
+    match std::env::var("SLEEP_WORKERS") {
+        Ok(list) => list
+            .split(',')
+            .map(|w| w.trim().parse().expect("SLEEP_WORKERS: comma-separated worker counts"))
+            .collect(),
+        Err(_) => WORKERS.to_vec(),
+    }
+}
 /// Long enough never to fire while measured.
 const DELAY: Duration = Duration::from_secs(30);
 
@@ -87,7 +99,7 @@ where
 }
 
 fn sleep_made_polled_dropped(c: &mut Criterion) {
-    for workers in WORKERS {
+    for workers in worker_counts() {
         on_runtime(c, workers);
     }
 }
