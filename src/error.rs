@@ -343,6 +343,11 @@ pub struct Elapsed(());
 
 impl Elapsed {
     /// The one value of the error.
+    ///
+    /// ```
+    /// let err = shardwheel::Elapsed::new();
+    /// assert_eq!(err.to_string(), "deadline has elapsed");
+    /// ```
     pub const fn new() -> Elapsed {
         Elapsed(())
     }
@@ -383,6 +388,11 @@ pub struct Stopped(());
 
 impl Stopped {
     /// The one value of the error.
+    ///
+    /// ```
+    /// let err = shardwheel::Stopped::new();
+    /// assert!(err.to_string().starts_with("the timer service was stopped"));
+    /// ```
     pub const fn new() -> Stopped {
         Stopped(())
     }
