@@ -225,6 +225,14 @@ impl<T> fmt::Display for ScheduleError<T> {
 impl<T> std::error::Error for ScheduleError<T> {}
 
 /// An invalid [`Builder`](crate::Builder) setting; each variant names the setting.
+///
+/// ```
+/// use shardwheel::{BuildError, TimerService};
+///
+/// let err = TimerService::builder().shards(100_000).build().unwrap_err();
+/// assert!(matches!(err, BuildError::TooManyShards { requested: 100_000, .. }));
+/// assert!(err.to_string().starts_with("invalid `shards`: 100000 requested"));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -305,6 +313,19 @@ impl std::error::Error for BuildError {
 }
 
 /// Why [`TimerService::stop`](crate::TimerService::stop) could not run.
+///
+/// ```
+/// use shardwheel::{StopError, TimerService};
+/// use std::time::Duration;
+///
+/// let timers = TimerService::new()?;
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let same = timers.clone();
+/// // From a task on one of the service's own shard threads:
+/// timers.schedule(Duration::ZERO, move || tx.send(same.stop().map(drop)).unwrap())?;
+/// assert_eq!(rx.recv()?, Err(StopError::OnTimerThread));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StopError {
