@@ -37,6 +37,13 @@
 //! the owner just read, a few nanoseconds), so that a remote cancel is decided exactly, and
 //! `poll_expired` first drains the remote commands when a flag the remotes set says some
 //! wait (one plain load per call otherwise: `Shared::has_mail`).
+//!
+//! # Files
+//!
+//! Here, the type and its making; `arm.rs`, the owner's calls by key (arm, cancel, reset,
+//! get); `poll.rs`, the loop's side (`poll_expired`, the remote commands' drain, `park`);
+//! `remote.rs`, [`RemoteWheel`] and the queue it shares with the owner; `slots.rs`, the slot
+//! words; `key.rs`, [`TimerKey`]; `builder.rs`, [`LocalBuilder`].
 
 mod arm;
 mod builder;
