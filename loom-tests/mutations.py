@@ -235,7 +235,7 @@ MUTATIONS = [
         if !self.queue.is_empty() {""",
      """        if !self.queue.is_empty() {""",
      "loom_local", "remote_arm_races_owner_going_idle"),
-    ("M35", "the owner's expiry is a load and a store, not a CAS, with a remote handle out", "src/local/mod.rs",
+    ("M35", "the owner's expiry is a load and a store, not a CAS, with a remote handle out", "src/local/poll.rs",
      """        if self.remote_made.get() {
             return self.expire_shared(wheel_key);""",
      """        if false {
@@ -252,14 +252,14 @@ MUTATIONS = [
         Ok(())""",
      """        Ok(())""",
      "loom_local", "remote_arm_races_wheel_drop"),
-    ("M40", "the owner's cancel is a load and a store, not a CAS, with a remote handle out", "src/local/mod.rs",
+    ("M40", "the owner's cancel is a load and a store, not a CAS, with a remote handle out", "src/local/arm.rs",
      """        if self.remote_made.get() {
             return self.cancel_shared(key);""",
      """        if false {
             return self.cancel_shared(key);""",
      "loom_local", "remote_cancel_races_owner_cancel"),
     ("M50", "the owner applies a remote reset's message whatever its ticket (an older reset undoes a later one)",
-     "src/local/mod.rs",
+     "src/local/poll.rs",
      """                        if SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
      """                        if true || SlotWord::is_newer(ticket, self.reset_in_effect(key)) {""",
      "loom_local", "owner_reset_after_a_remote_reset_wins"),

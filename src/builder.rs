@@ -57,7 +57,15 @@ impl Builder {
     /// The most shards a service may have; each is a thread.
     pub const MAX_SHARDS: usize = 4096;
 
-    /// The default settings.
+    /// The default settings (the same as [`TimerService::builder`]).
+    ///
+    /// ```
+    /// use shardwheel::Builder;
+    ///
+    /// let timers = Builder::new().build()?;
+    /// assert!(timers.shard_count() >= 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new() -> Builder {
         Builder::default()
     }
@@ -65,6 +73,14 @@ impl Builder {
     /// Number of shards, each a thread with a wheel of its own. Default: the number of
     /// cores available to the process. More shards than cores is allowed; the threads
     /// beyond the core count are not pinned.
+    ///
+    /// ```
+    /// use shardwheel::{BuildError, TimerService};
+    ///
+    /// assert_eq!(TimerService::builder().shards(2).build()?.shard_count(), 2);
+    /// assert!(matches!(TimerService::builder().shards(0).build(), Err(BuildError::ZeroShards)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shards(mut self, n: usize) -> Self {
         self.shards = Some(n);
         self
@@ -72,6 +88,17 @@ impl Builder {
 
     /// The wheel's resolution; a timeout fires at the first tick at or after its deadline.
     /// Default 1 ms; between [`MIN_TICK`](Self::MIN_TICK) and [`MAX_TICK`](Self::MAX_TICK).
+    ///
+    /// ```
+    /// use shardwheel::{BuildError, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let coarse = TimerService::builder().tick(Duration::from_millis(10)).build()?;
+    /// assert_eq!(coarse.tick(), Duration::from_millis(10));
+    /// let too_fine = TimerService::builder().tick(Duration::from_micros(1)).build();
+    /// assert!(matches!(too_fine, Err(BuildError::TickTooSmall { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self
@@ -79,6 +106,20 @@ impl Builder {
 
     /// The most timeouts one shard may hold pending; one more is refused with
     /// [`ScheduleError::Rejected`](crate::ScheduleError::Rejected). Default: unbounded.
+    ///
+    /// ```
+    /// use shardwheel::{ScheduleError, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::builder().shards(1).max_pending_per_shard(2).build()?;
+    /// let first = timers.schedule(Duration::from_secs(60), || ())?;
+    /// timers.schedule(Duration::from_secs(60), || ())?;
+    /// let third = timers.schedule(Duration::from_secs(60), || ());
+    /// assert!(matches!(third, Err(ScheduleError::Rejected(_))));
+    /// first.cancel(); // room comes back at once
+    /// timers.schedule(Duration::from_secs(60), || ())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_pending_per_shard(mut self, n: usize) -> Self {
         self.max_pending_per_shard = Some(n);
         self
@@ -90,12 +131,32 @@ impl Builder {
     /// cores after those the previous one took, wrapping around, so two services (or two
     /// one-shard services) do not both land on core 0. Shards beyond the core count are not
     /// pinned.
+    ///
+    /// ```
+    /// // Shards that share the cores with other threads (an async runtime's workers, say).
+    /// let timers = shardwheel::TimerService::builder().shards(2).pin_threads(false).build()?;
+    /// assert_eq!(timers.shard_count(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn pin_threads(mut self, pin: bool) -> Self {
         self.pin_threads = pin;
         self
     }
 
-    /// Shard threads are named `{prefix}-{index}`. Default prefix `shardwheel`.
+    /// Shard threads are named `{prefix}-{index}`. Default prefix `shardwheel`. A prefix
+    /// holding a NUL byte is refused with [`BuildError::ThreadNameHasNul`].
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::builder().shards(1).thread_name("conn-timers").build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// timers.schedule(Duration::ZERO, move || tx.send(std::thread::current().name().map(str::to_owned)).unwrap())?;
+    /// assert_eq!(rx.recv()?.as_deref(), Some("conn-timers-0"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = prefix.into();
         self
@@ -143,7 +204,19 @@ impl Builder {
         self
     }
 
-    /// Checks the settings and starts the shards.
+    /// Checks the settings and starts the shards: an invalid setting is a [`BuildError`]
+    /// that names it, never a panic.
+    ///
+    /// ```
+    /// use shardwheel::{BuildError, TimerService};
+    ///
+    /// let timers = TimerService::builder().shards(1).build()?;
+    /// assert_eq!(timers.shard_count(), 1);
+    /// let err = TimerService::builder().max_pending_per_shard(0).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::ZeroMaxPending));
+    /// assert!(err.to_string().starts_with("invalid `max_pending_per_shard`"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn build(self) -> Result<TimerService, BuildError> {
         let clock = Clock::new(Instant::now(), self.tick);
         let settings = self.settings()?;
@@ -221,11 +294,25 @@ impl Builder {
 // its builder (the builder starts the service, not the other way round).
 impl TimerService {
     /// A service with the default settings (see [`Builder`]).
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// assert!(timers.shard_count() >= 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new() -> Result<TimerService, BuildError> {
         Builder::new().build()
     }
 
     /// A [`Builder`] to configure a service.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let timers = shardwheel::TimerService::builder().shards(1).tick(Duration::from_millis(5)).build()?;
+    /// assert_eq!((timers.shard_count(), timers.tick()), (1, Duration::from_millis(5)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn builder() -> Builder {
         Builder::new()
     }

@@ -6,9 +6,53 @@ use std::time::Duration;
 /// Why a schedule was refused; each variant hands the task back.
 ///
 /// `Debug`, `Display` and `Error` are implemented for every `T`, as for
-/// `std::sync::mpsc::SendError`, so `?` works whatever the task type.
+/// `std::sync::mpsc::SendError`. [`kind`](ScheduleError::kind) says which refusal it was
+/// without the task; [`into_task`](ScheduleError::into_task) takes the task back.
+///
+/// # With `?`
+///
+/// A function that returns `Box<dyn Error + Send + Sync>` (or an `anyhow::Error`) should
+/// pass the error on with `.map_err(ScheduleError::without_task)?`, which drops the task and
+/// keeps the refusal: a [`ScheduleError`] (that is, `ScheduleError<()>`) is
+/// `Send + Sync + 'static` whatever the task was, and its caller can downcast to it and tell
+/// [`Shutdown`](ScheduleError::Shutdown) from [`Rejected`](ScheduleError::Rejected) with
+/// [`kind`](ScheduleError::kind). Without that step:
+///
+/// - a task that is `Send` but not `Sync` (a closure holding a `Cell`, an `mpsc::Receiver`)
+///   makes `?` fail to compile (E0277: "cannot be shared between threads safely", since a
+///   boxed error must be `Sync`, and this one holds the task);
+/// - a `Sync` task's error goes into the box as a `ScheduleError<{closure}>`, a type the
+///   caller cannot name, so it cannot be downcast.
+///
+/// Take the task out with [`into_task`](ScheduleError::into_task) first if it must not be
+/// lost (to run it elsewhere, say).
+///
+/// ```
+/// use shardwheel::{ScheduleError, ScheduleErrorKind, TimerService};
+/// use std::cell::Cell;
+/// use std::error::Error;
+/// use std::time::Duration;
+///
+/// fn arm(timers: &TimerService) -> Result<(), Box<dyn Error + Send + Sync>> {
+///     let not_sync = Cell::new(0); // a `Send` but not `Sync` task: plain `?` won't compile
+///     timers
+///         .schedule(Duration::from_secs(1), move || not_sync.set(1))
+///         .map_err(ScheduleError::without_task)?;
+///     Ok(())
+/// }
+///
+/// let timers = TimerService::new()?;
+/// timers.stop()?;
+/// let err = arm(&timers).unwrap_err();
+/// // The caller tells the refusals apart by downcasting:
+/// let refused = err.downcast_ref::<ScheduleError>().expect("a ScheduleError");
+/// assert_eq!(refused.kind(), ScheduleErrorKind::Shutdown);
+/// assert!(matches!(refused, ScheduleError::Shutdown(())));
+/// assert_eq!(err.to_string(), "timeout not scheduled: the timer service is stopped");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[non_exhaustive]
-pub enum ScheduleError<T> {
+pub enum ScheduleError<T = ()> {
     /// The shard already holds `max_pending_per_shard` pending timeouts.
     Rejected(T),
     /// The service was stopped.
@@ -22,8 +66,47 @@ pub enum ScheduleError<T> {
     ShardFailed(T),
 }
 
+/// Which refusal a [`ScheduleError`] is, without its task: what
+/// [`ScheduleError::kind`] returns, to compare or match on.
+///
+/// ```
+/// use shardwheel::{ScheduleErrorKind, TimerService};
+/// use std::time::Duration;
+///
+/// let timers = TimerService::builder().shards(1).build()?;
+/// let err = timers.schedule_on(5, Duration::from_secs(1), || ()).unwrap_err();
+/// assert_eq!(err.kind(), ScheduleErrorKind::NoSuchShard);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScheduleErrorKind {
+    /// [`ScheduleError::Rejected`]: the shard held `max_pending_per_shard` timeouts.
+    Rejected,
+    /// [`ScheduleError::Shutdown`]: the service was stopped.
+    Shutdown,
+    /// [`ScheduleError::NoSuchShard`]: no shard with that index.
+    NoSuchShard,
+    /// [`ScheduleError::ShardFailed`]: the shard's thread panicked.
+    ShardFailed,
+}
+
 impl<T> ScheduleError<T> {
     /// The task that was not scheduled.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// timers.stop()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let err = timers.schedule(Duration::from_secs(1), move || tx.send("ran").unwrap()).unwrap_err();
+    /// let task = err.into_task();
+    /// task(); // run it here instead
+    /// assert_eq!(rx.recv()?, "ran");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_task(self) -> T {
         match self {
             ScheduleError::Rejected(t)
@@ -34,6 +117,22 @@ impl<T> ScheduleError<T> {
     }
 
     /// A reference to the task that was not scheduled.
+    ///
+    /// ```
+    /// use shardwheel::{ScheduleError, TimerService, TimerTask};
+    /// use std::time::Duration;
+    ///
+    /// struct Expire(u64); // a connection id
+    /// impl TimerTask for Expire {
+    ///     fn run(self: Box<Self>) {}
+    /// }
+    ///
+    /// let timers = TimerService::new()?;
+    /// timers.stop()?;
+    /// let err = timers.schedule(Duration::from_secs(1), Expire(42)).unwrap_err();
+    /// assert_eq!(err.task().0, 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn task(&self) -> &T {
         match self {
             ScheduleError::Rejected(t)
@@ -43,33 +142,44 @@ impl<T> ScheduleError<T> {
         }
     }
 
-    /// The same error without its task (dropped here): a `ScheduleError<()>`, which is
-    /// `Send + Sync + 'static` whatever the task was, so `?` can turn it into a
-    /// `Box<dyn Error + Send + Sync>` or an `anyhow::Error`. Those need the error to be
-    /// `Send + Sync`, and a `ScheduleError<T>` is only when `T` is: a closure that holds a
-    /// `Cell` (or anything else `Send` but not `Sync`) needs this step first. Take the
+    /// Which refusal this is, without the task.
+    ///
+    /// ```
+    /// use shardwheel::{ScheduleErrorKind, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::builder().shards(1).max_pending_per_shard(1).build()?;
+    /// let _held = timers.schedule(Duration::from_secs(60), || ())?;
+    /// let err = timers.schedule(Duration::from_secs(60), || ()).unwrap_err();
+    /// assert_eq!(err.kind(), ScheduleErrorKind::Rejected);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn kind(&self) -> ScheduleErrorKind {
+        match self {
+            ScheduleError::Rejected(_) => ScheduleErrorKind::Rejected,
+            ScheduleError::Shutdown(_) => ScheduleErrorKind::Shutdown,
+            ScheduleError::NoSuchShard(_) => ScheduleErrorKind::NoSuchShard,
+            ScheduleError::ShardFailed(_) => ScheduleErrorKind::ShardFailed,
+        }
+    }
+
+    /// The same error without its task (dropped here): a [`ScheduleError`] (that is,
+    /// `ScheduleError<()>`), which is `Send + Sync + 'static` whatever the task was, so
+    /// that `?` can turn it into a `Box<dyn Error + Send + Sync>` or an `anyhow::Error`,
+    /// and the caller can downcast it back (see "With `?`" in [`ScheduleError`]). Take the
     /// task out with [`into_task`](ScheduleError::into_task) before, if it must not be lost.
     ///
     /// ```
-    /// use shardwheel::TimerService;
-    /// use std::cell::Cell;
+    /// use shardwheel::{ScheduleError, ScheduleErrorKind, TimerService};
     /// use std::time::Duration;
-    ///
-    /// fn arm(timers: &TimerService) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    ///     let not_sync = Cell::new(0); // a `Send` but not `Sync` task
-    ///     timers
-    ///         .schedule(Duration::from_secs(1), move || not_sync.set(1))
-    ///         .map_err(|e| e.without_task())?;
-    ///     Ok(())
-    /// }
     ///
     /// let timers = TimerService::new()?;
     /// timers.stop()?;
-    /// let err = arm(&timers).unwrap_err();
-    /// assert_eq!(err.to_string(), "timeout not scheduled: the timer service is stopped");
+    /// let err: ScheduleError = timers.schedule(Duration::from_secs(1), || ()).unwrap_err().without_task();
+    /// assert_eq!(err.kind(), ScheduleErrorKind::Shutdown);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn without_task(self) -> ScheduleError<()> {
+    pub fn without_task(self) -> ScheduleError {
         self.map(drop)
     }
 
@@ -83,7 +193,7 @@ impl<T> ScheduleError<T> {
         }
     }
 
-    fn kind(&self) -> &'static str {
+    fn name(&self) -> &'static str {
         match self {
             ScheduleError::Rejected(_) => "Rejected",
             ScheduleError::Shutdown(_) => "Shutdown",
@@ -95,7 +205,7 @@ impl<T> ScheduleError<T> {
 
 impl<T> fmt::Debug for ScheduleError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}(..)", self.kind())
+        write!(f, "{}(..)", self.name())
     }
 }
 
@@ -115,6 +225,14 @@ impl<T> fmt::Display for ScheduleError<T> {
 impl<T> std::error::Error for ScheduleError<T> {}
 
 /// An invalid [`Builder`](crate::Builder) setting; each variant names the setting.
+///
+/// ```
+/// use shardwheel::{BuildError, TimerService};
+///
+/// let err = TimerService::builder().shards(100_000).build().unwrap_err();
+/// assert!(matches!(err, BuildError::TooManyShards { requested: 100_000, .. }));
+/// assert!(err.to_string().starts_with("invalid `shards`: 100000 requested"));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -195,6 +313,19 @@ impl std::error::Error for BuildError {
 }
 
 /// Why [`TimerService::stop`](crate::TimerService::stop) could not run.
+///
+/// ```
+/// use shardwheel::{StopError, TimerService};
+/// use std::time::Duration;
+///
+/// let timers = TimerService::new()?;
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let same = timers.clone();
+/// // From a task on one of the service's own shard threads:
+/// timers.schedule(Duration::ZERO, move || tx.send(same.stop().map(drop)).unwrap())?;
+/// assert_eq!(rx.recv()?, Err(StopError::OnTimerThread));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StopError {
@@ -233,6 +364,11 @@ pub struct Elapsed(());
 
 impl Elapsed {
     /// The one value of the error.
+    ///
+    /// ```
+    /// let err = shardwheel::Elapsed::new();
+    /// assert_eq!(err.to_string(), "deadline has elapsed");
+    /// ```
     pub const fn new() -> Elapsed {
         Elapsed(())
     }
@@ -273,6 +409,11 @@ pub struct Stopped(());
 
 impl Stopped {
     /// The one value of the error.
+    ///
+    /// ```
+    /// let err = shardwheel::Stopped::new();
+    /// assert!(err.to_string().starts_with("the timer service was stopped"));
+    /// ```
     pub const fn new() -> Stopped {
         Stopped(())
     }

@@ -125,7 +125,7 @@ mod timeout;
 mod wheel;
 
 pub use builder::Builder;
-pub use error::{BuildError, Closed, Elapsed, Full, ScheduleError, StopError, Stopped};
+pub use error::{BuildError, Closed, Elapsed, Full, ScheduleError, ScheduleErrorKind, StopError, Stopped};
 pub use future::{Interval, Sleep, WithTimeout};
 pub use local::{ExpiredTimer, LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
 pub use missed::Missed;

@@ -108,6 +108,15 @@ pub(crate) struct Settings {
 impl TimerService {
     /// A handle that does not keep the service alive: for tasks that schedule on their own
     /// service (see [Tasks that schedule more](TimerService#tasks-that-schedule-more)).
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let weak = timers.downgrade();
+    /// assert!(weak.upgrade().is_some());
+    /// drop(timers); // the last strong clone: the shards stop
+    /// assert!(weak.upgrade().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn downgrade(&self) -> WeakTimerService {
         WeakTimerService { inner: PlainArc::downgrade(&self.inner) }
@@ -148,19 +157,62 @@ impl TimerService {
 
     /// Runs `task` once `delay` has passed, on a shard thread: the calling thread's own
     /// shard if it is one of this service's, else its home shard.
+    ///
+    /// A refusal ([`ScheduleError`]: stopped, shard full, shard failed) hands `task` back. To
+    /// pass it on with `?` into a `Box<dyn Error + Send + Sync>`, call
+    /// [`without_task`](ScheduleError::without_task) first: see [`ScheduleError`].
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let start = Instant::now();
+    /// timers.schedule(Duration::from_millis(20), move || tx.send(Instant::now()).unwrap())?;
+    /// assert!(rx.recv()? >= start + Duration::from_millis(20), "never early");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn schedule<T: TimerTask>(&self, delay: Duration, task: T) -> Result<Timeout, ScheduleError<T>> {
         self.schedule_routed(self.route_or_home(), |clock| clock.deadline_after(delay), task)
     }
 
     /// Runs `task` at `deadline`. Reads no clock: the deadline becomes the first tick at or
-    /// after it, so one already past fires by the next tick boundary.
+    /// after it, so one already past fires by the next tick boundary. Errors as
+    /// [`schedule`](Self::schedule).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let deadline = Instant::now() + Duration::from_millis(20);
+    /// timers.schedule_at(deadline, move || tx.send(Instant::now()).unwrap())?;
+    /// assert!(rx.recv()? >= deadline);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn schedule_at<T: TimerTask>(&self, deadline: Instant, task: T) -> Result<Timeout, ScheduleError<T>> {
         self.schedule_routed(self.route_or_home(), |clock| clock.deadline_at(deadline), task)
     }
 
-    /// Like [`schedule`](Self::schedule), on shard `shard` (`0..shard_count()`).
+    /// Like [`schedule`](Self::schedule), on shard `shard` (`0..shard_count()`); an index
+    /// beyond is refused with [`ScheduleError::NoSuchShard`].
+    ///
+    /// ```
+    /// use shardwheel::{ScheduleError, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::builder().shards(2).thread_name("timers").build()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// timers.schedule_on(1, Duration::from_millis(1), move || {
+    ///     tx.send(std::thread::current().name().map(str::to_owned)).unwrap();
+    /// })?;
+    /// assert_eq!(rx.recv()?.as_deref(), Some("timers-1"), "ran on shard 1's thread");
+    /// let err = timers.schedule_on(2, Duration::from_millis(1), || ()).unwrap_err();
+    /// assert!(matches!(err, ScheduleError::NoSuchShard(_)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn schedule_on<T: TimerTask>(
         &self,
@@ -175,21 +227,51 @@ impl TimerService {
     }
 
     /// The number of shards (and shard threads).
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::builder().shards(3).build()?;
+    /// assert_eq!(timers.shard_count(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shard_count(&self) -> usize {
         self.inner.shards.len()
     }
 
     /// The service's tick.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let timers = shardwheel::TimerService::builder().tick(Duration::from_millis(10)).build()?;
+    /// assert_eq!(timers.tick(), Duration::from_millis(10));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn tick(&self) -> Duration {
         self.inner.clock.tick()
     }
 
     /// Timeouts pending now, over all shards. Exact whenever no call is in flight.
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let timeout = timers.schedule(std::time::Duration::from_secs(60), || ())?;
+    /// assert_eq!(timers.pending(), 1);
+    /// timeout.cancel();
+    /// assert_eq!(timers.pending(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn pending(&self) -> usize {
         self.inner.shards.iter().map(|s| s.pending()).sum()
     }
 
     /// The counters, summed over all shards.
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// timers.schedule(std::time::Duration::from_secs(60), || ())?.cancel();
+    /// let stats = timers.stats();
+    /// assert_eq!((stats.scheduled, stats.cancelled, stats.pending), (1, 1, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         for shard in self.inner.shards.iter() {
@@ -213,9 +295,22 @@ impl TimerService {
     /// A schedule racing with `stop` either lands in the returned list, fires (if it was due
     /// by the shard's last turn), or fails with [`ScheduleError::Shutdown`]: nothing is lost.
     /// A task running on a shard thread in its last turn that schedules on its own shard
-    /// lands in the returned list.
-    /// Later schedules fail with `Shutdown`; a second `stop` returns an empty list. From a task on one of this service's shard
-    /// threads, `stop` would wait for itself, and returns [`StopError::OnTimerThread`].
+    /// lands in the returned list. Later schedules fail with `Shutdown`; a second `stop`
+    /// returns an empty list. From a task on one of this service's shard threads, `stop`
+    /// would wait for itself, and returns [`StopError::OnTimerThread`].
+    ///
+    /// ```
+    /// use shardwheel::{ScheduleError, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let timeout = timers.schedule(Duration::from_secs(60), || ())?;
+    /// let unfired = timers.stop()?;
+    /// assert!(unfired.len() == 1 && unfired[0].timeout().ptr_eq(&timeout) && timeout.is_cancelled());
+    /// assert!(matches!(timers.schedule(Duration::ZERO, || ()), Err(ScheduleError::Shutdown(_))));
+    /// assert!(timers.stop()?.is_empty(), "a second stop hands back nothing");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stop(&self) -> Result<Vec<Unfired>, StopError> {
         if routing::driving(self.inner.id).is_some() {
             return Err(StopError::OnTimerThread);
@@ -224,6 +319,14 @@ impl TimerService {
     }
 
     /// Whether `stop` has been called (or the service is being dropped).
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// assert!(!timers.is_stopped());
+    /// timers.stop()?;
+    /// assert!(timers.is_stopped());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_stopped(&self) -> bool {
         self.inner.shards.iter().all(|s| s.mailbox.is_closed())
     }
@@ -458,6 +561,16 @@ impl WeakTimerService {
     /// The service, if a strong clone still lives. A service that was stopped but not
     /// dropped still upgrades (and refuses schedules with
     /// [`ScheduleError::Shutdown`]).
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let weak = timers.downgrade();
+    /// timers.stop()?;
+    /// assert!(weak.upgrade().expect("stopped, not dropped").is_stopped());
+    /// drop(timers);
+    /// assert!(weak.upgrade().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn upgrade(&self) -> Option<TimerService> {
         self.inner.upgrade().map(|inner| TimerService { inner })
@@ -482,54 +595,4 @@ impl fmt::Debug for TimerService {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::TimerService;
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    /// Services started in turn take consecutive cores, wrapping around; a service never
-    /// puts two of its shards on one core; the counter wrapping around is harmless.
-    #[test]
-    fn services_take_cores_in_turn() {
-        let cores = [10, 11, 12];
-        assert_eq!(super::cores_from(&cores, 0, 1), [Some(10)]);
-        assert_eq!(super::cores_from(&cores, 1, 1), [Some(11)], "the next one-shard service moves on");
-        assert_eq!(super::cores_from(&cores, 2, 2), [Some(12), Some(10)], "wraps around");
-        assert_eq!(super::cores_from(&cores, 4, 5), [Some(11), Some(12), Some(10), None, None]);
-        assert_eq!(super::cores_from(&cores, usize::MAX, 2), [Some(10), Some(11)]);
-        assert!(super::cores_from::<u8>(&[], 3, 2).is_empty(), "no cores listed: nothing pinned");
-        // The real thing: as many entries as shards.
-        let listed = core_affinity::get_core_ids().unwrap_or_default().len();
-        assert_eq!(super::pick_cores(2).len(), if listed == 0 { 0 } else { 2 });
-    }
-
-    /// Timeouts count on their thread's handle for the shard, not on the shard: a thousand
-    /// of them, and their drops, leave the shard's own count where one thread's first
-    /// schedule put it (see `shard/handle.rs`).
-    #[test]
-    fn timeouts_do_not_count_on_the_shard() {
-        let timers = TimerService::builder().shards(1).build().expect("the service starts");
-        let shard = &timers.inner.shards[0];
-        // The shard's thread takes its own references as it starts: wait for it to run.
-        let (tx, rx) = std::sync::mpsc::channel();
-        timers.schedule(Duration::ZERO, move || tx.send(()).unwrap()).expect("the service runs");
-        rx.recv_timeout(Duration::from_secs(10)).expect("the shard runs");
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let first = timers.schedule(Duration::from_secs(60), || {}).expect("the service runs");
-                let after_first = Arc::strong_count(shard);
-                let many: Vec<_> = (0..1000)
-                    .map(|_| timers.schedule(Duration::from_secs(60), || {}).expect("the service runs"))
-                    .collect();
-                assert_eq!(Arc::strong_count(shard), after_first, "a schedule touched the shard's count");
-                for t in &many {
-                    assert!(t.cancel());
-                }
-                drop(many);
-                drop(first);
-                assert_eq!(Arc::strong_count(shard), after_first, "a drop touched the shard's count");
-            });
-        });
-        timers.stop().expect("not on a timer thread");
-    }
-}
+mod tests;

@@ -58,6 +58,16 @@ impl Timeout {
     /// A panic in the task's `cancelled()` or in its `Drop` does not escape: it is caught,
     /// counted in [`Stats::panicked`](crate::Stats::panicked) as a panic in `run` is on a
     /// shard, and the cancel still stands (`cancel` returns `true`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let request = timers.schedule(Duration::from_secs(5), || unreachable!("answered in time"))?;
+    /// assert!(request.cancel(), "the response came first: the task never runs");
+    /// assert!(!request.cancel(), "already cancelled");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self) -> bool {
         let Some((task, linked)) = self.entry.cancel_borrowed() else {
             return false;
@@ -88,6 +98,20 @@ impl Timeout {
     /// deadline comes and files the timeout again. An earlier one also tells the shard.
     /// A reset that races with the timeout firing either wins (the timeout now waits for
     /// the new deadline) or loses (it fired, and `reset` returns `false`).
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let idle = timers.schedule(Duration::from_secs(60), move || tx.send(Instant::now()).unwrap())?;
+    /// let reset = Instant::now();
+    /// assert!(idle.reset(Duration::from_millis(20)), "the peer went quiet: earlier");
+    /// assert!(rx.recv()? >= reset + Duration::from_millis(20));
+    /// assert!(!idle.reset(Duration::from_secs(1)), "it fired: nothing to reset");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reset(&self, delay: Duration) -> bool {
         self.reset_to(self.shard.clock.deadline_after(delay))
     }
@@ -95,6 +119,17 @@ impl Timeout {
     /// Like [`reset`](Timeout::reset), to an instant. Reads no clock: a server that resets
     /// many idle timeouts to the same instant (one clock read per event-loop turn) pays for
     /// the compare-and-swap alone.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let idle = timers.schedule(Duration::from_secs(30), || ())?;
+    /// let turn = Instant::now(); // read once per event-loop turn
+    /// assert!(idle.reset_at(turn + Duration::from_secs(60)));
+    /// assert!(idle.deadline() >= turn + Duration::from_secs(60));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reset_at(&self, deadline: Instant) -> bool {
         self.reset_to(self.shard.clock.deadline_at_for_reset(deadline))
     }
@@ -111,6 +146,19 @@ impl Timeout {
     }
 
     /// Where the timeout stands now.
+    ///
+    /// ```
+    /// use shardwheel::{TimeoutState, TimerService};
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let timeout = timers.schedule(Duration::from_millis(1), move || tx.send(()).unwrap())?;
+    /// rx.recv()?;
+    /// assert_eq!(timeout.state(), TimeoutState::Expired);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn state(&self) -> TimeoutState {
         match self.entry.state().load() {
             State::Pending { .. } => TimeoutState::Pending,
@@ -120,16 +168,44 @@ impl Timeout {
     }
 
     /// `state() == Pending`.
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let timeout = timers.schedule(std::time::Duration::from_secs(60), || ())?;
+    /// assert!(timeout.is_pending());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_pending(&self) -> bool {
         self.state() == TimeoutState::Pending
     }
 
-    /// `state() == Cancelled`.
+    /// `state() == Cancelled`: cancelled, or handed back by `stop()`.
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let timeout = timers.schedule(std::time::Duration::from_secs(60), || ())?;
+    /// timers.stop()?;
+    /// assert!(timeout.is_cancelled());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.state() == TimeoutState::Cancelled
     }
 
-    /// `state() == Expired`: true from the moment the shard commits to run the task (before it has run).
+    /// `state() == Expired`: true from the moment the shard commits to run the task (before
+    /// it has run).
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let timeout = timers.schedule(Duration::ZERO, move || tx.send(()).unwrap())?;
+    /// rx.recv()?;
+    /// assert!(timeout.is_expired() && !timeout.cancel());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_expired(&self) -> bool {
         self.state() == TimeoutState::Expired
     }
@@ -141,16 +217,43 @@ impl Timeout {
     /// already past is held as the tick at or after it.
     /// For a timeout that never fires (`Duration::MAX`) it is the farthest instant the
     /// platform represents.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let asked = Instant::now() + Duration::from_secs(10);
+    /// let timeout = timers.schedule_at(asked, || ())?;
+    /// assert!(timeout.deadline() >= asked && timeout.deadline() < asked + timers.tick());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn deadline(&self) -> Instant {
         self.shard.clock.instant_of(self.entry.state().load().deadline())
     }
 
     /// The index of the shard that owns the timeout.
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::builder().shards(2).build()?;
+    /// let timeout = timers.schedule_on(1, std::time::Duration::from_secs(60), || ())?;
+    /// assert_eq!(timeout.shard(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shard(&self) -> usize {
         self.shard.index
     }
 
     /// True if both handles speak for the same timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let a = timers.schedule(Duration::from_secs(60), || ())?;
+    /// let b = timers.schedule(Duration::from_secs(60), || ())?;
+    /// assert!(a.ptr_eq(&a.clone()) && !a.ptr_eq(&b));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn ptr_eq(&self, other: &Timeout) -> bool {
         self.entry.ptr_eq(&other.entry)
     }
@@ -191,11 +294,32 @@ impl Unfired {
     }
 
     /// The handle of the timeout that did not fire.
+    ///
+    /// ```
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let timeout = timers.schedule(std::time::Duration::from_secs(60), || ())?;
+    /// let unfired = timers.stop()?;
+    /// assert!(unfired[0].timeout().ptr_eq(&timeout));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn timeout(&self) -> &Timeout {
         &self.timeout
     }
 
     /// The task, to run, drop, or tell it was cancelled.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    ///
+    /// let timers = shardwheel::TimerService::new()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// timers.schedule(std::time::Duration::from_secs(60), move || tx.send("flushed").unwrap())?;
+    /// for unfired in timers.stop()? {
+    ///     unfired.into_task().run(); // run what was left, now, on this thread
+    /// }
+    /// assert_eq!(rx.recv()?, "flushed");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_task(self) -> Box<dyn TimerTask> {
         self.task.boxed()
     }

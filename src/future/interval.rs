@@ -160,6 +160,21 @@ impl Interval {
 
     /// Polls for the next tick, with a stopped service as an error (see
     /// [`try_tick`](Interval::try_tick)).
+    ///
+    /// ```
+    /// use shardwheel::{Stopped, TimerService};
+    /// use std::future::poll_fn;
+    /// use std::time::Duration;
+    ///
+    /// let timers = TimerService::new()?;
+    /// let mut every = timers.interval(Duration::from_millis(5));
+    /// let first = futures_executor::block_on(poll_fn(|cx| every.try_poll_tick(cx)));
+    /// assert!(first.is_ok(), "the first tick is due at once");
+    /// timers.stop()?;
+    /// let after = futures_executor::block_on(poll_fn(|cx| every.try_poll_tick(cx)));
+    /// assert_eq!(after, Err(Stopped::new()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, Stopped>> {
         if self.now() < self.next {
             match Pin::new(&mut self.sleep).try_poll(cx) {

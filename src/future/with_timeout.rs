@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 /// output, or with [`Elapsed`] if the deadline comes first (the future is then dropped with
 /// the `WithTimeout`).
 ///
+/// The deadline is fixed when the `WithTimeout` is made (`timeout` counts `delay` from its
+/// call, as tokio's `timeout` does), not when it is first polled: one made with 5 s and first
+/// polled 2 s later has 3 s left. What waits for the first poll is only the registration
+/// with a shard (one arm), so a `WithTimeout` that is never polled costs no timer.
+///
 /// The future is polled first, so one that is ready at its deadline wins. It is polled on
 /// the awaiting task, as if awaited directly: a panic inside it unwinds into that task, never
 /// into a shard.
@@ -34,8 +39,13 @@ pub struct WithTimeout<F> {
 
 impl TimerService {
     /// Runs `future` with a deadline `delay` from now: `Ok(output)` if it finishes first,
-    /// `Err(Elapsed)` otherwise. The deadline registers on the first poll, and is cancelled
-    /// (one compare-and-swap) when the future finishes first or the `WithTimeout` is dropped.
+    /// `Err(Elapsed)` otherwise (never before the deadline).
+    ///
+    /// The clock starts here, at the call: the deadline is `delay` after this call (the
+    /// clock is read once, now), however long the `WithTimeout` waits for its first poll, as
+    /// with tokio's `timeout`. The first poll registers the deadline with a shard; it is
+    /// cancelled (one compare-and-swap) when the future finishes first or the `WithTimeout`
+    /// is dropped.
     ///
     /// ```
     /// use shardwheel::{Elapsed, TimerService};
@@ -45,6 +55,23 @@ impl TimerService {
     /// let slow = timers.sleep(Duration::from_secs(60));
     /// let outcome = futures_executor::block_on(timers.timeout(Duration::from_millis(10), slow));
     /// assert_eq!(outcome, Err(Elapsed::new()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// The deadline counts from the call, not from the first poll (on a paused clock, so
+    /// that the figures are exact):
+    ///
+    /// ```
+    /// use shardwheel::{Elapsed, TimerService};
+    /// use std::time::Duration;
+    ///
+    /// let (timers, clock) = TimerService::builder().shards(1).build_paused()?;
+    /// let made = clock.now();
+    /// let mut limited = timers.timeout(Duration::from_secs(5), std::future::pending::<()>());
+    /// assert_eq!(limited.sleep_mut().deadline(), made + Duration::from_secs(5));
+    /// clock.advance(Duration::from_secs(5)); // not polled yet
+    /// // Its first poll, 5 s after the call: already elapsed, at once.
+    /// assert_eq!(futures_executor::block_on(limited), Err(Elapsed::new()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn timeout<F: Future>(&self, delay: Duration, future: F) -> WithTimeout<F> {

@@ -1,4 +1,4 @@
-//! [`LocalBuilder`]: the settings of a [`LocalWheel`](crate::LocalWheel).
+//! [`LocalBuilder`]: the settings of a [`LocalWheel`].
 
 use super::remote::Notify;
 use super::{LocalWheel, slots};
