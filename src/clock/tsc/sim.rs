@@ -348,8 +348,9 @@ fn a_failed_check_switches_the_estimate_off_for_every_thread() {
     assert_ne!(a.anchor.get().window, 0, "anchored");
     // 2.5 times the raw rate: past the margin's 1.625.
     kernel.set_ppm(1_500_000);
+    // Until the check fails on `a`: its anchor dropped at its next renewal.
     let mut calls = 0;
-    while process.scale.load(Ordering::Relaxed) != OFF {
+    while a.anchor.get() != Anchor::NONE {
         let _ = a.call(0);
         kernel.pass(1_000);
         calls += 1;
@@ -366,6 +367,7 @@ fn a_failed_check_switches_the_estimate_off_for_every_thread() {
         kernel.pass(500);
     }
     assert_eq!(b.anchor.get(), Anchor::NONE, "the other thread took no anchor");
+    assert_eq!(process.scale.load(Ordering::Relaxed), OFF);
 }
 
 /// The module's claims over random schedules: rates anywhere in the kernel's range, changed
