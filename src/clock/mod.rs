@@ -121,7 +121,7 @@ impl Clock {
     /// The tick for a deadline `delay` from now: see [`Clock::deadline_at`]. Now is the TSC
     /// estimate where there is one (never behind `Instant::now()`, so never early). A zero
     /// delay reads `Instant::now()`: it is the tick under way, which the estimate (ahead by
-    /// microseconds) could take for the next one just before a tick boundary.
+    /// tens of microseconds at most) could take for the next one just before a tick boundary.
     #[inline]
     pub(crate) fn deadline_after(&self, delay: Duration) -> u64 {
         if !delay.is_zero() {
@@ -147,7 +147,8 @@ impl Clock {
     }
 
     /// The TSC estimate of now, in nanoseconds since the start: never behind
-    /// `Instant::now()` read before it, ahead by microseconds at most (see [`tsc`]).
+    /// `Instant::now()` read before it at any rate the kernel gives its clock, ahead by tens of
+    /// microseconds at most (see [`tsc`]).
     #[inline]
     fn fast_now(&self) -> Option<u64> {
         #[cfg(not(loom))]

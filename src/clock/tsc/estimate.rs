@@ -107,10 +107,11 @@ impl Process {
 /// it taken before this call (see the module's proof), or `None` where there is none.
 #[inline(always)]
 pub(super) fn estimate<P: Platform>(platform: &P) -> Option<u64> {
-    let anchor = platform.anchor();
-    match anchor.at(platform.read()) {
+    match platform.anchor().at(platform.read()) {
         Some(estimate) => Some(estimate),
-        None => renew(platform, anchor),
+        // The renewal reads the anchor again: passing this copy would keep the whole of it
+        // on the stack of every estimate, not just the fields `at` reads.
+        None => renew(platform),
     }
 }
 
@@ -136,7 +137,8 @@ pub(super) fn start<P: Platform>(platform: &P) -> bool {
 /// anchor against it, calibrates if it is time, and takes a new anchor.
 #[cold]
 #[inline(never)]
-pub(super) fn renew<P: Platform>(platform: &P, old: Anchor) -> Option<u64> {
+pub(super) fn renew<P: Platform>(platform: &P) -> Option<u64> {
+    let old = platform.anchor();
     let process = platform.process();
     let first = (*process.first.get()?)?;
     // Acquire: pairs with the calibration's CAS (nothing else is published with it; the

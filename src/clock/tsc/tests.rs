@@ -116,7 +116,7 @@ fn never_behind_instant() {
         assert!(now().is_some());
         assert!(Instant::now() < calibrated, "calibrated within 2 s");
     }
-    assert!(renew(&Cpu, Cpu.anchor()).is_some());
+    assert!(renew(&Cpu).is_some());
     let mult = PROCESS.scale.load(Ordering::Acquire);
     // 1 + the skew + the widest bracket at the fastest rate + 40 % of a window (the lead a
     // window gathers at a rate within 2.5 % of the nominal one: 1 − 1/1.625 is 38.5 %).
