@@ -158,7 +158,7 @@ const CALIBRATION_NANOS: u64 = 20_000_000;
 
 /// How long an anchor serves, in nanoseconds as the scale counts them (2¹⁵, 32.8 µs): the
 /// estimate's lead over the kernel grows over a window (see "How late").
-const WINDOW_NANOS: u128 = 1 << 15;
+const WINDOW_NANOS: u64 = 1 << 15;
 
 /// The estimator's shared state in this process.
 static PROCESS: Process = Process::new();
@@ -210,7 +210,7 @@ pub(crate) fn now() -> Option<u64> {
 pub(crate) fn lead_bound() -> u64 {
     match PROCESS.scale.load(Ordering::Acquire) {
         estimate::UNCALIBRATED | OFF => 0,
-        mult => 1 + SKEW_NANOS + ((MAX_BRACKET * mult) >> 32) + (WINDOW_NANOS as u64) * 2 / 5,
+        mult => 1 + SKEW_NANOS + ((MAX_BRACKET * mult) >> 32) + WINDOW_NANOS * 2 / 5,
     }
 }
 

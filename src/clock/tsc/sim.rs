@@ -199,7 +199,7 @@ impl<'a> Thread<'a> {
 fn ahead_bound(process: &Process) -> u64 {
     let mult = process.scale.load(Ordering::Relaxed);
     let bracket = if mult == OFF || mult == UNCALIBRATED { 0 } else { (MAX_BRACKET * mult) >> 32 };
-    1 + SKEW_NANOS + bracket + (WINDOW_NANOS as u64) * 76 / 100
+    1 + SKEW_NANOS + bracket + WINDOW_NANOS * 76 / 100
 }
 
 /// Starts the estimate on `thread` and runs it through the calibration (20 ms of the
@@ -383,8 +383,13 @@ fn step() -> impl Strategy<Value = Step> {
         .prop_map(|(thread, gap, early, ppm, slow)| Step { thread, gap, early, ppm, slow })
 }
 
+/// 64 cases unless `PROPTEST_CASES` says otherwise (CI's valgrind run asks for fewer).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn never_behind_under_random_slew_schedules(
