@@ -116,11 +116,13 @@
 //! and at the kernel's nominal rate `1/1.625`. The floor is an earlier anchor's estimate,
 //! under the same bound then and less now. So the estimate is ahead of `Instant::now()` by
 //! at most `1 + 3.25 µs + 1.601 × bracket + 24.7 µs`: **under 33 µs** on a 3 GHz TSC
-//! (46 µs on a 1 GHz one), and at the kernel's nominal rate (no slew) under 17 µs (12.6 µs
-//! of window, the skew, a ~0.1 µs bracket): a deadline counted from it is late by that much
-//! more than one counted from `Instant::now()`, a few percent of the default 1 ms tick and
-//! well within the lateness bar (1 tick + 0.5 ms). The window is that short to keep this
-//! bound so: a new anchor costs some 60 ns every 20 µs of a busy thread (0.3 %).
+//! (42 µs on a 1 GHz one), and at the kernel's nominal rate (no slew) 12.6 µs of window, the
+//! skew and the bracket: some 16 µs (`never_behind_instant` on a loaded 2.4 GHz VM: at most
+//! 18.6 µs over three million reads, its brackets up to 2 µs wide). A deadline counted from
+//! it is late by that much more than one counted from `Instant::now()`, a few percent of the
+//! default 1 ms tick and well within the lateness bar (1 tick + 0.5 ms). The window is that
+//! short to keep this bound so: a new anchor costs one `Instant::now()` between two fenced
+//! TSC reads (some 60 ns) every 20 µs of the TSC's time on a busy thread (0.3 %).
 
 // Not modelled under loom (this file is not built there: the mocked clock is the only one),
 // so std's cell, thread-local and `OnceLock`, and the facade's `plain` atomics: one word,
