@@ -372,6 +372,29 @@ MUTATIONS = [
      """        self.owner_path(|_| unsafe { counts.as_ref() }.cancelled()).is_some()""",
      """        self.owner_path(|_| { let _ = counts; }).is_some()""",
      "loom_stage", "sweep_races_take"),
+    # The TSC estimate (src/clock/tsc/): not built under loom; its unit tests drive it from a
+    # simulated kernel (sim.rs). Target "lib": the library's unit tests, by exact name.
+    ("TSC1", "the skew does not count the kernel's fastest rate (a flat 2 µs for an early rdtsc)", "src/clock/tsc/mod.rs",
+     """const SKEW_NANOS: u64 = EARLY_NANOS * (8 + MARGIN_EIGHTHS as u64) / 8;""",
+     """const SKEW_NANOS: u64 = EARLY_NANOS;""",
+     "lib", "clock::tsc::sim::an_early_read_at_the_fastest_rate_is_covered_by_the_skew"),
+    ("TSC2", "a failed check drops its own thread's anchor only (the process's scale stays on)", "src/clock/tsc/estimate.rs",
+     """        process.scale.store(OFF, Ordering::Relaxed);
+        platform.set_anchor(Anchor::NONE);""",
+     """        platform.set_anchor(Anchor::NONE);""",
+     "lib", "clock::tsc::sim::a_failed_check_switches_the_estimate_off_for_every_thread"),
+    ("TSC3", "the check on a new anchor never fails", "src/clock/tsc/estimate.rs",
+     """    if old.window != 0 && old.at_any(after)""",
+     """    if false && old.window != 0 && old.at_any(after)""",
+     "lib", "clock::tsc::sim::a_failed_check_switches_the_estimate_off_for_every_thread"),
+    ("TSC4", "the scale's margin covers the tick and the frequency only (12.5 %, not the PLL's phase)", "src/clock/tsc/mod.rs",
+     """const MARGIN_EIGHTHS: u128 = 5;""",
+     """const MARGIN_EIGHTHS: u128 = 1;""",
+     "lib", "clock::tsc::sim::never_behind_a_kernel_that_slews_at_any_moment"),
+    ("TSC5", "no floor: a new anchor steps one thread's estimate back", "src/clock/tsc/estimate.rs",
+     """then(|| (self.nanos + ((cycles * self.mult) >> 32)).max(self.floor))""",
+     """then(|| self.nanos + ((cycles * self.mult) >> 32))""",
+     "lib", "clock::tsc::sim::never_behind_a_kernel_that_slews_at_any_moment"),
 ]
 
 
@@ -384,12 +407,17 @@ def run(mutation):
         sys.exit(f"{mid}: the text to mutate occurs {original.count(old)} times in {path}; update the table")
     env = dict(os.environ, RUSTFLAGS="--cfg loom", CARGO_TARGET_DIR=os.path.join(ROOT, "target/loom"),
                LOOM_MAX_PREEMPTIONS=os.environ.get("LOOM_MAX_PREEMPTIONS", "3"))
+    command = ["cargo", "test", "--release", "--no-default-features", "--test", target, "--", name, "--exact",
+               "--test-threads=1"]
+    if target == "lib":
+        # A unit test of the library, not a loom model: the ordinary build.
+        env = dict(os.environ)
+        command = ["cargo", "test", "-p", "shardwheel", "--lib", "--", name, "--exact"]
     try:
         with open(full, "w") as f:
             f.write(original.replace(old, new))
         start = time.time()
-        proc = subprocess.run(["cargo", "test", "--release", "--no-default-features", "--test", target, "--", name, "--exact",
-                               "--test-threads=1"], cwd=ROOT, env=env, capture_output=True, text=True)
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         out = proc.stdout + proc.stderr
     finally:
         with open(full, "w") as f:
@@ -398,9 +426,13 @@ def run(mutation):
         verdict, why = "build error", "mutation does not compile"
     elif proc.returncode != 0:
         verdict = "caught"
-        why = next((l.strip() for l in out.splitlines()
+        lines = out.splitlines()
+        why = next((l.strip() for l in lines
                     if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches", "released twice",
                                             "assertion", "panicked at loom-tests"))), "test failed")
+        if target == "lib":
+            # A unit test's panic message: the line after "panicked at".
+            why = next((lines[i + 1].strip() for i, l in enumerate(lines[:-1]) if "panicked at" in l), why)
     else:
         verdict, why = "SURVIVED", "model passed"
     return mid, what, f"{target}::{name}", verdict, why[:110], time.time() - start
@@ -415,6 +447,13 @@ def check():
             found = f.read().count(old)
         if found != 1:
             stale.append(f"{mid}: its text occurs {found} times in {path}")
+        if target == "lib":
+            # A unit test beside the mutated file: `fn <last part of its path>(` in its folder.
+            folder = os.path.dirname(os.path.join(ROOT, path))
+            texts = [open(os.path.join(folder, f)).read() for f in os.listdir(folder) if f.endswith(".rs")]
+            if not any(f"fn {name.split('::')[-1]}(" in t for t in texts):
+                stale.append(f"{mid}: no test {name} in {folder}")
+            continue
         model = os.path.join(ROOT, "loom-tests", target.removeprefix("loom_") + ".rs")
         with open(model) as f:
             if f"fn {name}(" not in f.read():

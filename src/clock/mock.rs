@@ -1,0 +1,33 @@
+//! The mocked clock under loom: time since every service's start, moved only by shard
+//! sleeps and by the model itself. A plain thread-local: loom runs all of a model's threads
+//! on the test's one OS thread, so they share it, and parallel tests do not.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+std::thread_local! {
+    static ELAPSED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+    static FROZEN: Cell<bool> = const { Cell::new(false) };
+}
+
+pub(crate) fn frozen() -> bool {
+    FROZEN.with(Cell::get)
+}
+
+pub(crate) fn freeze(frozen: bool) {
+    FROZEN.with(|f| f.set(frozen));
+}
+
+pub(crate) fn elapsed() -> Duration {
+    ELAPSED.with(Cell::get)
+}
+
+/// Moves time forward to `to` (never back).
+pub(crate) fn advance_to(to: Duration) {
+    ELAPSED.with(|e| e.set(e.get().max(to)));
+}
+
+pub(crate) fn reset() {
+    ELAPSED.with(|e| e.set(Duration::ZERO));
+    freeze(false);
+}

@@ -1,0 +1,162 @@
+//! The estimate's pure parts, and the module's proof checked in place on this machine (the
+//! simulated kernel, `sim.rs`, checks it at every rate the kernel allows).
+
+use super::estimate::{Anchor, OFF, UNCALIBRATED, renew, scale_of, window_of};
+use super::*;
+use std::time::Duration;
+
+const NS_PER_CYCLE: u64 = 1 << 32;
+
+#[test]
+fn the_scale_is_an_upper_bound_raised_by_the_margin() {
+    // 1 s over 3 × 10⁹ cycles: a 3 GHz TSC, 1/3 ns per cycle.
+    let mult = scale_of(1_000_000_000, 3_000_000_000);
+    let exact = (1u128 << 32) as f64 / 3.0;
+    let raised = exact * 13.0 / 8.0;
+    assert!(mult as f64 >= raised, "{mult} below {raised}");
+    assert!((mult as f64) < raised + 6.0, "{mult} more than rounding above {raised}");
+    // The margin is above the 60.1 % the kernel allows, and the skew is 2 µs at that rate.
+    assert!(mult as f64 >= exact * 1.601 * 1.01);
+    assert!(SKEW_NANOS as f64 >= EARLY_NANOS as f64 * 1.601, "{SKEW_NANOS}");
+    // Rates no TSC has, and a TSC that did not move or went back.
+    assert_eq!(scale_of(1_000_000_000, 0), OFF);
+    assert_eq!(scale_of(1_000_000_000, u64::MAX - 5), OFF);
+    assert_eq!(scale_of(u64::MAX - 5, 1_000_000_000), OFF, "a raw clock that went back");
+    assert_eq!(scale_of(1_000_000_000, 10_000_000), OFF, "100 ns per cycle");
+    assert_eq!(scale_of(1_000_000, 1_000_000_000), OFF, "1 ps per cycle");
+    assert_ne!(scale_of(1_000_000_000, 1_000_000_000), OFF);
+}
+
+#[test]
+fn an_anchor_serves_its_window_only() {
+    let anchor = Anchor { tsc: 1_000, nanos: 5, mult: NS_PER_CYCLE, window: 100, floor: 0 };
+    assert_eq!(anchor.at(1_000), Some(5));
+    assert_eq!(anchor.at(1_099), Some(104));
+    assert_eq!(anchor.at(1_100), None, "past the window");
+    assert_eq!(anchor.at(999), None, "a TSC behind the anchor (another core's)");
+    assert_eq!(Anchor::NONE.at(12_345), None, "no anchor");
+    // Half a nanosecond per cycle rounds down (the anchor's `+ 1` makes up for it).
+    let half = Anchor { mult: NS_PER_CYCLE / 2, ..anchor };
+    assert_eq!(half.at(1_003), Some(6));
+    assert_eq!(anchor.at_any(1_000 + (1 << 40)), Some(5 + (1 << 40)));
+    assert_eq!(anchor.at_any(999), None);
+    // The floor holds the estimate up until the anchor's own count passes it.
+    let floored = Anchor { floor: 50, ..anchor };
+    assert_eq!(floored.at(1_000), Some(50));
+    assert_eq!(floored.at(1_060), Some(65));
+    assert_eq!(floored.at_any(1_000), Some(5), "the check counts without the floor");
+    // The most an anchor gave by a TSC value: its estimate there, or its window's last.
+    assert_eq!(anchor.most_by(1_010), 15);
+    assert_eq!(anchor.most_by(5_000), 104);
+    assert_eq!(anchor.most_by(10), 5, "before the anchor: its first");
+    assert_eq!(floored.most_by(1_010), 50);
+    assert_eq!(Anchor::NONE.most_by(5_000), 0);
+}
+
+#[test]
+fn a_window_is_two_to_the_fifteen_nanoseconds_and_its_product_fits() {
+    assert_eq!(window_of(NS_PER_CYCLE), 1 << 15);
+    assert_eq!(window_of(NS_PER_CYCLE / 4), 1 << 17, "4 GHz");
+    // The slowest and the fastest scale `scale_of` gives, and ones between.
+    let slowest = scale_of(50_000_000, 1_000_000_000);
+    let fastest = scale_of(9_999_999_000, 1_000_000_000);
+    for mult in [slowest, NS_PER_CYCLE / 3, NS_PER_CYCLE, fastest] {
+        assert_ne!(mult, OFF);
+        assert!(window_of(mult) < 1 << 19, "{} cycles at {mult}", window_of(mult));
+        assert!(window_of(mult).checked_mul(mult).is_some_and(|p| p <= 1 << 47));
+        let span = (u128::from(window_of(mult)) * u128::from(mult)) >> 32;
+        assert!((32_700..=32_768).contains(&span), "{span} ns at {mult}");
+    }
+}
+
+#[test]
+fn offsets_count_from_the_clocks_start() {
+    let Some(base) = *BASE.get_or_init(first_pair) else { return };
+    let after = offset(base + Duration::from_millis(3)).unwrap();
+    assert_eq!(after.since_start(5_000_000), 2_000_000);
+    assert_eq!(after.since_start(1_000_000), 0, "before the start");
+    if let Some(before) = base.checked_sub(Duration::from_millis(3)) {
+        assert_eq!(offset(before).unwrap().since_start(5_000_000), 8_000_000);
+    }
+}
+
+/// Whether the estimate is on, and so every test below: only where the kernel's clock is
+/// the TSC, and there only if the first pair's bracket was narrow (under valgrind, which
+/// runs code some fifty times slower, every bracket may be wide, and the estimate stays
+/// off: then the tests below check that it is off).
+fn tsc_is_the_clock() -> bool {
+    let tsc = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .is_ok_and(|s| s.trim() == "tsc");
+    let possible = tsc && cfg!(all(target_arch = "x86_64", target_os = "linux")) && cpu_has_invariant_tsc();
+    let on = BASE.get_or_init(first_pair).is_some();
+    assert!(possible || !on, "the TSC estimate is on where the kernel's clock is not the TSC");
+    if possible && !on {
+        eprintln!("the TSC estimate gave up: the first pair's brackets were all wide");
+    }
+    on
+}
+
+fn since_base(at: Instant) -> u64 {
+    at.saturating_duration_since(BASE.get().unwrap().unwrap()).as_nanos() as u64
+}
+
+/// The module's proof, checked in place: no estimate is below `Instant::now()` read just
+/// before it, nor more than the lateness bound (at this machine's rate, within 2.5 % of the
+/// nominal one) above one read just after it; and one thread's estimates never go back; on
+/// four threads at once, over a second (tens of thousands of anchors each), after the
+/// calibration.
+#[test]
+fn never_behind_instant() {
+    if !tsc_is_the_clock() {
+        assert_eq!(now(), None);
+        return;
+    }
+    let calibrated = Instant::now() + Duration::from_secs(2);
+    while PROCESS.scale.load(Ordering::Acquire) == UNCALIBRATED {
+        assert!(now().is_some());
+        assert!(Instant::now() < calibrated, "calibrated within 2 s");
+    }
+    assert!(renew(&Cpu).is_some());
+    let mult = PROCESS.scale.load(Ordering::Acquire);
+    // 1 + the skew + the widest bracket at the fastest rate + 40 % of a window (the lead a
+    // window gathers at a rate within 2.5 % of the nominal one: 1 − 1/1.625 is 38.5 %).
+    let bound = lead_bound();
+    eprintln!("scale {} ns per cycle, lead bound {bound} ns", mult as f64 / (1u64 << 32) as f64);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let end = Instant::now() + Duration::from_secs(1);
+                let (mut reads, mut fast_reads, mut worst_ahead, mut min_lead) = (0u64, 0u64, 0u64, u64::MAX);
+                let mut last = 0;
+                loop {
+                    let anchor = Cpu.anchor();
+                    let before = Instant::now();
+                    let estimate = now().expect("the estimate stays on");
+                    let fast = anchor.window != 0 && Cpu.anchor() == anchor;
+                    let after = Instant::now();
+                    assert!(estimate >= since_base(before), "{estimate} behind {before:?}");
+                    assert!(estimate >= last, "{estimate} went back from {last}");
+                    last = estimate;
+                    let ahead = estimate.saturating_sub(since_base(after));
+                    if fast {
+                        fast_reads += 1;
+                        min_lead = min_lead.min(estimate - since_base(before));
+                    }
+                    assert!(ahead <= bound, "{ahead} ns ahead of Instant::now(), over {bound}");
+                    worst_ahead = worst_ahead.max(ahead);
+                    reads += 1;
+                    if after > end {
+                        eprintln!("{reads} reads, {fast_reads} from an anchor: least lead over before {min_lead} ns, most ahead of after {worst_ahead} ns (bound {bound})");
+                        return (reads, fast_reads);
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        let (reads, fast_reads) = thread.join().unwrap();
+        assert!(reads > 1_000, "{reads} reads");
+        assert!(fast_reads > reads / 2, "{fast_reads} of {reads} reads from an anchor");
+    }
+    assert_ne!(PROCESS.scale.load(Ordering::Acquire), OFF, "the check never found the estimate behind");
+}
