@@ -8,7 +8,7 @@
 # free: the `--lib` unit tests and `pool`), `src/stage.rs` (raw entry references in a stage's ring), `src/counts.rs` and
 # `src/staging.rs` (a thread's counts slot); every schedule, cancel, expiry and stop goes
 # through them; `src/periodic.rs` (a series' waiting-run cell: `repeating`) and
-# `src/future/with_timeout.rs` (pin projection: `stopped`, `test_clock`); `src/clock/tsc.rs`
+# `src/future/with_timeout.rs` (pin projection: `stopped`, `test_clock`); `src/clock/tsc/`
 # (`rdtsc`, `lfence`: its unit tests, in the library's). The timing tests are left out:
 # valgrind runs code some fifty times slower, so their lateness bounds would not hold.
 set -euo pipefail

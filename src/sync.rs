@@ -83,7 +83,7 @@ pub(crate) use const_thread_local;
 ///   not be loom's anyway;
 /// - the time of a paused clock (`TestClock`), which only tests move and loom never sees
 ///   (under loom the mocked clock stands in for every clock), and the TSC estimate's scale
-///   (`clock/tsc.rs`, not built under loom);
+///   (`clock/tsc/`, not built under loom);
 /// - the `Arc`/`Weak` pair that holds the service's own record (`TimerService`,
 ///   `WeakTimerService`): its count decides only when the last user handle is gone, which
 ///   closes the mailboxes (a protocol loom does see); loom's `Arc` has no `Weak`.

@@ -33,7 +33,7 @@ impl<T> LocalWheel<T> {
     /// ```
     #[inline]
     pub fn arm(&mut self, delay: Duration, payload: T) -> TimerKey {
-        // Never behind `Instant::now()` (the TSC estimate, `src/clock/tsc.rs`), so never early.
+        // Never behind `Instant::now()` (the TSC estimate, `src/clock/tsc/`), so never early.
         let now = self.clock.real_nanos_for_delay(delay).max(self.now_nanos);
         let deadline = self.clock.deadline_after_nanos(now, delay);
         self.arm_tick(deadline, payload)
