@@ -6,7 +6,6 @@ use crate::shard::ShardRef;
 use crate::state::{Cancelled, Reset, State};
 use crate::task::TimerTask;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 /// Where a timeout stands. `Cancelled` and `Expired` are final.
@@ -75,9 +74,7 @@ impl Timeout {
         }
         // The cancel is decided and counted: a panic from the task's own code must not undo
         // it or escape into the caller's bookkeeping half done.
-        if catch_unwind(AssertUnwindSafe(|| task.cancelled())).is_err() {
-            self.shard.counters.panicked();
-        }
+        self.shard.counters.panicked(crate::task::catch_panics(|| task.cancelled()));
         true
     }
 

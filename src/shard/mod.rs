@@ -17,6 +17,7 @@
 pub(crate) mod driver;
 mod handle;
 mod stages;
+mod tasks;
 
 pub(crate) use handle::{OwnerHandle, ShardHandle, ShardRef};
 
