@@ -76,14 +76,15 @@
 
 use crate::error::{ScheduleError, Stopped};
 use crate::service::TimerService;
-use crate::task::TimerTask;
-use crate::task::sealed::Token;
 use crate::timeout::{Timeout, TimeoutState};
+use wake::{WakeTask, WakerId};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+mod wake;
 
 /// A future that completes at a deadline; made by [`TimerService::sleep`] and
 /// [`TimerService::sleep_until`].
@@ -136,88 +137,6 @@ enum Phase {
     /// or the sleep was already due on its own shard's thread (its deadline, in ticks). It
     /// completes if the deadline has passed, else says the service stopped.
     Stopped(u64),
-}
-
-/// A waker's identity, as [`Waker::will_wake`] compares it: its data pointer and vtable.
-/// Kept as integers, so that a `Sleep` holds no pointer (it stays `Send + Sync`) and no
-/// second clone of the waker (no reference count moves to keep it).
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct WakerId {
-    data: usize,
-    vtable: usize,
-}
-
-impl WakerId {
-    const NONE: WakerId = WakerId { data: 0, vtable: 0 };
-
-    fn of(waker: &Waker) -> WakerId {
-        WakerId { data: waker.data() as usize, vtable: std::ptr::from_ref(waker.vtable()) as usize }
-    }
-}
-
-/// The task in a sleep's cell: the waker to wake.
-///
-/// Running it wakes the waker (by dropping the task: see `Drop`). The sleep's own cancels (a
-/// drop, a poll with a new waker) drop it unwoken, through `cancelled_unboxed`, which only
-/// the crate reaches (the cell's vtable; the type is private, so no user holds it unboxed).
-/// Ended any other way, it wakes, so that the sleeping task polls again and completes:
-/// handed back by `stop()` and dropped, run, or told `cancelled()` by the user.
-pub(crate) struct WakeTask {
-    waker: Option<Waker>,
-}
-
-impl WakeTask {
-    fn new(waker: &Waker) -> WakeTask {
-        WakeTask { waker: Some(waker.clone()) }
-    }
-
-    /// Drops the waker without waking it.
-    fn silence(mut self) {
-        self.waker = None;
-    }
-}
-
-impl TimerTask for WakeTask {
-    fn run(self: Box<Self>) {
-        drop(self);
-    }
-
-    /// Only a user calls this (on a task `stop()` handed back, through
-    /// `Unfired::into_task`): the sleep is still waiting, so wake it (the drop does), and its
-    /// next poll completes.
-    fn cancelled(self: Box<Self>) {
-        drop(self);
-    }
-
-    /// Runs in place, unboxed: the drop wakes.
-    fn run_unboxed(self, _: Token) {
-        drop(self);
-    }
-
-    /// The sleep's own cancel (a `Sleep` dropped, moved to another waker, or disarmed):
-    /// nothing to wake.
-    fn cancelled_unboxed(self, _: Token) {
-        self.silence();
-    }
-
-    /// A wake-up is the crate's own short work: it runs on the shard even with offload, so
-    /// a busy pool delays no sleep (and a task on the pool may block on one).
-    fn runs_on_shard(_: Token) -> bool {
-        true
-    }
-
-    /// Dropped, it wakes its sleep (see `Drop`).
-    fn is_wake_up(_: Token) -> bool {
-        true
-    }
-}
-
-impl Drop for WakeTask {
-    fn drop(&mut self) {
-        if let Some(waker) = self.waker.take() {
-            waker.wake();
-        }
-    }
 }
 
 impl TimerService {
@@ -561,53 +480,4 @@ impl fmt::Debug for Sleep {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::{Sleep, WakeTask};
-    use std::mem::size_of;
-
-    fn assert_traits<T: std::future::Future<Output = ()> + Send + Sync + Unpin>() {}
-
-    /// The polling thread's home shard failed (its driver died): the sleep registers on the
-    /// next shard that runs, round from home; with every shard failed, the poll panics rather
-    /// than wait forever.
-    #[test]
-    fn a_sleep_refused_by_a_failed_shard_registers_on_the_next() {
-        use crate::TimerService;
-        use std::future::Future;
-        use std::task::{Context, Poll, Waker};
-        use std::time::Duration;
-
-        let timers = TimerService::builder().shards(3).build().unwrap();
-        let home = timers.route();
-        let poll_once = |sleep: &mut Sleep| {
-            let mut cx = Context::from_waker(Waker::noop());
-            std::pin::Pin::new(sleep).poll(&mut cx)
-        };
-        let shard_of = |sleep: &Sleep| match &sleep.phase {
-            super::Phase::Armed(timeout) => timeout.shard.shard().index,
-            _ => panic!("not registered"),
-        };
-        let mut sleep = timers.sleep(Duration::from_secs(30));
-        assert_eq!(poll_once(&mut sleep), Poll::Pending);
-        assert_eq!(shard_of(&sleep), home, "its own shard first");
-        for failed in 1..3 {
-            timers.shard_at((home + failed - 1) % 3).fail();
-            let mut sleep = timers.sleep(Duration::from_secs(30));
-            assert_eq!(poll_once(&mut sleep), Poll::Pending);
-            assert_eq!(shard_of(&sleep), (home + failed) % 3, "the next that runs, round from home");
-        }
-        drop(sleep);
-        timers.shard_at((home + 2) % 3).fail();
-        let mut sleep = timers.sleep(Duration::from_secs(30));
-        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut sleep)));
-        let message = refused.expect_err("no shard runs: the poll panics").downcast::<String>().unwrap();
-        assert!(message.contains("could not register"), "{message}");
-    }
-
-    #[test]
-    fn sleep_is_send_sync_unpin_and_small() {
-        assert_traits::<Sleep>();
-        assert_eq!(size_of::<Sleep>(), 48);
-        assert_eq!(size_of::<WakeTask>(), 16);
-    }
-}
+mod tests;
