@@ -77,12 +77,12 @@
 use crate::error::{ScheduleError, Stopped};
 use crate::service::TimerService;
 use crate::timeout::{Timeout, TimeoutState};
-use wake::{WakeTask, WakerId};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+use wake::{WakeTask, WakerId};
 
 mod wake;
 
@@ -300,12 +300,12 @@ impl Sleep {
     }
 
     /// The sleep's cell was cancelled by its shard, not by the sleep: `stop()` took it back,
-    /// or its shard's thread failed (a bug in shardwheel) and took it back as it closed. A
-    /// stopped service ends the wait (see `stopped_at`); a failed shard does not stop the
-    /// service, so the sleep registers again, on a shard that still runs.
+    /// its shard's thread failed (a bug in shardwheel) and took it back as it closed, or its
+    /// shard's wheel was at its limit and refused it. A stopped service ends the wait (see
+    /// `stopped_at`); the others do not stop the service, so the sleep registers again, on
+    /// a shard that still runs and has room (or panics as a refused registration does).
     fn taken_back(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
-        let failed = matches!(&self.phase, Phase::Armed(timeout) if timeout.shard.has_failed());
-        if failed && !self.service.is_stopped() {
+        if !self.service.is_stopped() {
             self.phase = Phase::Idle(tick);
             return self.arm(tick, waker);
         }

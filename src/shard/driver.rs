@@ -54,6 +54,8 @@ struct Local {
     taken: Vec<EntryRef>,
     /// Arms read from the mail while a stage was still due, to file once none is (`turn`).
     deferred: Vec<EntryRef>,
+    /// Whether this driver closed the shard to new timeouts (`watch_room`).
+    gate_closed: bool,
 }
 
 const_thread_local! {
@@ -82,6 +84,7 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
             due_stages: Vec::with_capacity(STAGE_BUDGET),
             taken: Vec::with_capacity(stage::CAPACITY),
             deferred: Vec::new(),
+            gate_closed: false,
         })
     });
     // Tasks' panics are caught where they run; one that reaches here is the driver's own (a
@@ -223,6 +226,7 @@ impl Local {
         let arms_may_file = !more_stages && !more_announced;
         let more_mail = self.drain_mailbox(MAILBOX_BUDGET, arms_may_file);
         let more_due = self.expire(now, batch);
+        self.watch_room();
         if more_stages || more_announced || more_mail || more_due || !self.deferred.is_empty() {
             return Turn::Busy;
         }
@@ -357,10 +361,49 @@ impl Local {
         }
     }
 
-    /// Puts a linked entry in the wheel, at its deadline, and records where.
+    /// Puts a linked entry in the wheel, at its deadline, and records where; refuses it if
+    /// the wheel is at its limit.
     fn insert(&mut self, entry: EntryRef) {
-        let key = self.wheel.insert(entry);
-        self.wheel.get(key).expect("just inserted").set_key(Some(key));
+        match self.wheel.try_insert(entry) {
+            Ok(key) => self.wheel.get(key).expect("just inserted").set_key(Some(key)),
+            Err(entry) => self.refuse(entry),
+        }
+    }
+
+    /// An entry that came in with the wheel at its limit: one of those in flight when the
+    /// shard closed its gate (`watch_room`) beyond what the headroom holds. Its schedule has
+    /// returned, so its task cannot be handed back: the timeout is cancelled here (it reads
+    /// `Cancelled`, counted as cancelled and as rejected) and its task dropped, inside a
+    /// catch, as a cancel would. The shard goes on: the limit never fails it.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, entry: EntryRef) {
+        self.close();
+        if let Some((task, _)) = entry.cancel() {
+            self.shard.release();
+            self.shard.counters.cancelled();
+            self.shard.counters.rejected();
+            drop_task(&self.shard, task);
+        }
+    }
+
+    /// Closes the shard to new timeouts (`Shard::close_gate`) when its wheel is within an
+    /// eighth of its limit, and opens it again once below three quarters. Once a turn.
+    fn watch_room(&mut self) {
+        let (len, limit) = (self.wheel.len(), self.wheel.limit());
+        if len >= limit - limit / 8 {
+            self.close();
+        } else if self.gate_closed && len < limit - limit / 4 {
+            self.gate_closed = false;
+            self.shard.open_gate();
+        }
+    }
+
+    fn close(&mut self) {
+        if !self.gate_closed {
+            self.gate_closed = true;
+            self.shard.close_gate();
+        }
     }
 
     /// Takes a cancelled entry out of the wheel, if it is in.
