@@ -115,6 +115,13 @@ impl Shard {
 
     /// Whether the shard's driver panicked (then its mailbox is closed too).
     pub(crate) fn has_failed(&self) -> bool {
+        // A caller that found the mailbox closed may have read `closed` with a Relaxed load
+        // (`Mailbox::pushed`, after its fence), which orders nothing after `fail`'s mark: it
+        // could then read `failed` still false and report `Shutdown` for a service that
+        // runs. Reading `closed` again (SeqCst, so Acquire: it reads `true` again, by
+        // coherence) synchronizes with `fail`'s close, which came after its mark. Loom:
+        // `schedule_races_a_failing_shard` found this (mutation SH11).
+        let _ = self.mailbox.is_closed();
         self.failed.load(Ordering::SeqCst)
     }
 
