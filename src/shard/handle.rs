@@ -416,7 +416,11 @@ mod tests {
         // handle is freed.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while Arc::strong_count(&shard) > 2 {
-            assert!(std::time::Instant::now() < deadline, "the owner's handle leaked ({} refs)", Arc::strong_count(&shard));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the owner's handle leaked ({} refs)",
+                Arc::strong_count(&shard)
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(stopped_tx);
