@@ -75,8 +75,8 @@ MUTATIONS = [
      """            std::mem::forget(self.wheel.remove(key));""",
      "loom_mailbox", "arm_in_mailbox_races_cancel"),
     ("M12", "a winning cancel forgets the task instead of dropping it", "src/timeout.rs",
-     """        self.shard.counters.panicked(crate::task::catch_panics(|| task.cancelled()));""",
-     """        self.shard.counters.panicked(crate::task::catch_panics(|| std::mem::forget(task)));""",
+     """        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.cancelled())) {""",
+     """        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| std::mem::forget(task))) {""",
      "loom_memory", "drop_races_expire_and_cancel"),
     ("M13", "a winning cancel by a thread other than the timeout's owner is not counted (pending stays up)", "src/timeout.rs",
      """        crate::staging::count_cancelled(self.shard.shard());""",
@@ -157,7 +157,7 @@ MUTATIONS = [
      """        if same_waker || !same_waker {
             return Poll::Pending;""",
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
-    ("M31", "a cancelled sleep wakes its waker", "src/future/sleep/wake.rs",
+    ("M31", "a cancelled sleep wakes its waker", "src/future/sleep.rs",
      """    fn cancelled_unboxed(self, _: Token) {
         self.silence();
     }""",
@@ -374,7 +374,7 @@ MUTATIONS = [
      "loom_stage", "sweep_races_take"),
     # Issue 25 (the shard's items 3, 4, 5, 8). Targets that are not loom models: "lib" (the
     # library's unit tests) or "test:<file>" (tests/<file>.rs), run without `--cfg loom`.
-    ("SH1", "a shard task's panic payload dropped outside the catch (a payload that panics on drop fails the shard)", "src/shard/tasks.rs",
+    ("SH1", "a shard task's panic payload dropped outside the catch (a payload that panics on drop fails the shard)", "src/shard/driver.rs",
      """        shard.counters.panicked(catch_panics(|| task.run_on_shard()));
     }
 }""",
@@ -385,10 +385,9 @@ MUTATIONS = [
 }""",
      "test:panic", "a_panic_whose_payload_panics_on_drop_does_not_fail_the_shard"),
     ("SH2", "cancel() drops a panic's payload outside the catch (the payload's panic escapes to the caller)", "src/timeout.rs",
-     """        self.shard.counters.panicked(crate::task::catch_panics(|| task.cancelled()));""",
-     """        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.cancelled())).is_err() {
-            self.shard.counters.panicked(1);
-        }""",
+     """            self.shard.counters.panicked(crate::task::drop_payload(payload));""",
+     """            drop(payload);
+            self.shard.counters.panicked(1);""",
      "test:panic", "a_cancel_whose_task_panics_with_a_payload_that_panics_on_drop_does_not_unwind"),
     ("SH3", "TestClock::advance from a shard's task waits instead of panicking (it hangs)", "src/test_clock.rs",
      """        if let Some(Ok(shard)) = service.as_ref().map(TimerService::route_or_home) {""",

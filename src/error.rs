@@ -102,7 +102,7 @@ impl<T> fmt::Debug for ScheduleError<T> {
 impl<T> fmt::Display for ScheduleError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ScheduleError::Rejected(_) => "timeout rejected: the shard is full (max_pending_per_shard pending timeouts, or its wheel at its limit of 2^32)",
+            ScheduleError::Rejected(_) => "timeout rejected: the shard holds max_pending_per_shard pending timeouts",
             ScheduleError::Shutdown(_) => "timeout not scheduled: the timer service is stopped",
             ScheduleError::NoSuchShard(_) => "timeout not scheduled: no shard with that index",
             ScheduleError::ShardFailed(_) => {

@@ -93,6 +93,7 @@ impl Counters {
         bump(&self.local.expired, by);
     }
     /// `by` panics caught (`task::catch_panics`: a task's, and its payload's own).
+    #[inline]
     pub(crate) fn panicked(&self, by: u64) {
         if by > 0 {
             bump(&self.local.panicked, by);

@@ -76,15 +76,14 @@
 
 use crate::error::{ScheduleError, Stopped};
 use crate::service::TimerService;
+use crate::task::TimerTask;
+use crate::task::sealed::Token;
 use crate::timeout::{Timeout, TimeoutState};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use wake::{WakeTask, WakerId};
-
-mod wake;
 
 /// A future that completes at a deadline; made by [`TimerService::sleep`] and
 /// [`TimerService::sleep_until`].
@@ -137,6 +136,88 @@ enum Phase {
     /// or the sleep was already due on its own shard's thread (its deadline, in ticks). It
     /// completes if the deadline has passed, else says the service stopped.
     Stopped(u64),
+}
+
+/// A waker's identity, as [`Waker::will_wake`] compares it: its data pointer and vtable.
+/// Kept as integers, so that a `Sleep` holds no pointer (it stays `Send + Sync`) and no
+/// second clone of the waker (no reference count moves to keep it).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct WakerId {
+    data: usize,
+    vtable: usize,
+}
+
+impl WakerId {
+    const NONE: WakerId = WakerId { data: 0, vtable: 0 };
+
+    fn of(waker: &Waker) -> WakerId {
+        WakerId { data: waker.data() as usize, vtable: std::ptr::from_ref(waker.vtable()) as usize }
+    }
+}
+
+/// The task in a sleep's cell: the waker to wake.
+///
+/// Running it wakes the waker (by dropping the task: see `Drop`). The sleep's own cancels (a
+/// drop, a poll with a new waker) drop it unwoken, through `cancelled_unboxed`, which only
+/// the crate reaches (the cell's vtable; the type is private, so no user holds it unboxed).
+/// Ended any other way, it wakes, so that the sleeping task polls again and completes:
+/// handed back by `stop()` and dropped, run, or told `cancelled()` by the user.
+pub(crate) struct WakeTask {
+    waker: Option<Waker>,
+}
+
+impl WakeTask {
+    fn new(waker: &Waker) -> WakeTask {
+        WakeTask { waker: Some(waker.clone()) }
+    }
+
+    /// Drops the waker without waking it.
+    fn silence(mut self) {
+        self.waker = None;
+    }
+}
+
+impl TimerTask for WakeTask {
+    fn run(self: Box<Self>) {
+        drop(self);
+    }
+
+    /// Only a user calls this (on a task `stop()` handed back, through
+    /// `Unfired::into_task`): the sleep is still waiting, so wake it (the drop does), and its
+    /// next poll completes.
+    fn cancelled(self: Box<Self>) {
+        drop(self);
+    }
+
+    /// Runs in place, unboxed: the drop wakes.
+    fn run_unboxed(self, _: Token) {
+        drop(self);
+    }
+
+    /// The sleep's own cancel (a `Sleep` dropped, moved to another waker, or disarmed):
+    /// nothing to wake.
+    fn cancelled_unboxed(self, _: Token) {
+        self.silence();
+    }
+
+    /// A wake-up is the crate's own short work: it runs on the shard even with offload, so
+    /// a busy pool delays no sleep (and a task on the pool may block on one).
+    fn runs_on_shard(_: Token) -> bool {
+        true
+    }
+
+    /// Dropped, it wakes its sleep (see `Drop`).
+    fn is_wake_up(_: Token) -> bool {
+        true
+    }
+}
+
+impl Drop for WakeTask {
+    fn drop(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
 }
 
 impl TimerService {

@@ -10,12 +10,13 @@
 //! all. A wake-up promised to producers is kept even if its timeouts are cancelled
 //! (`keep_promise`), so that arms later than it never cost a syscall.
 //!
+//! Every task it runs or drops goes through `task::catch_panics`: no task's panic, nor its
+//! payload's, reaches the driver ("`ShardFailed` is never a task's panic").
+//!
 //! The wheel sits in a thread-local, borrowed only for the short spells of a turn that do
 //! not run user code, so a task that schedules on its own shard files its timeout straight
 //! into the wheel (`schedule_local`) instead of going through the mailbox.
 
-pub(crate) use super::tasks::Pool;
-use super::tasks::{drop_task, offload_tasks, run_tasks};
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
@@ -25,6 +26,7 @@ use crate::stage::{self, Stage};
 use crate::state::State;
 use crate::sync::plain::Arc as PlainArc;
 use crate::sync::{Arc, Ordering, const_thread_local};
+use crate::task::catch_panics;
 use crate::wheel::Wheel;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -54,8 +56,6 @@ struct Local {
     taken: Vec<EntryRef>,
     /// Arms read from the mail while a stage was still due, to file once none is (`turn`).
     deferred: Vec<EntryRef>,
-    /// Whether this driver closed the shard to new timeouts (`watch_room`).
-    gate_closed: bool,
 }
 
 const_thread_local! {
@@ -84,7 +84,6 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
             due_stages: Vec::with_capacity(STAGE_BUDGET),
             taken: Vec::with_capacity(stage::CAPACITY),
             deferred: Vec::new(),
-            gate_closed: false,
         })
     });
     // Tasks' panics are caught where they run; one that reaches here is the driver's own (a
@@ -226,7 +225,6 @@ impl Local {
         let arms_may_file = !more_stages && !more_announced;
         let more_mail = self.drain_mailbox(MAILBOX_BUDGET, arms_may_file);
         let more_due = self.expire(now, batch);
-        self.watch_room();
         if more_stages || more_announced || more_mail || more_due || !self.deferred.is_empty() {
             return Turn::Busy;
         }
@@ -370,39 +368,20 @@ impl Local {
         }
     }
 
-    /// An entry that came in with the wheel at its limit: one of those in flight when the
-    /// shard closed its gate (`watch_room`) beyond what the headroom holds. Its schedule has
-    /// returned, so its task cannot be handed back: the timeout is cancelled here (it reads
-    /// `Cancelled`, counted as cancelled and as rejected) and its task dropped, inside a
-    /// catch, as a cancel would. The shard goes on: the limit never fails it.
+    /// An entry that came in with the wheel at its limit (2³² − 1 less its lists: the slab's
+    /// keys are `u32`, ~128 GB of timeouts). Its schedule has returned, so its task cannot be
+    /// handed back: the timeout is cancelled here (it reads `Cancelled`, counted as cancelled
+    /// and as rejected) and its task dropped, inside a catch, as a cancel would. The shard
+    /// goes on: the limit never fails it. (A service that must have its tasks handed back
+    /// sets `max_pending_per_shard`, whose `Rejected(task)` comes before the wheel's limit.)
     #[cold]
     #[inline(never)]
     fn refuse(&mut self, entry: EntryRef) {
-        self.close();
         if let Some((task, _)) = entry.cancel() {
             self.shard.release();
             self.shard.counters.cancelled();
             self.shard.counters.rejected();
             drop_task(&self.shard, task);
-        }
-    }
-
-    /// Closes the shard to new timeouts (`Shard::close_gate`) when its wheel is within an
-    /// eighth of its limit, and opens it again once below three quarters. Once a turn.
-    fn watch_room(&mut self) {
-        let (len, limit) = (self.wheel.len(), self.wheel.limit());
-        if len >= limit - limit / 8 {
-            self.close();
-        } else if self.gate_closed && len < limit - limit / 4 {
-            self.gate_closed = false;
-            self.shard.open_gate();
-        }
-    }
-
-    fn close(&mut self) {
-        if !self.gate_closed {
-            self.gate_closed = true;
-            self.shard.close_gate();
         }
     }
 
@@ -515,6 +494,56 @@ impl Local {
             self.shard.release();
             unfired.push(TakenBack { entry, task });
         }
+    }
+}
+
+/// Runs the committed tasks with nothing borrowed, catching panics.
+fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
+    for task in batch.drain(..) {
+        shard.counters.panicked(catch_panics(|| task.run_on_shard()));
+    }
+}
+
+/// Drops a task the shard holds the right to (it took it back), catching panics: its
+/// `Drop` is user code (a `Sleep`'s wake-up wakes the executor's waker).
+fn drop_task(shard: &Shard, task: OwnedTask) {
+    shard.counters.panicked(catch_panics(|| drop(task)));
+}
+
+/// The pool expired tasks may run on (`Builder::offload`, with the `offload` feature).
+#[cfg(feature = "offload")]
+pub(crate) type Pool = rayon::ThreadPool;
+
+/// Without the `offload` feature there is no pool: a type with no values, so the code that
+/// hands tasks over compiles and can never run.
+#[cfg(not(feature = "offload"))]
+#[derive(Debug)]
+pub(crate) enum Pool {}
+
+/// Hands the committed tasks to `pool`, each with the shard to count its panic on. The shard
+/// goes on at once.
+#[cfg(not(feature = "offload"))]
+fn offload_tasks(_: &Arc<Shard>, _: &mut Vec<OwnedTask>, pool: &Pool) {
+    match *pool {}
+}
+
+/// Hands the committed user tasks to `pool`, each with the shard to count its panic on (a
+/// cell freed on the pool goes back to its page like any foreign free), and goes on at once.
+/// The crate's own tasks (a `Sleep`'s wake-up, a series' control: `TimerTask::runs_on_shard`)
+/// run here, on the shard, as without offload: a pool busy with (or blocked by) user tasks
+/// must delay no sleep, and a task on the pool that waits for a sleep must not wait for a
+/// thread of the pool to wake it.
+#[cfg(feature = "offload")]
+fn offload_tasks(shard: &Arc<Shard>, batch: &mut Vec<OwnedTask>, pool: &Pool) {
+    for task in batch.drain(..) {
+        if task.runs_on_shard() {
+            shard.counters.panicked(catch_panics(|| task.run_on_shard()));
+            continue;
+        }
+        let shard = shard.clone();
+        // On the pool too: a payload dropped outside the catch would panic out of rayon's
+        // job, which aborts the process.
+        pool.spawn(move || shard.counters.panicked(catch_panics(|| task.run_on_shard())));
     }
 }
 

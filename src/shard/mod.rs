@@ -17,7 +17,6 @@
 pub(crate) mod driver;
 mod handle;
 mod stages;
-mod tasks;
 
 pub(crate) use handle::{OwnerHandle, ShardHandle, ShardRef};
 
@@ -51,11 +50,6 @@ pub(crate) struct Shard {
     settled: AtomicU64,
     /// `usize::MAX` when unbounded.
     max_pending: usize,
-    /// What `try_reserve` lets schedules in under: `max_pending`, or 0 while the driver has
-    /// closed the shard to new timeouts because its wheel is nearly at its limit
-    /// (`close_gate`; 2³² entries, ~128 GB). A plain word before that was added: an atomic
-    /// one read `Relaxed` compiles to the same load, so the arm path costs the same.
-    gate: AtomicUsize,
     pending: CachePadded<AtomicUsize>,
 }
 
@@ -73,7 +67,6 @@ impl Shard {
             settle_requested: AtomicU64::new(0),
             settled: AtomicU64::new(0),
             max_pending: max_pending.unwrap_or(usize::MAX),
-            gate: AtomicUsize::new(max_pending.unwrap_or(usize::MAX)),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
     }
@@ -136,27 +129,25 @@ impl Shard {
     /// a limit there is nothing to reserve. Inline, like the other small steps of an arm
     /// that the user's crate calls (`TimerService::schedule_routed`): a call of its own cost
     /// more than this check; the limited case is out of line.
+    ///
+    /// Not the wheel's own limit (2³² entries, ~128 GB): reading a word the driver could
+    /// close here cost every arm 10 instructions (callgrind, `examples/arm_cancel_loop.rs`:
+    /// an atomic load where a plain one was changes how the whole inlined arm is compiled),
+    /// so past that limit the driver refuses each timeout as it comes (`Local::refuse`).
     #[inline]
     pub(crate) fn try_reserve(&self) -> bool {
-        // Relaxed: see `close_gate`.
-        self.gate.load(Ordering::Relaxed) == usize::MAX || self.try_reserve_limited()
+        !self.limited() || self.try_reserve_limited()
     }
 
-    /// [`Shard::try_reserve`] under a `max_pending_per_shard` limit, or with the gate closed:
-    /// a setting a service opts into, or a wheel nearly full; out of line so that the inlined
-    /// check stays small.
+    /// [`Shard::try_reserve`] under a `max_pending_per_shard` limit: a setting a service opts
+    /// into, out of line so that the inlined check stays small.
     #[inline(never)]
     fn try_reserve_limited(&self) -> bool {
         // Relaxed throughout: `pending` is a count that publishes no data (see the counters
         // in `stats.rs`); the CAS loop alone makes the limit exact.
-        let gate = self.gate.load(Ordering::Relaxed);
-        if !self.limited() {
-            // Unlimited, so nothing to count: the gate is open (`usize::MAX`) or shut (0).
-            return gate == usize::MAX;
-        }
         let mut cur = self.pending.load(Ordering::Relaxed);
         loop {
-            if cur >= gate {
+            if cur >= self.max_pending {
                 return false;
             }
             match self.pending.compare_exchange_weak(cur, cur + 1, Ordering::Relaxed, Ordering::Relaxed) {
@@ -164,19 +155,6 @@ impl Shard {
                 Err(actual) => cur = actual,
             }
         }
-    }
-
-    /// Driver only: its wheel is nearly at its limit, so the shard refuses new timeouts
-    /// (`Rejected`, the task handed back) until it has room again (`open_gate`). Relaxed: a
-    /// schedule that reads the old value is one of those already in flight, which the wheel's
-    /// headroom takes (and past that, the driver refuses one by one: `Local::refuse`).
-    pub(crate) fn close_gate(&self) {
-        self.gate.store(0, Ordering::Relaxed);
-    }
-
-    /// Driver only: the wheel has room again; see `close_gate`.
-    pub(crate) fn open_gate(&self) {
-        self.gate.store(self.max_pending, Ordering::Relaxed);
     }
 
     /// Gives a reserved place back: a timeout left PENDING (or a reservation was not used).

@@ -37,7 +37,6 @@ fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
         due_stages: Vec::new(),
         taken: Vec::new(),
         deferred: Vec::new(),
-        gate_closed: false,
     };
     // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
     let now = shard.clock.now_tick();
@@ -164,16 +163,16 @@ fn a_promised_wake_up_is_kept_until_it_passes() {
     assert_eq!(keep_promise(None, None, 60), None);
 }
 
-/// At its wheel's limit (2³² entries, shrunk to 64 here) a shard refuses, and never fails: it
-/// closes its gate before the limit (new schedules get `Rejected`, the task handed back),
-/// refuses one by one what was already in flight past it (the timeout reads `Cancelled`, its
-/// task is dropped, counted as rejected and cancelled), and opens the gate again once the
-/// wheel has room. The slab's `expect` used to fail the shard there.
+/// At its wheel's limit (2³² entries, shrunk to 64 here) a shard refuses timeouts and never
+/// fails: each entry past the limit is cancelled (its timeout reads `Cancelled`), its task
+/// dropped, counted as rejected and as cancelled (so the stats still add up); once the wheel
+/// has room, the next entry is filed. The slab's `expect` used to fail the shard there.
 #[test]
 fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
     use crate::clock::Clock;
     use crate::entry::EntryRef;
     use crate::shard::{OwnerHandle, Shard};
+    use crate::state::State;
     use crate::stats::Stats;
     use crate::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -190,7 +189,6 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
         due_stages: Vec::new(),
         taken: Vec::new(),
         deferred: Vec::new(),
-        gate_closed: false,
     };
     let dropped = std::sync::Arc::new(AtomicUsize::new(0));
     struct Counted(std::sync::Arc<AtomicUsize>);
@@ -200,20 +198,19 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
         }
     }
     let far = shard.clock.now_tick() + 3_600_000;
-    assert!(shard.try_reserve(), "open while the wheel has room");
-    // Ten more than the wheel holds, in flight (as from stages) before the shard looks.
-    let handles: Vec<_> = (0..LIMIT + 10)
-        .map(|_| {
-            let counted = Counted(dropped.clone());
-            let (entry, handle) = EntryRef::new_pair(far, move || drop(counted));
-            local.arm(entry);
-            handle
-        })
-        .collect();
+    let mut arm = |local: &mut super::Local| {
+        let counted = Counted(dropped.clone());
+        let (entry, handle) = EntryRef::new_pair(far, move || drop(counted));
+        local.arm(entry);
+        handle
+    };
+    // Ten more than the wheel holds, in flight before the shard looks.
+    let handles: Vec<_> = (0..LIMIT + 10).map(|_| arm(&mut local)).collect();
+    let pending = |h: &EntryRef| matches!(h.state().load(), State::Pending { .. });
     assert_eq!(local.wheel.len(), LIMIT);
-    assert!(handles[..LIMIT].iter().all(|h| matches!(h.state().load(), crate::state::State::Pending { .. })));
+    assert!(handles[..LIMIT].iter().all(pending));
     assert!(
-        handles[LIMIT..].iter().all(|h| !matches!(h.state().load(), crate::state::State::Pending { .. })),
+        handles[LIMIT..].iter().all(|h| matches!(h.state().load(), State::Cancelled { .. })),
         "the ten past the limit are refused"
     );
     assert_eq!(dropped.load(Ordering::SeqCst), 10, "their tasks dropped on the shard");
@@ -221,17 +218,15 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
     shard.counters.add_to(&mut stats);
     assert_eq!(stats.rejected, 10);
     assert_eq!(shard.cancelled(), 10, "counted as cancelled: the stats still add up");
-    assert!(!shard.try_reserve(), "the gate is closed: new schedules get Rejected");
-    // Cancelled down to three quarters of the limit, the gate opens again.
-    for handle in &handles[..LIMIT / 4 + 1] {
-        let (task, _) = handle.cancel().expect("pending");
-        drop(task);
-        local.unlink(handle.clone());
-    }
+    // One cancelled and unlinked: room for the next.
+    let (task, _) = handles[0].cancel().expect("pending");
+    drop(task);
+    local.unlink(handles[0].clone());
+    let next = arm(&mut local);
+    assert!(pending(&next), "room again: filed");
     let mut batch = Vec::new();
     local.turn(&mut batch);
-    assert!(shard.try_reserve(), "room again: the gate is open");
-    drop(handles);
-    drop(local.shut_down());
     assert!(!shard.has_failed());
+    drop((handles, next));
+    drop(local.shut_down());
 }
