@@ -198,7 +198,7 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
         }
     }
     let far = shard.clock.now_tick() + 3_600_000;
-    let mut arm = |local: &mut super::Local| {
+    let arm = |local: &mut super::Local| {
         let counted = Counted(dropped.clone());
         let (entry, handle) = EntryRef::new_pair(far, move || drop(counted));
         local.arm(entry);
