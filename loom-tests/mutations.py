@@ -75,8 +75,8 @@ MUTATIONS = [
      """            std::mem::forget(self.wheel.remove(key));""",
      "loom_mailbox", "arm_in_mailbox_races_cancel"),
     ("M12", "a winning cancel forgets the task instead of dropping it", "src/timeout.rs",
-     """        if catch_unwind(AssertUnwindSafe(|| task.cancelled())).is_err() {""",
-     """        if catch_unwind(AssertUnwindSafe(|| std::mem::forget(task))).is_err() {""",
+     """        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.cancelled())) {""",
+     """        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| std::mem::forget(task))) {""",
      "loom_memory", "drop_races_expire_and_cancel"),
     ("M13", "a winning cancel by a thread other than the timeout's owner is not counted (pending stays up)", "src/timeout.rs",
      """        crate::staging::count_cancelled(self.shard.shard());""",
@@ -395,6 +395,63 @@ MUTATIONS = [
      """then(|| (self.nanos + ((cycles * self.mult) >> 32)).max(self.floor))""",
      """then(|| self.nanos + ((cycles * self.mult) >> 32))""",
      "lib", "clock::tsc::sim::never_behind_a_kernel_that_slews_at_any_moment"),
+    # Issue 25 (the shard's items 3, 4, 5, 8). Targets that are not loom models: "lib" (the
+    # library's unit tests) or "test:<file>" (tests/<file>.rs), run without `--cfg loom`.
+    ("SH1", "a shard task's panic payload dropped outside the catch (a payload that panics on drop fails the shard)", "src/shard/driver.rs",
+     """        shard.counters.panicked(catch_panics(|| task.run_on_shard()));
+    }
+}""",
+     """        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run_on_shard())).is_err() {
+            shard.counters.panicked(1);
+        }
+    }
+}""",
+     "test:panic", "a_panic_whose_payload_panics_on_drop_does_not_fail_the_shard"),
+    ("SH2", "cancel() drops a panic's payload outside the catch (the payload's panic escapes to the caller)", "src/timeout.rs",
+     """            self.shard.counters.panicked(crate::task::drop_payload(payload));""",
+     """            drop(payload);
+            self.shard.counters.panicked(1);""",
+     "test:panic", "a_cancel_whose_task_panics_with_a_payload_that_panics_on_drop_does_not_unwind"),
+    ("SH3", "TestClock::advance from a shard's task waits instead of panicking (it hangs)", "src/test_clock.rs",
+     """        if let Some(Ok(shard)) = service.as_ref().map(TimerService::route_or_home) {""",
+     """        if let Some(Ok(shard)) = service.as_ref().map(TimerService::route_or_home).filter(|_| false) {""",
+     "test:test_clock", "advance_from_a_task_on_a_shard_panics_at_once_and_never_hangs"),
+    ("SH4", "TestClock::advance wraps past the end of the clock instead of saturating", "src/test_clock.rs",
+     """|t| Some(t.saturating_add(by))""",
+     """|t| Some(t.wrapping_add(by))""",
+     "test:test_clock", "advance_saturates_at_the_end_of_the_clock_and_never_wraps"),
+    ("SH5", "the slab ignores its limit (the shard's wheel grows past it: at 2^32 the key overflows)", "src/wheel/slab.rs",
+     """            Ok(key) if key != NIL && self.len < self.limit => key,""",
+     """            Ok(key) if key != NIL => key,""",
+     "lib", "shard::driver::tests::a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on"),
+    ("SH6", "a Sleep that stop() took back never reads elapsed, even past its deadline", "src/future/sleep.rs",
+     """                TimeoutState::Cancelled => self.passed(timeout.entry.state().load().deadline()),""",
+     """                TimeoutState::Cancelled => false,""",
+     "test:sleep", "a_sleep_stop_took_back_is_elapsed_once_its_deadline_passes"),
+    ("SH7", "the biased count's owner keeps its plain path after its merge (its later drops are lost: leaked)", "src/shard/handle.rs",
+     """            if self.merged.with_mut(|m| *m) {""",
+     """            if false && self.merged.with_mut(|m| *m) {""",
+     "lib", "shard::handle::tests::an_owner_that_merged_drops_its_timeouts_through_the_shared_count"),
+    ("SH8", "the Acquire fence before the last shared drop frees a shard handle removed", "src/shard/handle.rs",
+     """            fence(Ordering::Acquire);
+            // SAFETY: the count reached zero: no reference is left, none can be made.""",
+     """            // SAFETY: the count reached zero: no reference is left, none can be made.""",
+     "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
+    ("SH9", "the owner's merge weakened from AcqRel to Release (a free by the merge not after the other drops)", "src/shard/handle.rs",
+     """        let before = handle.shared.fetch_add(delta, Ordering::AcqRel);""",
+     """        let before = handle.shared.fetch_add(delta, Ordering::Release);""",
+     "loom_memory", "a_handle_counted_on_its_thread_is_freed_once_whoever_lets_go_last"),
+    ("SH10", "a failing shard closes its mailbox before it is marked failed (a schedule reads Shutdown)", "src/shard/mod.rs",
+     """        self.failed.store(true, Ordering::SeqCst);
+        self.mailbox.close();""",
+     """        self.mailbox.close();
+        self.failed.store(true, Ordering::SeqCst);""",
+     "loom_shutdown", "schedule_races_a_failing_shard"),
+    ("SH11", "has_failed reads the mark without reading `closed` again (a Relaxed view of the close reads Shutdown)", "src/shard/mod.rs",
+     """        let _ = self.mailbox.is_closed();
+        self.failed.load(Ordering::SeqCst)""",
+     """        self.failed.load(Ordering::SeqCst)""",
+     "loom_shutdown", "schedule_races_a_failing_shard"),
 ]
 
 
@@ -407,17 +464,17 @@ def run(mutation):
         sys.exit(f"{mid}: the text to mutate occurs {original.count(old)} times in {path}; update the table")
     env = dict(os.environ, RUSTFLAGS="--cfg loom", CARGO_TARGET_DIR=os.path.join(ROOT, "target/loom"),
                LOOM_MAX_PREEMPTIONS=os.environ.get("LOOM_MAX_PREEMPTIONS", "3"))
-    command = ["cargo", "test", "--release", "--no-default-features", "--test", target, "--", name, "--exact",
-               "--test-threads=1"]
-    if target == "lib":
-        # A unit test of the library, not a loom model: the ordinary build.
-        env = dict(os.environ)
-        command = ["cargo", "test", "-p", "shardwheel", "--lib", "--", name, "--exact"]
     try:
         with open(full, "w") as f:
             f.write(original.replace(old, new))
         start = time.time()
-        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        if target.startswith("loom_"):
+            cmd = ["cargo", "test", "--release", "--no-default-features", "--test", target]
+        else:  # "lib" or "test:<file>": an ordinary test, in the ordinary build
+            env = dict(os.environ)
+            cmd = ["cargo", "test", "-p", "shardwheel"] + (["--lib"] if target == "lib" else ["--test", target[5:]])
+        proc = subprocess.run(cmd + ["--", name, "--exact", "--test-threads=1"], cwd=ROOT, env=env, capture_output=True,
+                              text=True)
         out = proc.stdout + proc.stderr
     finally:
         with open(full, "w") as f:
@@ -429,9 +486,9 @@ def run(mutation):
         lines = out.splitlines()
         why = next((l.strip() for l in lines
                     if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches", "released twice",
-                                            "assertion", "panicked at loom-tests"))), "test failed")
-        if target == "lib":
-            # A unit test's panic message: the line after "panicked at".
+                                            "assertion", "panicked at loom-tests", "panicked at tests", "panicked at src"))), "test failed")
+        if target == "lib" or target.startswith("test:"):
+            # A unit or integration test's panic message: the line after "panicked at".
             why = next((lines[i + 1].strip() for i, l in enumerate(lines[:-1]) if "panicked at" in l), why)
     else:
         verdict, why = "SURVIVED", "model passed"
@@ -448,13 +505,13 @@ def check():
         if found != 1:
             stale.append(f"{mid}: its text occurs {found} times in {path}")
         if target == "lib":
-            # A unit test beside the mutated file: `fn <last part of its path>(` in its folder.
-            folder = os.path.dirname(os.path.join(ROOT, path))
-            texts = [open(os.path.join(folder, f)).read() for f in os.listdir(folder) if f.endswith(".rs")]
-            if not any(f"fn {name.split('::')[-1]}(" in t for t in texts):
-                stale.append(f"{mid}: no test {name} in {folder}")
+            found = subprocess.run(["grep", "-rlq", f"fn {name.rsplit('::', 1)[-1]}(", os.path.join(ROOT, "src")]).returncode == 0
+            if not found:
+                stale.append(f"{mid}: no unit test {name} in src/")
             continue
         model = os.path.join(ROOT, "loom-tests", target.removeprefix("loom_") + ".rs")
+        if target.startswith("test:"):
+            model = os.path.join(ROOT, "tests", target[5:] + ".rs")
         with open(model) as f:
             if f"fn {name}(" not in f.read():
                 stale.append(f"{mid}: no model {name} in {model}")

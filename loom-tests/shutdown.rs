@@ -86,3 +86,29 @@ fn stop_races_cancel() {
         assert_eq!(timers.pending(), 0);
     });
 }
+
+/// schedule ∥ a shard failing (its driver's panic: `Shard::fail`): the schedule succeeds or
+/// fails with `ShardFailed`, never `Shutdown`, since the service is not stopped (a caller
+/// that read `Shutdown` would give up on a service that runs; a `Sleep` would report it
+/// stopped). `fail()` marks the shard failed before it closes the mailbox, so whoever finds
+/// it closed finds why; the other order leaves a window that this model reaches.
+#[test]
+fn schedule_races_a_failing_shard() {
+    model("schedule ∥ a shard failing", || {
+        let timers = service();
+        let (task, _counts) = Probe::new();
+        let producer = {
+            let timers = timers.clone();
+            loom::thread::spawn(move || {
+                shardwheel::loom_support::arm_through_mailbox();
+                match timers.schedule(Duration::from_secs(10), task) {
+                    Ok(_) | Err(ScheduleError::ShardFailed(_)) => {}
+                    Err(e) => panic!("a failing shard read as {e}: the service is not stopped"),
+                }
+            })
+        };
+        shardwheel::loom_support::fail_shard(&timers, 0);
+        producer.join().unwrap();
+        drop_unfired(timers.stop().unwrap());
+    });
+}

@@ -308,6 +308,12 @@ pub mod loom_support {
         }
     }
 
+    /// Fails shard `index` of `timers` from the calling thread, as its driver's panic does
+    /// (`Shard::fail`): for the models of what a schedule sees while a shard fails.
+    pub fn fail_shard(timers: &crate::TimerService, index: usize) {
+        timers.shard_at(index).fail();
+    }
+
     /// Makes the calling thread's arms skip its stages and go straight to the mailbox, as a
     /// thread whose thread-locals are gone arms: for the models of the mailbox protocol
     /// itself.

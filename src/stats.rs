@@ -20,9 +20,10 @@ pub struct Stats {
     pub cancelled: u64,
     /// Schedules refused because a shard was at `max_pending_per_shard`.
     pub rejected: u64,
-    /// Tasks that panicked while running on a shard (caught; the shard went on), or in their
+    /// Panics caught in tasks: while running on a shard (the shard went on), or in their
     /// `cancelled()` or `Drop` inside a winning [`Timeout::cancel`](crate::Timeout::cancel)
-    /// (caught there; the cancel stands).
+    /// (the cancel stands). A panic's payload whose own `Drop` panics is dropped inside a
+    /// catch too, and each such panic counts one more: a task's panic never fails its shard.
     pub panicked: u64,
     /// Timeouts pending now.
     pub pending: u64,
@@ -91,8 +92,12 @@ impl Counters {
     pub(crate) fn expired(&self, by: u64) {
         bump(&self.local.expired, by);
     }
-    pub(crate) fn panicked(&self) {
-        bump(&self.local.panicked, 1);
+    /// `by` panics caught (`task::catch_panics`: a task's, and its payload's own).
+    #[inline]
+    pub(crate) fn panicked(&self, by: u64) {
+        if by > 0 {
+            bump(&self.local.panicked, by);
+        }
     }
     pub(crate) fn unfired(&self, by: u64) {
         bump(&self.local.unfired, by);

@@ -1,5 +1,7 @@
 //! What a timeout runs.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
 /// The work a timeout does when it fires, or is told when it is cancelled.
 ///
 /// Any `FnOnce() + Send + 'static` closure is a `TimerTask` whose `run` calls it. Implement
@@ -110,6 +112,40 @@ pub trait TimerTask: Send + 'static {
         Self: Sized,
     {
         false
+    }
+}
+
+/// Runs `f`, catching its panic, and drops what the panic carried inside a catch too: a
+/// payload whose own `Drop` panics (`std::panic::panic_any(PanicsOnDrop)`) would otherwise
+/// panic again wherever the caller let go of it, outside any catch (on a shard, that failed
+/// the shard: "`ShardFailed` is never a task's panic" rests on this). Returns how many panics
+/// were caught: 0 if `f` returned, else 1 for `f`'s and one more for each payload's. Every
+/// place that runs or drops a user's task goes through this. Inline, with the payload's
+/// drop out of line: `Timeout::cancel` runs this on every cancel, and the common case must
+/// cost what a bare `catch_unwind` does.
+#[inline]
+pub(crate) fn catch_panics(f: impl FnOnce()) -> u64 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => 0,
+        Err(payload) => drop_payload(payload),
+    }
+}
+
+/// Drops a caught panic's payload inside a catch; each payload that panics as it is dropped
+/// hands over another, dropped the same way, until one drops cleanly. Returns the panics:
+/// the one that carried `payload`, and one for each payload's.
+#[cold]
+#[inline(never)]
+pub(crate) fn drop_payload(mut payload: Box<dyn std::any::Any + Send>) -> u64 {
+    let mut panics = 1;
+    loop {
+        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            Ok(()) => return panics,
+            Err(next) => {
+                panics += 1;
+                payload = next;
+            }
+        }
     }
 }
 

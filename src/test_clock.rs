@@ -60,12 +60,43 @@ impl TestClock {
         TestClock { clock, time, service: service.downgrade() }
     }
 
-    /// The clock's time now.
+    /// The clock's time now: where the service started, plus every [`advance`] since. Take
+    /// `Instant` deadlines from here, not from `Instant::now()`.
+    ///
+    /// [`advance`]: TestClock::advance
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let (timers, clock) = TimerService::builder().shards(1).build_paused()?;
+    /// let at = clock.now() + Duration::from_secs(30);
+    /// let timeout = timers.schedule_at(at, || {})?;
+    /// assert_eq!(timeout.deadline(), at, "a whole number of ticks from the start");
+    /// std::thread::sleep(Duration::from_millis(2));
+    /// assert_eq!(clock.now() + Duration::from_secs(30), at, "real time does not move it");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn now(&self) -> Instant {
         self.clock.now()
     }
 
-    /// How far the clock has been moved since the service was built.
+    /// How far the clock has been moved since the service was built. It stops at
+    /// `u64::MAX` nanoseconds (about 584 years): an `advance` past that leaves it there.
+    ///
+    /// ```
+    /// use shardwheel::TimerService;
+    /// use std::time::Duration;
+    ///
+    /// let (_timers, clock) = TimerService::builder().shards(1).build_paused()?;
+    /// assert_eq!(clock.elapsed(), Duration::ZERO);
+    /// clock.advance(Duration::from_secs(2));
+    /// clock.advance(Duration::from_millis(500));
+    /// assert_eq!(clock.elapsed(), Duration::from_millis(2500));
+    /// clock.advance(Duration::MAX);
+    /// assert_eq!(clock.elapsed(), Duration::from_nanos(u64::MAX), "saturated, not wrapped");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.time.load(Ordering::Acquire))
     }
@@ -86,13 +117,30 @@ impl TestClock {
     /// # drop(timers);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If called from a timer task running on one of the service's own shard threads, before
+    /// the clock moves: `advance` waits for every shard to catch up, and that shard cannot
+    /// while its task waits, so the call would hang (and every other `advance` behind it).
+    /// Move the clock from the test's thread, or run such tasks on a pool
+    /// ([`Builder::offload`](crate::Builder::offload)), whose threads may call it.
     pub fn advance(&self, by: Duration) {
+        let service = self.service.upgrade();
+        if let Some(Ok(shard)) = service.as_ref().map(TimerService::route_or_home) {
+            panic!(
+                "TestClock::advance called from a timer task on shard {shard}'s own thread: it waits \
+                 for every shard to fire what is due, and this one cannot while its task waits, so \
+                 it would hang; advance the clock from the test's thread (or run the task on a \
+                 Builder::offload pool)"
+            );
+        }
         let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
         // Release: pairs with the Acquire of `Clock::now`, so that what this thread did
         // before the move (its arms) is visible to whoever sees the new time.
         // A saturating add in a CAS loop: time stops at the end of the counter, never wraps.
         let _ = self.time.fetch_update(Ordering::Release, Ordering::Relaxed, |t| Some(t.saturating_add(by)));
-        if let Some(service) = self.service.upgrade() {
+        if let Some(service) = service {
             service.settle_paused();
         }
     }

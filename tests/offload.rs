@@ -141,3 +141,22 @@ fn a_sleep_awaited_inside_a_task_on_a_one_thread_pool_completes() {
     let took = rx.recv_timeout(PATIENCE).expect("the sleep inside the pool's only thread was never woken");
     assert!(took >= Duration::from_millis(5), "early: {took:?}");
 }
+
+/// On the pool too, a task's panic whose payload panics as it is dropped is caught and
+/// counted: it used to unwind out of rayon's job, which aborts the process.
+#[test]
+fn a_panic_whose_payload_panics_on_drop_is_caught_on_the_pool() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            std::panic::panic_any("deliberate test panic: the payload's drop");
+        }
+    }
+    let timers = TimerService::builder().shards(1).pin_threads(false).offload(pool()).build().unwrap();
+    timers.schedule(Duration::from_millis(1), || std::panic::panic_any(PanicsOnDrop)).unwrap();
+    assert!(wait_until(|| timers.stats().panicked == 2, PATIENCE), "both panics counted: {:?}", timers.stats());
+    let (tx, rx) = mpsc::channel();
+    timers.schedule(Duration::from_millis(1), move || tx.send(()).unwrap()).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok(()));
+    assert_eq!(timers.stats().failed_shards, 0);
+}

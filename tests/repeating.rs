@@ -215,10 +215,18 @@ fn stop_hands_a_reset_series_back_once() {
             counted.fetch_add(1, Ordering::SeqCst);
         })
         .unwrap();
+    // The shard has read the series' arm and sleeps until its first run, a minute out.
+    std::thread::sleep(Duration::from_millis(50));
     assert!(handle.reset(Duration::from_secs(3600)), "the series now ends in an hour");
-    // The reset's notice reaches the shard, which files the handle.
-    assert!(wait_until(|| timers.stats().queued == 0, PATIENCE));
-    std::thread::sleep(Duration::from_millis(20));
+    // The reset's notice is due later than the shard's sleep, so it does not wake the shard
+    // (by design: a notice is read before its deadline, `Stats::queued`); this test used to
+    // wait for `queued == 0` as if it did, and failed whenever the shard was already asleep.
+    // A timeout due now wakes it; the turn that fires it reads the notice (sent before it)
+    // too, and files the handle.
+    let (tx, rx) = std::sync::mpsc::channel();
+    timers.schedule(Duration::ZERO, move || tx.send(()).unwrap()).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok(()));
+    assert_eq!(timers.stats().queued, 0, "the notice was read with the mail of that turn");
     let mut unfired = timers.stop().unwrap();
     assert_eq!(unfired.len(), 1, "the series, once: {unfired:?}");
     assert!(handle.is_pending());

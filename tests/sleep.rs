@@ -279,3 +279,23 @@ fn debug_names_the_phase() {
     assert!(format!("{sleep:?}").contains("registered"));
     assert!(format!("{:?}", timers.timeout(Duration::from_secs(1), async {})).starts_with("WithTimeout"));
 }
+
+/// A sleep whose cell `stop()` took back is not elapsed before its deadline and is once the
+/// deadline has passed (`is_elapsed` reads the clock for a cell the shard cancelled), and
+/// `try_poll` agrees with it either side. On a paused clock, so that "passed" is exact.
+#[test]
+fn a_sleep_stop_took_back_is_elapsed_once_its_deadline_passes() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let mut sleep = Box::pin(timers.sleep(Duration::from_secs(10)));
+    let mut later = Box::pin(timers.sleep(Duration::from_secs(10)));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
+    assert!(later.as_mut().try_poll(&mut cx).is_pending());
+    assert_eq!(timers.stop().unwrap().len(), 2, "stop takes both cells back");
+    assert!(!sleep.is_elapsed(), "taken back before its deadline: not elapsed");
+    assert!(!later.is_elapsed());
+    assert!(matches!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(_))), "stopped before its deadline");
+    clock.advance(Duration::from_secs(10));
+    assert!(later.is_elapsed(), "its deadline has passed: elapsed, stopped or not");
+    assert_eq!(later.as_mut().try_poll(&mut cx), Poll::Ready(Ok(())));
+}

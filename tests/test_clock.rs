@@ -181,3 +181,52 @@ fn advance_waits_for_what_is_due_now_even_within_a_tick_and_across_shards() {
     let got = rx.try_recv();
     assert_eq!(got, Ok("chain"));
 }
+
+/// `advance` from a task on one of the service's shard threads panics at once, with the
+/// reason, before it moves the clock; it used to wait for its own shard forever, and the test
+/// thread's `advance` with it. Run on a thread of its own so that a hang fails the test.
+#[test]
+fn advance_from_a_task_on_a_shard_panics_at_once_and_never_hangs() {
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (timers, clock) = TimerService::builder().shards(2).pin_threads(false).build_paused().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let inner = clock.clone();
+        timers
+            .schedule(Duration::from_secs(1), move || {
+                let caught = std::panic::catch_unwind(|| inner.advance(Duration::from_secs(5)));
+                let message = caught.err().and_then(|p| p.downcast::<String>().ok()).map(|m| *m);
+                tx.send(message).unwrap();
+            })
+            .unwrap();
+        clock.advance(Duration::from_secs(1));
+        let message = rx.try_recv().expect("the task ran before advance returned");
+        let message = message.expect("advance from a shard's task panics");
+        assert!(message.contains("TestClock::advance called from a timer task"), "{message}");
+        assert_eq!(clock.elapsed(), Duration::from_secs(1), "the refused advance did not move the clock");
+        assert_eq!(timers.stats().failed_shards, 0);
+        done_tx.send(()).unwrap();
+    });
+    assert_eq!(done_rx.recv_timeout(Duration::from_secs(60)), Ok(()), "advance hung (or the check failed)");
+}
+
+/// The paused clock's arithmetic at its extremes: an `advance` past the end of its counter
+/// (584 years of nanoseconds) stops there, never wraps round to the past, and the shards
+/// still answer (a pending timeout fires, nothing hangs).
+#[test]
+fn advance_saturates_at_the_end_of_the_clock_and_never_wraps() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let (tx, rx) = mpsc::channel();
+    timers.schedule(Duration::from_secs(3600), move || tx.send(()).unwrap()).unwrap();
+    let start = clock.now();
+    clock.advance(Duration::from_nanos(u64::MAX - 10));
+    assert_eq!(rx.try_recv(), Ok(()), "what was due fired");
+    let before = clock.now();
+    clock.advance(Duration::from_nanos(20));
+    assert_eq!(clock.elapsed(), Duration::from_nanos(u64::MAX), "stopped at the end, not wrapped");
+    assert!(clock.now() >= before, "time never goes back");
+    clock.advance(Duration::MAX);
+    assert_eq!(clock.elapsed(), Duration::from_nanos(u64::MAX));
+    assert_eq!(clock.now() - start, Duration::from_nanos(u64::MAX));
+    drop(timers.stop().unwrap());
+}

@@ -10,6 +10,9 @@
 //! all. A wake-up promised to producers is kept even if its timeouts are cancelled
 //! (`keep_promise`), so that arms later than it never cost a syscall.
 //!
+//! Every task it runs or drops goes through `task::catch_panics`: no task's panic, nor its
+//! payload's, reaches the driver ("`ShardFailed` is never a task's panic").
+//!
 //! The wheel sits in a thread-local, borrowed only for the short spells of a turn that do
 //! not run user code, so a task that schedules on its own shard files its timeout straight
 //! into the wheel (`schedule_local`) instead of going through the mailbox.
@@ -23,6 +26,7 @@ use crate::stage::{self, Stage};
 use crate::state::State;
 use crate::sync::plain::Arc as PlainArc;
 use crate::sync::{Arc, Ordering, const_thread_local};
+use crate::task::catch_panics;
 use crate::wheel::Wheel;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -97,7 +101,13 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
         // The service goes on: wake the sleeps this shard held (dropping a `Sleep`'s wake-up
         // wakes it) rather than keep them for a `stop()` that may be far off. Each finds its
         // cell taken back by a failed shard and registers again on one that runs.
-        taken_back.retain(|TakenBack { task, .. }| !task.is_wake_up());
+        // Dropped inside a catch: a wake-up calls the executor's waker.
+        let (wake_ups, rest) = taken_back.into_iter().partition(|TakenBack { task, .. }| task.is_wake_up());
+        taken_back = rest;
+        for TakenBack { entry, task } in wake_ups {
+            drop_task(&shard, task);
+            drop(entry);
+        }
     }
     // SeqCst, as the mailbox's `closed` it was stored before: this thread saw `closed`, so
     // it sees the flag if the service's last drop set it.
@@ -106,9 +116,7 @@ pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<Tak
         // dropped, rather than in whichever thread drops the thread's result, and catch
         // their panics (a detached thread's result that panics on drop aborts the process).
         for TakenBack { entry, task } in taken_back {
-            if catch_unwind(AssertUnwindSafe(|| drop(task))).is_err() {
-                shard.counters.panicked();
-            }
+            drop_task(&shard, task);
             drop(entry);
         }
         return Vec::new();
@@ -351,10 +359,30 @@ impl Local {
         }
     }
 
-    /// Puts a linked entry in the wheel, at its deadline, and records where.
+    /// Puts a linked entry in the wheel, at its deadline, and records where; refuses it if
+    /// the wheel is at its limit.
     fn insert(&mut self, entry: EntryRef) {
-        let key = self.wheel.insert(entry);
-        self.wheel.get(key).expect("just inserted").set_key(Some(key));
+        match self.wheel.try_insert(entry) {
+            Ok(key) => self.wheel.get(key).expect("just inserted").set_key(Some(key)),
+            Err(entry) => self.refuse(entry),
+        }
+    }
+
+    /// An entry that came in with the wheel at its limit (2³² − 1 less its lists: the slab's
+    /// keys are `u32`, ~128 GB of timeouts). Its schedule has returned, so its task cannot be
+    /// handed back: the timeout is cancelled here (it reads `Cancelled`, counted as cancelled
+    /// and as rejected) and its task dropped, inside a catch, as a cancel would. The shard
+    /// goes on: the limit never fails it. (A service that must have its tasks handed back
+    /// sets `max_pending_per_shard`, whose `Rejected(task)` comes before the wheel's limit.)
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, entry: EntryRef) {
+        if let Some((task, _)) = entry.cancel() {
+            self.shard.release();
+            self.shard.counters.cancelled();
+            self.shard.counters.rejected();
+            drop_task(&self.shard, task);
+        }
     }
 
     /// Takes a cancelled entry out of the wheel, if it is in.
@@ -472,10 +500,14 @@ impl Local {
 /// Runs the committed tasks with nothing borrowed, catching panics.
 fn run_tasks(shard: &Shard, batch: &mut Vec<OwnedTask>) {
     for task in batch.drain(..) {
-        if catch_unwind(AssertUnwindSafe(|| task.run_on_shard())).is_err() {
-            shard.counters.panicked();
-        }
+        shard.counters.panicked(catch_panics(|| task.run_on_shard()));
     }
+}
+
+/// Drops a task the shard holds the right to (it took it back), catching panics: its
+/// `Drop` is user code (a `Sleep`'s wake-up wakes the executor's waker).
+fn drop_task(shard: &Shard, task: OwnedTask) {
+    shard.counters.panicked(catch_panics(|| drop(task)));
 }
 
 /// The pool expired tasks may run on (`Builder::offload`, with the `offload` feature).
@@ -505,17 +537,13 @@ fn offload_tasks(_: &Arc<Shard>, _: &mut Vec<OwnedTask>, pool: &Pool) {
 fn offload_tasks(shard: &Arc<Shard>, batch: &mut Vec<OwnedTask>, pool: &Pool) {
     for task in batch.drain(..) {
         if task.runs_on_shard() {
-            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard())).is_err() {
-                shard.counters.panicked();
-            }
+            shard.counters.panicked(catch_panics(|| task.run_on_shard()));
             continue;
         }
         let shard = shard.clone();
-        pool.spawn(move || {
-            if catch_unwind(AssertUnwindSafe(|| task.run_on_shard())).is_err() {
-                shard.counters.panicked();
-            }
-        });
+        // On the pool too: a payload dropped outside the catch would panic out of rayon's
+        // job, which aborts the process.
+        pool.spawn(move || shard.counters.panicked(catch_panics(|| task.run_on_shard())));
     }
 }
 
@@ -546,167 +574,4 @@ fn sleep(shard: &Shard, next: Option<u64>) {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::keep_promise;
-    use crate::error::ScheduleError;
-    use crate::mailbox::{Command, Sent};
-    use crate::{TimeoutState, TimerService};
-    use std::sync::mpsc;
-    use std::time::{Duration, Instant};
-
-    /// How long these tests wait for what should happen soon: long, for valgrind's pace (CI
-    /// runs these tests there). A passing test never waits this long. (The injected panic is
-    /// sent with deadline 0, so that it wakes a sleeping shard: sent with none, it waited for
-    /// whatever woke the shard next.)
-    const PATIENCE: Duration = Duration::from_secs(60);
-
-    /// Every source gets a share of every turn: with more stages due than a turn takes, the
-    /// mail (here an earlier reset's refile notice) is still read in the same turn. The
-    /// turn used to skip the mail while any stage was still due, so threads whose stages
-    /// were always due could hold cancel and reset notices back without bound.
-    #[test]
-    fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
-        use crate::clock::Clock;
-        use crate::entry::EntryRef;
-        use crate::shard::{OwnerHandle, Shard};
-        use crate::stage::Stage;
-        use crate::state::Reset;
-        use crate::sync::Arc;
-
-        let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
-        let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
-        let mut local = super::Local {
-            shard: shard.clone(),
-            handle: OwnerHandle::new(shard.clone(), None),
-            wheel: crate::wheel::Wheel::new(),
-            due: Vec::new(),
-            stages: super::StageWheel::new(),
-            due_stages: Vec::new(),
-            taken: Vec::new(),
-            deferred: Vec::new(),
-        };
-        // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
-        let now = shard.clock.now_tick();
-        let (entry, handle) = EntryRef::new_pair(now + 3_600_000, || {});
-        local.arm(entry);
-        assert_eq!(handle.state().try_reset(now), Reset::Earlier);
-        shard.mailbox.send(Command::Refile(handle.clone()), Some(now));
-        // An arm through the mail waits while stages are due (they may hold its thread's
-        // older arms), and is filed after them.
-        let (armed, armed_handle) = EntryRef::new_pair(now, || {});
-        shard.mailbox.send(Command::Arm(armed), Some(now));
-        // Twice as many due stages as a turn takes, each holding one due timeout.
-        let stages: Vec<_> = (0..2 * super::STAGE_BUDGET)
-            .map(|_| {
-                let stage = Arc::new(Stage::new());
-                let (entry, _handle) = EntryRef::new_pair(0, || {});
-                assert!(matches!(stage.push(entry, 0), crate::stage::Push::Staged(_)));
-                local.stages.file(&stage);
-                stage
-            })
-            .collect();
-        let mut batch = Vec::new();
-        assert!(matches!(local.turn(&mut batch), super::Turn::Busy), "stages are left for the next turn");
-        assert_eq!(shard.mailbox.len(), 0, "the mail was read in the same turn");
-        assert!(!batch.is_empty());
-        assert_eq!(local.deferred.len(), 1, "the arm waits for the due stages");
-        // The refiled timeout is due now: the next turns fire it.
-        for _ in 0..4 {
-            local.turn(&mut batch);
-        }
-        assert_eq!(handle.state().load(), crate::state::State::Expired { deadline: now });
-        assert!(local.deferred.is_empty());
-        assert_eq!(armed_handle.state().load(), crate::state::State::Expired { deadline: now });
-        drop(batch);
-        for stage in &stages {
-            assert!(stage.is_empty());
-        }
-        drop(local.shut_down());
-    }
-
-    /// A `Sleep` on a shard whose driver fails is woken, registers again on a shard that
-    /// runs, and completes on time: a failed shard does not stop the service, so it must
-    /// neither hang the sleep until `stop()` nor report the service stopped.
-    #[test]
-    fn a_sleep_on_a_failed_shard_moves_to_a_shard_that_runs() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        use std::task::{Context, Poll, Wake, Waker};
-
-        struct Flag(AtomicUsize);
-        impl Wake for Flag {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
-        let flag = Arc::new(Flag(AtomicUsize::new(0)));
-        let waker = Waker::from(flag.clone());
-        let mut cx = Context::from_waker(&waker);
-        let start = Instant::now();
-        let mut sleep = Box::pin(timers.sleep(Duration::from_millis(300)));
-        assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
-        // The sleep registered on this thread's home shard: make that one fail.
-        let home = crate::routing::home_shard(2);
-        assert_eq!(timers.shard_at(home).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
-        let deadline = Instant::now() + PATIENCE;
-        while flag.0.load(Ordering::SeqCst) == 0 {
-            assert!(Instant::now() < deadline, "the failed shard wakes the sleep");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(!timers.is_stopped());
-        // Registered again, on the shard that runs: pending until its deadline, then done.
-        assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "not early, not stopped");
-        while sleep.as_mut().try_poll(&mut cx).is_pending() {
-            assert!(Instant::now() < deadline, "the sleep completes on the other shard");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(start.elapsed() >= Duration::from_millis(300), "never early");
-        // A new sleep from this thread goes past the failed home shard too.
-        let mut again = Box::pin(timers.sleep(Duration::from_millis(1)));
-        while again.as_mut().try_poll(&mut cx) != Poll::Ready(Ok(())) {
-            assert!(Instant::now() < deadline, "a new sleep completes");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        drop(timers.stop().unwrap());
-    }
-
-    /// A driver that panics (a bug, injected here) closes its shard: later schedules there
-    /// fail with `ShardFailed` and hand the task back, the other shards go on, and `stop()`
-    /// still hands back what the failed shard held (it used to re-raise the panic, and
-    /// schedules went on into a mailbox nobody read).
-    #[test]
-    fn a_driver_that_panics_closes_its_shard_and_stop_hands_back_what_it_held() {
-        let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
-        let held = timers.schedule_on(0, Duration::from_secs(3600), || {}).unwrap();
-        assert_eq!(timers.shard_at(0).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
-        let deadline = Instant::now() + PATIENCE;
-        while timers.stats().failed_shards == 0 {
-            assert!(Instant::now() < deadline, "the shard is marked failed");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(timers.stats().failed_shards, 1);
-        assert!(!timers.is_stopped(), "one shard failed; the service is not stopped");
-        match timers.schedule_on(0, Duration::from_millis(1), || assert_eq!(7, 7)) {
-            Err(ScheduleError::ShardFailed(task)) => task(),
-            other => panic!("expected ShardFailed, got {other:?}"),
-        }
-        let (tx, rx) = mpsc::channel();
-        timers.schedule_on(1, Duration::from_millis(1), move || tx.send(()).unwrap()).unwrap();
-        assert_eq!(rx.recv_timeout(PATIENCE), Ok(()), "the other shard still fires");
-        let unfired = timers.stop().expect("stop does not re-raise the shard's panic");
-        assert!(unfired.iter().any(|u| u.timeout().ptr_eq(&held)), "the failed shard's timeout is handed back");
-        assert_eq!(held.state(), TimeoutState::Cancelled);
-    }
-
-    #[test]
-    fn a_promised_wake_up_is_kept_until_it_passes() {
-        assert_eq!(keep_promise(Some(50), None, 10), Some(50));
-        assert_eq!(keep_promise(Some(90), Some(50), 10), Some(50), "the earlier promise stands");
-        assert_eq!(keep_promise(None, Some(50), 10), Some(50), "even with the wheel emptied");
-        assert_eq!(keep_promise(Some(30), Some(50), 10), Some(30), "an earlier deadline wins");
-        assert_eq!(keep_promise(Some(90), Some(50), 50), Some(90), "a promise kept is over");
-        assert_eq!(keep_promise(None, Some(50), 60), None, "nothing to do: sleep without a timeout");
-        assert_eq!(keep_promise(None, None, 60), None);
-    }
-}
+mod tests;

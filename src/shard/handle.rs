@@ -79,6 +79,14 @@ pub(crate) struct ShardHandle {
     /// cancels on the shard are counted there. Written through by the owner alone, and only
     /// until its merge, after which the slot is given back (`OwnerHandle::drop`).
     counts: Option<NonNull<Slot>>,
+    /// Under loom only: what makes a free an access loom sees. Loom does not treat freeing
+    /// memory as touching it, so a free not ordered after another thread's last use (the
+    /// Acquire fence in `release_shared` cut, or the merge's AcqRel weakened) went unseen.
+    /// Each thread reads this cell as it lets go of a reference (`release`), and the free
+    /// writes it: loom reports a write not ordered after every read ("Causality
+    /// violation"), as Miri's race detector reports a racing free.
+    #[cfg(loom)]
+    life: UnsafeCell<()>,
 }
 
 // SAFETY: `shard` and `shared` are shared safely (`Arc`, an atomic); `local` and `merged` are
@@ -102,6 +110,8 @@ impl ShardHandle {
             merged: UnsafeCell::new(true),
             shared: AtomicU64::new(1),
             counts: None,
+            #[cfg(loom)]
+            life: UnsafeCell::new(()),
         };
         ShardRef { ptr: handle.leak() }
     }
@@ -131,6 +141,8 @@ impl ShardHandle {
     unsafe fn release_shared(ptr: NonNull<ShardHandle>) {
         // SAFETY: the caller's reference keeps the handle alive until the `fetch_sub`.
         let shared = unsafe { &ptr.as_ref().shared };
+        // SAFETY: as above.
+        unsafe { ptr.as_ref() }.released();
         // Release: every use of the handle through this reference happens before the free;
         // pairs with the Acquire fence in whichever thread frees it (as `Arc::drop`).
         if shared.fetch_sub(1, Ordering::Release) == 1 {
@@ -145,9 +157,21 @@ impl ShardHandle {
     unsafe fn free(ptr: NonNull<ShardHandle>) {
         #[cfg(loom)]
         crate::loom_live::add_handle(-1);
+        // The free, as loom sees it (see `life`).
+        // SAFETY: no reference is left, so the handle is still there and this thread's alone.
+        #[cfg(loom)]
+        unsafe { ptr.as_ref() }.life.with_mut(|_| ());
         // SAFETY: the handle came from `Box::leak` in `leak`, and by the contract no one
         // refers to it any more.
         drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }
+
+    /// A reference to the handle is about to be let go of: under loom, its last use as loom
+    /// sees it (see `life`); nothing otherwise.
+    #[inline]
+    fn released(&self) {
+        #[cfg(loom)]
+        self.life.with(|_| ());
     }
 
     /// The shard's own counted reference.
@@ -274,6 +298,8 @@ impl OwnerHandle {
             merged: UnsafeCell::new(owner == NO_OWNER),
             shared: AtomicU64::new(if owner == NO_OWNER { 1 } else { BIAS }),
             counts: counts.map(NonNull::from),
+            #[cfg(loom)]
+            life: UnsafeCell::new(()),
         };
         OwnerHandle { ptr: handle.leak() }
     }
@@ -323,6 +349,7 @@ impl Drop for OwnerHandle {
         // The owner's references less this one, less the bias (wrapping: `mine` may be below
         // 1 where the owner dropped references other threads made).
         let delta = mine.wrapping_sub(1).wrapping_sub(BIAS);
+        handle.released();
         // AcqRel: releases the owner's uses (its plain drops included) to whoever frees the
         // handle, and acquires the other threads' if this frees it.
         let before = handle.shared.fetch_add(delta, Ordering::AcqRel);
@@ -353,6 +380,53 @@ mod tests {
     use crate::sync::Arc;
     use std::sync::mpsc;
     use std::time::Duration;
+
+    /// A thread that merged its count while it lives (it forgot the stage of a stopped
+    /// shard, as its next first arm on another shard does) and then drops its timeouts: those
+    /// drops must take the atomic path, the owner's plain one being closed by the merge (its
+    /// plain count is no longer read by anyone). Taken after the merge, they would leave the
+    /// handle's count above zero for ever: the handle, and the shard's `Arc` it holds, leak.
+    #[test]
+    fn an_owner_that_merged_drops_its_timeouts_through_the_shared_count() {
+        let timers = TimerService::builder().shards(1).build().unwrap();
+        let shard = timers.shard_at(0).clone();
+        let other = TimerService::builder().shards(1).build().unwrap();
+        let (timers2, other2) = (timers.clone(), other.clone());
+        let (stopped_tx, stopped_rx) = mpsc::channel::<()>();
+        let (armed_tx, armed_rx) = mpsc::channel::<()>();
+        let owner = std::thread::spawn(move || {
+            let kept: Vec<_> = (0..3).map(|_| timers2.schedule(Duration::from_secs(600), || {}).unwrap()).collect();
+            armed_tx.send(()).unwrap();
+            stopped_rx.recv().unwrap();
+            // A first arm on another shard forgets the stopped shard's stage: the merge.
+            drop(other2.schedule(Duration::from_secs(600), || {}).unwrap());
+            // Dropped after the merge, on the owner's thread.
+            drop(kept);
+            drop(timers2);
+            drop(other2);
+            // The thread stays alive until the counts are checked.
+            stopped_rx.recv().unwrap_or(());
+        });
+        armed_rx.recv().unwrap();
+        let unfired = timers.stop().unwrap();
+        assert_eq!(unfired.len(), 3);
+        drop(unfired);
+        stopped_tx.send(()).unwrap();
+        // What holds the shard now: this test, the service; nothing else once the owner's
+        // handle is freed.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(&shard) > 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the owner's handle leaked ({} refs)",
+                Arc::strong_count(&shard)
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(stopped_tx);
+        owner.join().unwrap();
+        drop(other.stop().unwrap());
+    }
 
     /// Every handle is freed once its last reference goes, whichever thread drops it and
     /// whether before or after its owner's merge: the shard's `Arc` (one per handle) comes

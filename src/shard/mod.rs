@@ -108,6 +108,13 @@ impl Shard {
 
     /// Whether the shard's driver panicked (then its mailbox is closed too).
     pub(crate) fn has_failed(&self) -> bool {
+        // A caller that found the mailbox closed may have read `closed` with a Relaxed load
+        // (`Mailbox::pushed`, after its fence), which orders nothing after `fail`'s mark: it
+        // could then read `failed` still false and report `Shutdown` for a service that
+        // runs. Reading `closed` again (SeqCst, so Acquire: it reads `true` again, by
+        // coherence) synchronizes with `fail`'s close, which came after its mark. Loom:
+        // `schedule_races_a_failing_shard` found this (mutation SH11).
+        let _ = self.mailbox.is_closed();
         self.failed.load(Ordering::SeqCst)
     }
 
@@ -122,6 +129,11 @@ impl Shard {
     /// a limit there is nothing to reserve. Inline, like the other small steps of an arm
     /// that the user's crate calls (`TimerService::schedule_routed`): a call of its own cost
     /// more than this check; the limited case is out of line.
+    ///
+    /// Not the wheel's own limit (2³² entries, ~128 GB): reading a word the driver could
+    /// close here cost every arm 10 instructions (callgrind, `examples/arm_cancel_loop.rs`:
+    /// an atomic load where a plain one was changes how the whole inlined arm is compiled),
+    /// so past that limit the driver refuses each timeout as it comes (`Local::refuse`).
     #[inline]
     pub(crate) fn try_reserve(&self) -> bool {
         !self.limited() || self.try_reserve_limited()

@@ -196,12 +196,40 @@ impl<T: Timed> Wheel<T> {
 
     /// Files `value` to fire at its deadline. A deadline at or before `elapsed` fires on the
     /// next `poll`.
+    ///
+    /// # Panics
+    ///
+    /// If the wheel holds its [`limit`](Wheel::limit) already: for a caller that keeps below
+    /// it (`LocalWheel`, 2²⁸ timers at most). The shard, which cannot, uses `try_insert`.
     #[inline]
     pub(crate) fn insert(&mut self, value: T) -> Key {
+        match self.try_insert(value) {
+            Ok(key) => key,
+            Err(_) => panic!("a wheel holds at most {} timers", self.limit()),
+        }
+    }
+
+    /// [`Wheel::insert`], or the value handed back if the wheel holds its
+    /// [`limit`](Wheel::limit) already.
+    #[inline]
+    pub(crate) fn try_insert(&mut self, value: T) -> Result<Key, T> {
         let deadline = value.deadline().min(NEVER);
-        let key = self.slab.alloc(value);
+        let key = self.slab.alloc(value)?;
         self.place_at(key, deadline);
-        Key(key)
+        Ok(Key(key))
+    }
+
+    /// The most entries the wheel holds: 2³² less its lists (the slab's keys are `u32`).
+    pub(crate) fn limit(&self) -> usize {
+        self.slab.limit()
+    }
+
+    /// A wheel that holds at most `limit` entries, for tests of what happens at the limit.
+    #[cfg(test)]
+    pub(crate) fn with_limit(limit: usize) -> Wheel<T> {
+        let mut wheel = Wheel::new();
+        wheel.slab.set_limit(limit);
+        wheel
     }
 
     /// Takes an entry out before it fires.

@@ -32,6 +32,14 @@ pub(super) struct Slab<T> {
     lists: u32,
     free: u32,
     len: usize,
+    /// The most values it holds: [`Slab::alloc`] refuses one more (a key is a `u32`, and
+    /// [`NIL`] is none). Below that only in unit tests, which cannot reach 2³² values.
+    limit: usize,
+}
+
+/// The most values a slab can hold: one key per value, below [`NIL`], after the sentinels.
+pub(super) fn max_values(lists: u32) -> usize {
+    (NIL - lists) as usize
 }
 
 impl<T> Slab<T> {
@@ -39,7 +47,19 @@ impl<T> Slab<T> {
     pub(super) fn with_capacity(lists: u32, capacity: usize) -> Slab<T> {
         let mut nodes = Vec::with_capacity(lists as usize + capacity);
         nodes.extend((0..lists).map(|i| Node { value: None, prev: i, next: i }));
-        Slab { nodes, lists, free: NIL, len: 0 }
+        Slab { nodes, lists, free: NIL, len: 0, limit: max_values(lists) }
+    }
+
+    /// Holds at most `limit` values (no more than [`max_values`]): for tests of what is
+    /// done at the limit, which the real one puts out of a test's reach.
+    #[cfg(test)]
+    pub(super) fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.min(max_values(self.lists));
+    }
+
+    /// The most values it holds.
+    pub(super) fn limit(&self) -> usize {
+        self.limit
     }
 
     /// Values held.
@@ -61,35 +81,40 @@ impl<T> Slab<T> {
         self.nodes.get_mut(key as usize).and_then(|n| n.value.as_mut())
     }
 
-    /// Stores a value on no list yet; returns its key.
+    /// Stores a value on no list yet; returns its key, or hands the value back if the slab
+    /// holds its [limit](Slab::limit) already.
     #[inline]
-    pub(super) fn alloc(&mut self, value: T) -> u32 {
-        self.len += 1;
+    pub(super) fn alloc(&mut self, value: T) -> Result<u32, T> {
         if self.free != NIL {
+            self.len += 1;
             let key = self.free;
             let node = &mut self.nodes[key as usize];
             self.free = node.next;
             *node = Node { value: Some(value), prev: key, next: key };
-            key
+            Ok(key)
         } else {
             self.push_new(value)
         }
     }
 
-    /// [`Slab::alloc`] with no free node: a new one at the end. Out of line (a slab at its
-    /// size reuses freed nodes), so that the inlined `alloc` stays small.
+    /// [`Slab::alloc`] with no free node: a new one at the end, unless the slab is at its
+    /// limit (in values, or in keys: retired nodes hold keys and no value). Out of line (a
+    /// slab at its size reuses freed nodes), so that the inlined `alloc` stays small.
     #[cold]
     #[inline(never)]
-    fn push_new(&mut self, value: T) -> u32 {
-        let key = u32::try_from(self.nodes.len()).expect("a wheel holds fewer than 2^32 - 1 timers");
-        assert!(key != NIL, "a wheel holds fewer than 2^32 - 1 timers");
+    fn push_new(&mut self, value: T) -> Result<u32, T> {
+        let key = match u32::try_from(self.nodes.len()) {
+            Ok(key) if key != NIL && self.len < self.limit => key,
+            _ => return Err(value),
+        };
+        self.len += 1;
         if self.nodes.len() == self.nodes.capacity() {
             // Grow by an eighth, not by the doubling `Vec` would do: at most one node in
             // nine lies unused (a doubled `Vec` can leave half), still amortised O(1).
             self.nodes.reserve_exact((self.nodes.len() / 8).max(64));
         }
         self.nodes.push(Node { value: Some(value), prev: key, next: key });
-        key
+        Ok(key)
     }
 
     /// Frees a node that is on no list; returns its value.

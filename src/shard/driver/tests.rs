@@ -1,0 +1,232 @@
+//! The driver's unit tests: its turns, a failed driver, the kept wake-up promise.
+
+use super::keep_promise;
+use crate::error::ScheduleError;
+use crate::mailbox::{Command, Sent};
+use crate::{TimeoutState, TimerService};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long these tests wait for what should happen soon: long, for valgrind's pace (CI
+/// runs these tests there). A passing test never waits this long. (The injected panic is
+/// sent with deadline 0, so that it wakes a sleeping shard: sent with none, it waited for
+/// whatever woke the shard next.)
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Every source gets a share of every turn: with more stages due than a turn takes, the
+/// mail (here an earlier reset's refile notice) is still read in the same turn. The
+/// turn used to skip the mail while any stage was still due, so threads whose stages
+/// were always due could hold cancel and reset notices back without bound.
+#[test]
+fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
+    use crate::clock::Clock;
+    use crate::entry::EntryRef;
+    use crate::shard::{OwnerHandle, Shard};
+    use crate::stage::Stage;
+    use crate::state::Reset;
+    use crate::sync::Arc;
+
+    let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
+    let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
+    let mut local = super::Local {
+        shard: shard.clone(),
+        handle: OwnerHandle::new(shard.clone(), None),
+        wheel: crate::wheel::Wheel::new(),
+        due: Vec::new(),
+        stages: super::StageWheel::new(),
+        due_stages: Vec::new(),
+        taken: Vec::new(),
+        deferred: Vec::new(),
+    };
+    // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
+    let now = shard.clock.now_tick();
+    let (entry, handle) = EntryRef::new_pair(now + 3_600_000, || {});
+    local.arm(entry);
+    assert_eq!(handle.state().try_reset(now), Reset::Earlier);
+    shard.mailbox.send(Command::Refile(handle.clone()), Some(now));
+    // An arm through the mail waits while stages are due (they may hold its thread's
+    // older arms), and is filed after them.
+    let (armed, armed_handle) = EntryRef::new_pair(now, || {});
+    shard.mailbox.send(Command::Arm(armed), Some(now));
+    // Twice as many due stages as a turn takes, each holding one due timeout.
+    let stages: Vec<_> = (0..2 * super::STAGE_BUDGET)
+        .map(|_| {
+            let stage = Arc::new(Stage::new());
+            let (entry, _handle) = EntryRef::new_pair(0, || {});
+            assert!(matches!(stage.push(entry, 0), crate::stage::Push::Staged(_)));
+            local.stages.file(&stage);
+            stage
+        })
+        .collect();
+    let mut batch = Vec::new();
+    assert!(matches!(local.turn(&mut batch), super::Turn::Busy), "stages are left for the next turn");
+    assert_eq!(shard.mailbox.len(), 0, "the mail was read in the same turn");
+    assert!(!batch.is_empty());
+    assert_eq!(local.deferred.len(), 1, "the arm waits for the due stages");
+    // The refiled timeout is due now: the next turns fire it.
+    for _ in 0..4 {
+        local.turn(&mut batch);
+    }
+    assert_eq!(handle.state().load(), crate::state::State::Expired { deadline: now });
+    assert!(local.deferred.is_empty());
+    assert_eq!(armed_handle.state().load(), crate::state::State::Expired { deadline: now });
+    drop(batch);
+    for stage in &stages {
+        assert!(stage.is_empty());
+    }
+    drop(local.shut_down());
+}
+
+/// A `Sleep` on a shard whose driver fails is woken, registers again on a shard that
+/// runs, and completes on time: a failed shard does not stop the service, so it must
+/// neither hang the sleep until `stop()` nor report the service stopped.
+#[test]
+fn a_sleep_on_a_failed_shard_moves_to_a_shard_that_runs() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Flag(AtomicUsize);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
+    let flag = Arc::new(Flag(AtomicUsize::new(0)));
+    let waker = Waker::from(flag.clone());
+    let mut cx = Context::from_waker(&waker);
+    let start = Instant::now();
+    let mut sleep = Box::pin(timers.sleep(Duration::from_millis(300)));
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
+    // The sleep registered on this thread's home shard: make that one fail.
+    let home = crate::routing::home_shard(2);
+    assert_eq!(timers.shard_at(home).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
+    let deadline = Instant::now() + PATIENCE;
+    while flag.0.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the failed shard wakes the sleep");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!timers.is_stopped());
+    // Registered again, on the shard that runs: pending until its deadline, then done.
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "not early, not stopped");
+    while sleep.as_mut().try_poll(&mut cx).is_pending() {
+        assert!(Instant::now() < deadline, "the sleep completes on the other shard");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(start.elapsed() >= Duration::from_millis(300), "never early");
+    // A new sleep from this thread goes past the failed home shard too.
+    let mut again = Box::pin(timers.sleep(Duration::from_millis(1)));
+    while again.as_mut().try_poll(&mut cx) != Poll::Ready(Ok(())) {
+        assert!(Instant::now() < deadline, "a new sleep completes");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(timers.stop().unwrap());
+}
+
+/// A driver that panics (a bug, injected here) closes its shard: later schedules there
+/// fail with `ShardFailed` and hand the task back, the other shards go on, and `stop()`
+/// still hands back what the failed shard held (it used to re-raise the panic, and
+/// schedules went on into a mailbox nobody read).
+#[test]
+fn a_driver_that_panics_closes_its_shard_and_stop_hands_back_what_it_held() {
+    let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
+    let held = timers.schedule_on(0, Duration::from_secs(3600), || {}).unwrap();
+    assert_eq!(timers.shard_at(0).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
+    let deadline = Instant::now() + PATIENCE;
+    while timers.stats().failed_shards == 0 {
+        assert!(Instant::now() < deadline, "the shard is marked failed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(timers.stats().failed_shards, 1);
+    assert!(!timers.is_stopped(), "one shard failed; the service is not stopped");
+    match timers.schedule_on(0, Duration::from_millis(1), || assert_eq!(7, 7)) {
+        Err(ScheduleError::ShardFailed(task)) => task(),
+        other => panic!("expected ShardFailed, got {other:?}"),
+    }
+    let (tx, rx) = mpsc::channel();
+    timers.schedule_on(1, Duration::from_millis(1), move || tx.send(()).unwrap()).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok(()), "the other shard still fires");
+    let unfired = timers.stop().expect("stop does not re-raise the shard's panic");
+    assert!(unfired.iter().any(|u| u.timeout().ptr_eq(&held)), "the failed shard's timeout is handed back");
+    assert_eq!(held.state(), TimeoutState::Cancelled);
+}
+
+#[test]
+fn a_promised_wake_up_is_kept_until_it_passes() {
+    assert_eq!(keep_promise(Some(50), None, 10), Some(50));
+    assert_eq!(keep_promise(Some(90), Some(50), 10), Some(50), "the earlier promise stands");
+    assert_eq!(keep_promise(None, Some(50), 10), Some(50), "even with the wheel emptied");
+    assert_eq!(keep_promise(Some(30), Some(50), 10), Some(30), "an earlier deadline wins");
+    assert_eq!(keep_promise(Some(90), Some(50), 50), Some(90), "a promise kept is over");
+    assert_eq!(keep_promise(None, Some(50), 60), None, "nothing to do: sleep without a timeout");
+    assert_eq!(keep_promise(None, None, 60), None);
+}
+
+/// At its wheel's limit (2³² entries, shrunk to 64 here) a shard refuses timeouts and never
+/// fails: each entry past the limit is cancelled (its timeout reads `Cancelled`), its task
+/// dropped, counted as rejected and as cancelled (so the stats still add up); once the wheel
+/// has room, the next entry is filed. The slab's `expect` used to fail the shard there.
+#[test]
+fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
+    use crate::clock::Clock;
+    use crate::entry::EntryRef;
+    use crate::shard::{OwnerHandle, Shard};
+    use crate::state::State;
+    use crate::stats::Stats;
+    use crate::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const LIMIT: usize = 64;
+    let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
+    let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
+    let mut local = super::Local {
+        shard: shard.clone(),
+        handle: OwnerHandle::new(shard.clone(), None),
+        wheel: crate::wheel::Wheel::with_limit(LIMIT),
+        due: Vec::new(),
+        stages: super::StageWheel::new(),
+        due_stages: Vec::new(),
+        taken: Vec::new(),
+        deferred: Vec::new(),
+    };
+    let dropped = std::sync::Arc::new(AtomicUsize::new(0));
+    struct Counted(std::sync::Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let far = shard.clock.now_tick() + 3_600_000;
+    let arm = |local: &mut super::Local| {
+        let counted = Counted(dropped.clone());
+        let (entry, handle) = EntryRef::new_pair(far, move || drop(counted));
+        local.arm(entry);
+        handle
+    };
+    // Ten more than the wheel holds, in flight before the shard looks.
+    let handles: Vec<_> = (0..LIMIT + 10).map(|_| arm(&mut local)).collect();
+    let pending = |h: &EntryRef| matches!(h.state().load(), State::Pending { .. });
+    assert_eq!(local.wheel.len(), LIMIT);
+    assert!(handles[..LIMIT].iter().all(pending));
+    assert!(
+        handles[LIMIT..].iter().all(|h| matches!(h.state().load(), State::Cancelled { .. })),
+        "the ten past the limit are refused"
+    );
+    assert_eq!(dropped.load(Ordering::SeqCst), 10, "their tasks dropped on the shard");
+    let mut stats = Stats::default();
+    shard.counters.add_to(&mut stats);
+    assert_eq!(stats.rejected, 10);
+    assert_eq!(shard.cancelled(), 10, "counted as cancelled: the stats still add up");
+    // One cancelled and unlinked: room for the next.
+    let (task, _) = handles[0].cancel().expect("pending");
+    drop(task);
+    local.unlink(handles[0].clone());
+    let next = arm(&mut local);
+    assert!(pending(&next), "room again: filed");
+    let mut batch = Vec::new();
+    local.turn(&mut batch);
+    assert!(!shard.has_failed());
+    drop((handles, next));
+    drop(local.shut_down());
+}
