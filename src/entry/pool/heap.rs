@@ -55,13 +55,15 @@ impl Heap {
         let mut classes = self.classes.borrow_mut();
         let c = &mut classes[class];
         if let Some(page) = c.current {
-            // SAFETY: the heap's pages live until it releases or abandons them.
-            let page = unsafe { page.as_ref() };
-            if let Some(slot) = page.take() {
+            // SAFETY: the heap's pages live until it releases or abandons them, and are its
+            // own.
+            if let Some(slot) = unsafe { Page::take(page) } {
                 return Some(slot);
             }
-            if page.collect() > 0 {
-                return page.take();
+            // SAFETY: as above.
+            if unsafe { page.as_ref() }.collect() > 0 {
+                // SAFETY: as above.
+                return unsafe { Page::take(page) };
             }
         }
         self.refill(c, class)
@@ -103,7 +105,7 @@ impl Heap {
         };
         c.current = Some(page);
         // SAFETY: as in `alloc`.
-        unsafe { page.as_ref() }.take()
+        unsafe { Page::take(page) }
     }
 
     /// Releases every empty page, the current ones too, and the room the page lists keep:

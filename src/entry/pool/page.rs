@@ -151,23 +151,34 @@ impl Page {
         self.free_slots() * 8 >= self.slots
     }
 
-    /// Owner only: a free slot, if the page has one without collecting.
-    pub(super) fn take(&self) -> Option<NonNull<u8>> {
-        let slot = if let Some(free) = NonNull::new(self.local_free.get()) {
+    /// Owner only: a free slot of `page`, if it has one without collecting.
+    ///
+    /// An associated function of the page's pointer, not a method of `&self`: a new slot's
+    /// pointer is derived from the pointer the block was allocated with, whose provenance
+    /// covers the whole page. One derived from `&self` would cover only the header, and a
+    /// write through it to the slot would be undefined behaviour (Miri's Stacked Borrows
+    /// reports it).
+    ///
+    /// # Safety
+    /// The caller owns `page`, which is live.
+    pub(super) unsafe fn take(page: NonNull<Page>) -> Option<NonNull<u8>> {
+        // SAFETY: the caller's contract.
+        let this = unsafe { page.as_ref() };
+        let slot = if let Some(free) = NonNull::new(this.local_free.get()) {
             // SAFETY: a slot on the local list is free and ours (owner only), and holds
             // its successor.
-            self.local_free.set(unsafe { free.as_ref().next });
+            this.local_free.set(unsafe { free.as_ref().next });
             free.cast::<u8>()
-        } else if self.carved.get() < self.slots {
-            let n = self.carved.get();
-            self.carved.set(n + 1);
+        } else if this.carved.get() < this.slots {
+            let n = this.carved.get();
+            this.carved.set(n + 1);
             // SAFETY: slot `n` lies inside the page (`n < slots`, which fit after the header).
-            unsafe { self.slot_at(n) }
+            unsafe { page.cast::<u8>().add(DATA_OFFSET + n * this.slot_bytes) }
         } else {
             return None;
         };
-        self.used.set(self.used.get() + 1);
-        self.touch(slot);
+        this.used.set(this.used.get() + 1);
+        this.touch(slot);
         Some(slot)
     }
 
@@ -293,22 +304,14 @@ impl Page {
         }
     }
 
-    /// # Safety
-    /// `n < self.slots`.
-    unsafe fn slot_at(&self, n: usize) -> NonNull<u8> {
-        let base = ptr::from_ref(self).cast::<u8>().cast_mut();
-        // SAFETY: by the contract the slot lies inside the page's block.
-        unsafe { NonNull::new_unchecked(base.add(DATA_OFFSET + n * self.slot_bytes)) }
-    }
-
     /// Under loom, writes the slot's token: each allocation and each free of a slot does,
     /// so loom checks that they are ordered.
     #[cfg_attr(not(loom), allow(clippy::unused_self))]
     fn touch(&self, slot: NonNull<u8>) {
         #[cfg(loom)]
         {
-            let base = ptr::from_ref(self) as usize;
-            let n = (slot.as_ptr() as usize - base - DATA_OFFSET) / self.slot_bytes;
+            let base = ptr::from_ref(self).addr();
+            let n = (slot.as_ptr().addr() - base - DATA_OFFSET) / self.slot_bytes;
             self.tokens[n].with_mut(|_| ());
         }
         #[cfg(not(loom))]
