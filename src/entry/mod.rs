@@ -57,7 +57,7 @@ pub(crate) use owned::{BorrowedTask, OwnedTask};
 #[cfg(loom)]
 pub(crate) use pool::loom_quarantine;
 #[cfg(not(loom))]
-pub(crate) use pool::trim as trim_pool;
+pub(crate) use pool::{pages as pool_pages, trim as trim_pool};
 
 /// For the loom models of the pool's own protocol (`loom_support::PoolSlot`): a slot of
 /// the smallest size class, as a cell of 32 bytes gets. `None` as for [`pool::alloc`].

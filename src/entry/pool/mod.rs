@@ -97,6 +97,13 @@ pub(crate) fn trim() {
     page::drain_spares();
 }
 
+/// The pool's pages now, process-wide: the blocks taken from the allocator and not given
+/// back, and how many of those are spare (`page::counts`).
+#[cfg(not(loom))]
+pub(crate) fn pages() -> (usize, usize) {
+    page::counts()
+}
+
 /// Under loom: what the calling thread's exit does outside loom (see `Heap`'s `Drop`).
 #[cfg(loom)]
 pub(super) fn loom_exit() {

@@ -72,8 +72,7 @@ impl Page {
     /// if the allocator has no memory for it.
     pub(super) fn new(owner: u64, class: usize, slot_bytes: usize) -> Option<NonNull<Page>> {
         #[cfg(not(loom))]
-        // SAFETY: the layout's size is not zero.
-        let raw = spare::take().or_else(|| NonNull::new(unsafe { std::alloc::alloc(layout()) }))?.cast::<Page>();
+        let raw = spare::take().or_else(blocks::alloc)?.cast::<Page>();
         #[cfg(loom)]
         // SAFETY: the layout's size is not zero.
         let raw = NonNull::new(unsafe { std::alloc::alloc(layout()) })?.cast::<Page>();
@@ -299,8 +298,9 @@ impl Page {
         unsafe { ptr::drop_in_place(page.as_ptr()) };
         #[cfg(not(loom))]
         if let Err(page) = spare::put(page.cast()) {
-            // SAFETY: the block came from `std::alloc::alloc` with this layout in `Page::new`.
-            unsafe { std::alloc::dealloc(page.as_ptr(), layout()) };
+            // SAFETY: the block came from `blocks::alloc` in `Page::new`, and holds no page
+            // any more.
+            unsafe { blocks::dealloc(page) };
         }
     }
 
@@ -352,10 +352,16 @@ mod spare {
     /// Hands every spare page's block back to the allocator.
     pub(super) fn drain() {
         while let Some(page) = take() {
-            // SAFETY: a spare block came from `std::alloc::alloc` with this layout in
-            // `Page::new`, holds no page any more, and `take` made it ours alone.
-            unsafe { std::alloc::dealloc(page.as_ptr(), super::layout()) };
+            // SAFETY: a spare block came from `blocks::alloc` in `Page::new`, holds no page
+            // any more, and `take` made it ours alone.
+            unsafe { super::blocks::dealloc(page) };
         }
+    }
+
+    /// Spare pages kept now.
+    pub(super) fn count() -> usize {
+        // Relaxed: a count for tests and statistics, exact once the pool is quiet.
+        SPARE.iter().filter(|slot| !slot.load(Ordering::Relaxed).is_null()).count()
     }
 
     /// Keeps an empty page's block, or hands it back if every slot is taken.
@@ -368,6 +374,52 @@ mod spare {
         }
         Err(page)
     }
+}
+
+/// The pages' blocks, from the allocator and back, counted: a page lost on its way back
+/// (say, released while the spare is full and then neither kept nor freed) shows as a block
+/// that no count accounts for (`tests/pool_pages.rs`). A block is `PAGE_BYTES` aligned to
+/// them; glibc maps each on its own (above its mmap threshold) and unmaps it when it is
+/// freed, so a freed block leaves the process's RSS at once.
+#[cfg(not(loom))]
+mod blocks {
+    use crate::sync::plain::{AtomicUsize, Ordering};
+    use std::ptr::NonNull;
+
+    /// Blocks taken from the allocator and not given back. A plain atomic: a count outside
+    /// loom (`sync::plain`).
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+    /// A new block; `None` if the allocator has no memory.
+    pub(super) fn alloc() -> Option<NonNull<u8>> {
+        // SAFETY: the layout's size is not zero.
+        let block = NonNull::new(unsafe { std::alloc::alloc(super::layout()) })?;
+        // Relaxed: a count, read for tests and statistics only.
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Some(block)
+    }
+
+    /// # Safety
+    /// `block` came from [`alloc`] and nothing uses it any more.
+    pub(super) unsafe fn dealloc(block: NonNull<u8>) {
+        // Relaxed: as in `alloc`.
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: by the contract, from `std::alloc::alloc` with this layout, and unused.
+        unsafe { std::alloc::dealloc(block.as_ptr(), super::layout()) };
+    }
+
+    pub(super) fn live() -> usize {
+        // Relaxed: as in `alloc`.
+        LIVE.load(Ordering::Relaxed)
+    }
+}
+
+/// The pool's pages now, process-wide: `(blocks, spare)`, the blocks taken from the
+/// allocator and not given back (in a heap, abandoned to their last cells, or spare), and
+/// how many of them are spare. Exact once no thread is allocating or freeing cells.
+#[cfg(not(loom))]
+pub(super) fn counts() -> (usize, usize) {
+    (blocks::live(), spare::count())
 }
 
 /// Hands the spare pages back to the allocator (`pool::trim`).

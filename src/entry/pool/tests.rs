@@ -128,3 +128,60 @@ fn a_thread_whose_heap_is_gone_gets_no_slot_and_frees_remotely() {
     .join()
     .unwrap();
 }
+
+/// The pages of `class` the calling thread's heap holds.
+fn pages(class: usize) -> usize {
+    HEAP.with(|heap| heap.pages(class))
+}
+
+/// Frees `slots` on another thread: onto their pages' remote stacks.
+fn free_elsewhere(slots: Vec<NonNull<u8>>) {
+    let sent: Vec<Sent> = slots.into_iter().map(Sent).collect();
+    std::thread::spawn(move || {
+        for Sent(slot) in sent {
+            // SAFETY: each came from `alloc` on the parent thread and is not used.
+            unsafe { free(slot) };
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_page_emptied_elsewhere_goes_back_at_the_current_pages_refill() {
+    // Page A full, then emptied on another thread; page B current.
+    let (a, first_b) = fill_a_page(3);
+    let a_len = a.len();
+    free_elsewhere(a);
+    assert_eq!(pages(3), 2);
+    // B handed out whole (A held as many slots), half of it freed elsewhere: its next
+    // allocation takes those back (a refill that keeps B), and sweeps A away.
+    let mut b: Vec<_> = (1..a_len).map(|_| alloc(3).unwrap()).collect();
+    b.push(first_b);
+    assert!(b.iter().all(|&s| Page::of(s) == Page::of(first_b)), "B is full");
+    let half = b.split_off(b.len() / 2);
+    free_elsewhere(half);
+    let c = alloc(3).unwrap();
+    assert_eq!(Page::of(c), Page::of(first_b), "B kept: half of it is free");
+    assert_eq!(pages(3), 1, "the page emptied elsewhere is given back");
+    for slot in b.into_iter().chain([c]) {
+        // SAFETY: each came from `alloc` and is not used.
+        unsafe { free(slot) };
+    }
+}
+
+#[test]
+fn a_page_emptied_elsewhere_goes_back_while_every_free_is_local() {
+    // Page A full, then emptied on another thread; the current page then cycles one slot
+    // through its local list, never running dry: the frees count down to a sweep.
+    let (a, b) = fill_a_page(4);
+    free_elsewhere(a);
+    for _ in 0..heap::SWEEP_EVERY {
+        let slot = alloc(4).unwrap();
+        // SAFETY: just handed out, not used.
+        unsafe { free(slot) };
+    }
+    assert_eq!(pages(4), 1, "the page emptied elsewhere is given back");
+    // SAFETY: from `alloc`, not used.
+    unsafe { free(b) };
+}
