@@ -11,7 +11,7 @@
 //!   free), `index` (the page's place in its heap's list).
 //! - Any thread: `remote`, a push-only stack of slots freed by threads other than the owner
 //!   (one CAS to push; the owner takes the whole stack with one `swap`, so there is no ABA:
-//!   a slot is never popped alone). When the owner thread exits it swaps in [`ABANDONED`]:
+//!   a slot is never popped alone). When the owner thread exits it swaps in a marker (`abandoned_marker`):
 //!   from then on the page is nobody's, and `abandoned` counts its live cells down.
 //! - Who releases a page, exactly once: its owner, when it finds the page empty; or, once
 //!   the page is abandoned, whichever of the owner's exit and the last foreign free brings
@@ -26,7 +26,12 @@ use std::ptr::{self, NonNull};
 /// the low bits cleared. 256 KiB: the allocator's own cost of an aligned block is about
 /// 4–8 KiB whatever its size (measured with glibc: 12 % of a 64 KiB block, 1.6 % of 256 KiB),
 /// and a bigger page holds more memory back per size class a thread uses.
+#[cfg(not(miri))]
 pub(super) const PAGE_BYTES: usize = 256 * 1024;
+/// Under Miri, 16 KiB: the pool's tests fill pages, and a page of 256 KiB is thousands of
+/// slots, minutes each under the interpreter (as loom's pages hold two slots).
+#[cfg(miri)]
+pub(super) const PAGE_BYTES: usize = 16 * 1024;
 
 /// Where the first slot starts: the header, rounded up to a cache line.
 const DATA_OFFSET: usize = size_of::<Page>().next_multiple_of(64);
