@@ -82,7 +82,6 @@ fn owner_exit_races_a_foreign_free() {
         let (b, freer) = thread::spawn(|| {
             let a = PoolSlot::alloc();
             let b = PoolSlot::alloc();
-            let a_addr = a.addr();
             let freer = thread::spawn(move || drop(a));
             exit_pool();
             (b, freer)
