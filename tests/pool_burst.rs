@@ -9,7 +9,9 @@
 //! both bursts go to it; the vector of handles is made once and reused), so that the second
 //! burst, on this thread, is measured alone.
 //!
-//! One test in this file on purpose: RSS and the pool's counts are the whole process's.
+//! One test in this file on purpose: RSS and the pool's counts are the whole process's. Linux
+//! with glibc only: RSS is read from `/proc`, and glibc's `malloc_trim` is called.
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 mod common;
 
