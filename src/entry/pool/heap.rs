@@ -154,19 +154,27 @@ impl Heap {
         let p = unsafe { page.as_ref() };
         // SAFETY: passed on from the caller.
         unsafe { p.free_local(slot) };
-        let left = self.frees_to_sweep.get() - 1;
+        if p.used() == 0 {
+            self.release_if_spare(page);
+        }
+        // After the page's own check: a sweep may release it.
+        let left = self.frees_to_sweep.get().wrapping_sub(1);
         self.frees_to_sweep.set(left);
         if left == 0 {
             self.sweep_all();
-            return;
         }
-        if p.used() == 0 {
-            let mut classes = self.classes.borrow_mut();
-            let c = &mut classes[p.class()];
-            if c.current != Some(page) {
-                // Empty and not the current page: given back now rather than kept.
-                c.remove(p.index());
-            }
+    }
+
+    /// An empty page that is not its class's current one is given back now rather than
+    /// kept. Out of line: the free's inline path stays short.
+    #[inline(never)]
+    fn release_if_spare(&self, page: NonNull<Page>) {
+        // SAFETY: the heap's pages live until it releases or abandons them.
+        let p = unsafe { page.as_ref() };
+        let mut classes = self.classes.borrow_mut();
+        let c = &mut classes[p.class()];
+        if c.current != Some(page) {
+            c.remove(p.index());
         }
     }
 }
