@@ -343,6 +343,22 @@ MUTATIONS = [
      """            gone += 1;""",
      """            gone += 0;""",
      "loom_pool", "owner_exit_races_a_foreign_free"),
+    ("M86", "a foreign free that loses the CAS on a live page's remote stack is dropped (its slot lost)", "src/entry/pool/page.rs",
+     """                Err(actual) => head = actual,
+            }
+        }
+    }""",
+     """                Err(_) => return false,
+            }
+        }
+    }""",
+     "loom_pool", "two_foreign_frees_race_onto_a_live_page"),
+    # Not a loom model: the spare pages are not built under loom. A target without the
+    # `loom_` prefix is a plain test file in tests/, built and run without `--cfg loom`.
+    ("M87", "a page released while the process's spare pages are full is neither kept nor freed (leaked)", "src/entry/pool/page.rs",
+     """            unsafe { blocks::dealloc(page) };""",
+     """            let _ = page;""",
+     "test:pool_pages", "pages_released_with_the_spare_full_go_back_to_the_allocator"),
     ("M90", "the owner's merge keeps the bias (its handle never reaches zero: leaked)", "src/shard/handle.rs",
      """        let delta = mine.wrapping_sub(1).wrapping_sub(BIAS);""",
      """        let delta = mine.wrapping_sub(1);""",

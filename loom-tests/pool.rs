@@ -11,7 +11,9 @@
 //!   (the Release push pairs with the owner's Acquire swap);
 //! - no slot is handed out twice while live;
 //! - every page is released exactly once (a second release panics, under loom), and none
-//!   is left once every thread has exited and every cell is freed (`live_pages`).
+//!   is left once every thread has exited and every cell is freed (`live_pages`);
+//! - two frees onto one live page's remote stack at once both land (the loser of the CAS
+//!   links its slot to the winner's and retries): the owner takes both slots back.
 //!
 //! Under loom a page holds two slots, so a model reaches a full page, the remote stack and
 //! a sweep in a few allocations.
@@ -80,7 +82,6 @@ fn owner_exit_races_a_foreign_free() {
         let (b, freer) = thread::spawn(|| {
             let a = PoolSlot::alloc();
             let b = PoolSlot::alloc();
-            let a_addr = a.addr();
             let freer = thread::spawn(move || drop(a));
             exit_pool();
             (b, freer)
@@ -107,6 +108,30 @@ fn last_foreign_frees_race() {
         let freer = thread::spawn(move || drop(a));
         drop(b);
         freer.join().unwrap();
+        wait_for_no_pages();
+    });
+}
+
+/// Two foreign frees onto one live page at once: the loser of the CAS retries on the
+/// winner's head, and the owner takes both slots back from the remote stack (its page is
+/// full, so a slot lost there would show as a new page's slot).
+#[test]
+fn two_foreign_frees_race_onto_a_live_page() {
+    model("foreign free ∥ foreign free onto a live page", || {
+        let a = PoolSlot::alloc();
+        let b = PoolSlot::alloc();
+        let mut freed = [a.addr(), b.addr()];
+        let one = thread::spawn(move || drop(a));
+        let two = thread::spawn(move || drop(b));
+        one.join().unwrap();
+        two.join().unwrap();
+        let (c, d) = (PoolSlot::alloc(), PoolSlot::alloc());
+        let mut again = [c.addr(), d.addr()];
+        freed.sort_unstable();
+        again.sort_unstable();
+        assert_eq!(again, freed, "a foreign free was lost from the remote stack");
+        drop((c, d));
+        exit_pool();
         wait_for_no_pages();
     });
 }

@@ -144,6 +144,15 @@ pub fn __trim_cell_pool() {
     crate::entry::trim_pool();
 }
 
+/// The cell pool's pages now, process-wide: `(blocks, spare)`, the 256 KiB blocks taken from
+/// the allocator and not given back, and how many of them are kept spare for new threads.
+/// For tests that check the pool gives its memory back. Not part of the API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub fn __cell_pool_pages() -> (usize, usize) {
+    crate::entry::pool_pages()
+}
+
 /// Hooks for the loom models in `loom-tests/`: the mocked clock. Not part of the API.
 #[cfg(loom)]
 #[doc(hidden)]

@@ -32,9 +32,9 @@
 //! the allocator: no allocator call on the arm path, a cell freed by the shard goes straight
 //! back to the thread that made it (one CAS on its page), and a 32-byte cell takes 32 bytes,
 //! not glibc's 48-byte chunk. The pool does not keep the peak's memory: a page goes back to
-//! the allocator once its owner finds it empty (save the one page per size class it
-//! allocates from), and an exiting thread's pages go back as their last cells are freed
-//! (`pool/mod.rs`, "What an idle pool keeps").
+//! the allocator once its owner finds it empty, at the latest one page's worth of arms after
+//! (save the one page per size class it allocates from), and an exiting thread's pages go
+//! back as their last cells are freed (`pool/mod.rs`, "What the pool keeps").
 //!
 //! The type-erased calls go through a static vtable per task type, as tokio's task header
 //! does; it is the one place in the crate with raw pointers.
@@ -57,7 +57,7 @@ pub(crate) use owned::{BorrowedTask, OwnedTask};
 #[cfg(loom)]
 pub(crate) use pool::loom_quarantine;
 #[cfg(not(loom))]
-pub(crate) use pool::trim as trim_pool;
+pub(crate) use pool::{pages as pool_pages, trim as trim_pool};
 
 /// For the loom models of the pool's own protocol (`loom_support::PoolSlot`): a slot of
 /// the smallest size class, as a cell of 32 bytes gets. `None` as for [`pool::alloc`].

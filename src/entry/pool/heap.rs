@@ -2,12 +2,21 @@
 //! from now. Only its thread touches it (a thread-local); other threads reach its pages only
 //! through `Page::free_remote`.
 //!
-//! Allocation takes from the current page's local list, then its never-used slots, then
-//! what other threads freed into it. When the page has nothing left, the heap sweeps the
-//! class: it collects every page's foreign frees, releases the pages that turn out empty,
-//! and switches to a page with an eighth of its slots free, or makes a new one. So a
-//! thread's pages come back as it keeps allocating (and all at once when it exits); the
-//! heap keeps, beyond its live cells, at most the current page of each class.
+//! Allocation takes from the current page's local list, then its never-used slots; that is
+//! the whole inline path. When the page has neither, the heap refills out of line: it takes
+//! what other threads freed into the current page and, if that leaves an eighth of it free,
+//! keeps it; else it looks for another page with an eighth free, or makes one. Either way
+//! it sweeps the class: every other page's foreign frees are collected and each page found
+//! empty is released. A refill leaves an eighth of a page free, so one comes at most every
+//! `slots / 8` allocations of the class, and a sweep costs one look per page.
+//!
+//! What a heap keeps, beyond its live cells: the current page of each class it used, and
+//! empty pages not yet swept. A page emptied by frees on the owner thread goes at once; one
+//! emptied by frees elsewhere goes at the class's next refill, or at the latest after
+//! [`SWEEP_EVERY`] frees on the owner thread (a thread whose cells all come back to it never
+//! refills, so its frees count down to a sweep of every class). A thread that stops arming
+//! and freeing keeps what other threads freed into its pages until it does either again, or
+//! exits: then every page goes, each when its last cell is freed.
 
 use super::page::Page;
 use super::{CLASSES, slot_bytes};
@@ -20,10 +29,17 @@ use std::ptr::NonNull;
 /// plain atomic: it only hands out distinct numbers (`sync::plain`).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Frees on the owner thread between two sweeps of every class (`Heap::free`): so a heap
+/// whose current pages never run dry, because its cells all come back to it, still gives
+/// back the pages that other threads emptied. One sweep looks once at each page.
+pub(super) const SWEEP_EVERY: u32 = 4096;
+
 /// One thread's heap.
 pub(super) struct Heap {
     /// 0 until the heap makes its first page.
     id: Cell<u64>,
+    /// Frees on this thread left before the next sweep of every class.
+    frees_to_sweep: Cell<u32>,
     classes: RefCell<[Class; CLASSES]>,
 }
 
@@ -39,6 +55,7 @@ impl Heap {
     pub(super) const fn new() -> Heap {
         Heap {
             id: Cell::new(0),
+            frees_to_sweep: Cell::new(SWEEP_EVERY),
             classes: RefCell::new([const { Class { pages: Vec::new(), current: None } }; CLASSES]),
         }
     }
@@ -49,45 +66,39 @@ impl Heap {
     }
 
     /// A slot of `class`; `None` if the allocator has no memory for a new page. Inline: see
-    /// `pool::alloc` (the page's own `take` and `collect` stay calls).
+    /// `pool::alloc` (the page's own `take` stays a call); the rest is `refill`'s.
     #[inline]
     pub(super) fn alloc(&self, class: usize) -> Option<NonNull<u8>> {
         let mut classes = self.classes.borrow_mut();
         let c = &mut classes[class];
         if let Some(page) = c.current {
-            // SAFETY: the heap's pages live until it releases or abandons them.
-            let page = unsafe { page.as_ref() };
-            if let Some(slot) = page.take() {
+            // SAFETY: the heap's pages live until it releases or abandons them, and are its
+            // own.
+            if let Some(slot) = unsafe { Page::take(page) } {
                 return Some(slot);
-            }
-            if page.collect() > 0 {
-                return page.take();
             }
         }
         self.refill(c, class)
     }
 
-    /// The current page is full: sweeps the class, then allocates from a roomy page. Out of
-    /// line: only when the current page is exhausted (and on a thread's first allocation).
+    /// The current page has no slot at hand: takes what other threads freed into it and
+    /// keeps it if that leaves an eighth of it free, else switches to another page with an
+    /// eighth free or a new one; sweeps the class's other pages either way. Out of line:
+    /// at most once every `slots / 8` allocations of the class (and on its first).
     #[cold]
     #[inline(never)]
     fn refill(&self, c: &mut Class, class: usize) -> Option<NonNull<u8>> {
-        let mut chosen = None;
-        let mut i = 0;
-        while i < c.pages.len() {
+        if let Some(page) = c.current {
             // SAFETY: as in `alloc`.
-            let page = unsafe { c.pages[i].as_ref() };
-            page.collect();
-            if chosen.is_none() && page.roomy() {
-                chosen = Some(c.pages[i]);
-            } else if page.used() == 0 {
-                // Empty, and not the one kept: released (and `i` now holds the last page).
-                c.remove(i);
-                continue;
+            let p = unsafe { page.as_ref() };
+            p.collect();
+            if p.roomy() {
+                c.sweep(Some(page));
+                // SAFETY: as in `alloc`.
+                return unsafe { Page::take(page) };
             }
-            i += 1;
         }
-        let page = match chosen {
+        let page = match c.sweep(None) {
             Some(page) => page,
             None => {
                 if self.id.get() == 0 {
@@ -103,7 +114,7 @@ impl Heap {
         };
         c.current = Some(page);
         // SAFETY: as in `alloc`.
-        unsafe { page.as_ref() }.take()
+        unsafe { Page::take(page) }
     }
 
     /// Releases every empty page, the current ones too, and the room the page lists keep:
@@ -144,17 +155,77 @@ impl Heap {
         // SAFETY: passed on from the caller.
         unsafe { p.free_local(slot) };
         if p.used() == 0 {
-            let mut classes = self.classes.borrow_mut();
-            let c = &mut classes[p.class()];
-            if c.current != Some(page) {
-                // Empty and not the current page: given back now rather than kept.
-                c.remove(p.index());
-            }
+            self.release_if_spare(page);
+        }
+        // After the page's own check: a sweep may release it.
+        let left = self.frees_to_sweep.get().wrapping_sub(1);
+        self.frees_to_sweep.set(left);
+        if left == 0 {
+            self.sweep_all();
+        }
+    }
+
+    /// An empty page that is not its class's current one is given back now rather than
+    /// kept. Out of line: the free's inline path stays short.
+    #[inline(never)]
+    fn release_if_spare(&self, page: NonNull<Page>) {
+        // SAFETY: the heap's pages live until it releases or abandons them.
+        let p = unsafe { page.as_ref() };
+        let mut classes = self.classes.borrow_mut();
+        let c = &mut classes[p.class()];
+        if c.current != Some(page) {
+            c.remove(p.index());
         }
     }
 }
 
+impl Heap {
+    /// Sweeps every class, keeping each current page (see [`SWEEP_EVERY`]); restarts the
+    /// count. Out of line: once every `SWEEP_EVERY` frees on the owner thread.
+    #[cold]
+    #[inline(never)]
+    fn sweep_all(&self) {
+        self.frees_to_sweep.set(SWEEP_EVERY);
+        for c in self.classes.borrow_mut().iter_mut() {
+            let current = c.current;
+            c.sweep(current);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl Heap {
+    /// The pages of `class` this heap holds.
+    pub(super) fn pages(&self, class: usize) -> usize {
+        self.classes.borrow()[class].pages.len()
+    }
+}
+
 impl Class {
+    /// Collects every page's foreign frees and releases each page found empty, except
+    /// `keep`. Without a page to keep, returns the first page with an eighth of its slots
+    /// free, which it keeps (the caller's next current page), or `None`.
+    fn sweep(&mut self, keep: Option<NonNull<Page>>) -> Option<NonNull<Page>> {
+        let mut chosen = keep;
+        let mut i = 0;
+        while i < self.pages.len() {
+            // SAFETY: the heap's pages live until it releases or abandons them.
+            let page = unsafe { self.pages[i].as_ref() };
+            if Some(self.pages[i]) != keep {
+                page.collect();
+                if chosen.is_none() && page.roomy() {
+                    chosen = Some(self.pages[i]);
+                } else if page.used() == 0 {
+                    // Empty, and not the one kept: released (and `i` now holds the last page).
+                    self.remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        if keep.is_some() { None } else { chosen }
+    }
+
     /// Releases the empty page at `i`; the last page takes its place.
     fn remove(&mut self, i: usize) {
         let page = self.pages.swap_remove(i);

@@ -25,14 +25,25 @@
 //! a foreign free is one CAS on the cell's own page, which only its owner and the threads
 //! freeing its cells touch.
 //!
-//! What an idle pool keeps: a page goes back to the allocator as soon as its owner finds it
-//! empty (at once for a free on the owner thread, at the owner's next sweep for frees
-//! elsewhere), except the page each size class allocates from; a thread that exits gives
-//! back all of its pages, each when its last cell is freed. So memory follows the live
-//! cells, not their peak, save for what a thread that stops arming left to other threads
-//! to free: that stays with its pages until it arms again or exits. A released page goes
-//! to a process-wide spare of at most four (1 MiB) before the allocator, so that a new
-//! thread's first cell does not map a fresh block (`page.rs`, `spare`).
+//! What the pool keeps, beyond the live cells (`heap.rs` has the rules):
+//! - per thread and size class it used, the page it allocates from, even empty;
+//! - pages that still hold a live cell: one cell keeps its 256 KiB page (a cancelled cell
+//!   counts until the shard has let go of it);
+//! - pages emptied by frees on other threads, until the owner's next sweep: at the class's
+//!   next refill (at most one page's worth of allocations of the class: 8,188 for 32 B
+//!   cells, 2,046 for 128 B), or after [`heap::SWEEP_EVERY`] (4,096) frees on the owner
+//!   thread, whichever comes first. A page emptied by frees on its own thread goes at once.
+//!   A thread that neither allocates nor frees cells keeps what other threads emptied until
+//!   it does either, or exits;
+//! - process-wide, up to four released pages (1 MiB, `page.rs`, `spare`) for the next thread
+//!   that needs one.
+//!
+//! So after a burst the memory follows the live cells within a page's worth of arms, not the
+//! peak (`tests/pool_burst.rs`: a million arms, then light load; RSS back within 2 MiB).
+//! Pages are `PAGE_BYTES` blocks from the global allocator; glibc maps each on its own
+//! (above its mmap threshold: checked with `strace`, one `mmap` and one `munmap` per page),
+//! so a page given back leaves the process's RSS at once. A thread that exits gives back all
+//! of its pages, each when its last cell is freed.
 
 mod heap;
 mod page;
@@ -95,6 +106,13 @@ pub(super) fn alloc(class: usize) -> Option<NonNull<u8>> {
 pub(crate) fn trim() {
     let _ = HEAP.try_with(Heap::trim);
     page::drain_spares();
+}
+
+/// The pool's pages now, process-wide: the blocks taken from the allocator and not given
+/// back, and how many of those are spare (`page::counts`).
+#[cfg(not(loom))]
+pub(crate) fn pages() -> (usize, usize) {
+    page::counts()
 }
 
 /// Under loom: what the calling thread's exit does outside loom (see `Heap`'s `Drop`).

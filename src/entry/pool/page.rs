@@ -11,7 +11,7 @@
 //!   free), `index` (the page's place in its heap's list).
 //! - Any thread: `remote`, a push-only stack of slots freed by threads other than the owner
 //!   (one CAS to push; the owner takes the whole stack with one `swap`, so there is no ABA:
-//!   a slot is never popped alone). When the owner thread exits it swaps in [`ABANDONED`]:
+//!   a slot is never popped alone). When the owner thread exits it swaps in a marker (`abandoned_marker`):
 //!   from then on the page is nobody's, and `abandoned` counts its live cells down.
 //! - Who releases a page, exactly once: its owner, when it finds the page empty; or, once
 //!   the page is abandoned, whichever of the owner's exit and the last foreign free brings
@@ -26,7 +26,12 @@ use std::ptr::{self, NonNull};
 /// the low bits cleared. 256 KiB: the allocator's own cost of an aligned block is about
 /// 4–8 KiB whatever its size (measured with glibc: 12 % of a 64 KiB block, 1.6 % of 256 KiB),
 /// and a bigger page holds more memory back per size class a thread uses.
+#[cfg(not(miri))]
 pub(super) const PAGE_BYTES: usize = 256 * 1024;
+/// Under Miri, 16 KiB: the pool's tests fill pages, and a page of 256 KiB is thousands of
+/// slots, minutes each under the interpreter (as loom's pages hold two slots).
+#[cfg(miri)]
+pub(super) const PAGE_BYTES: usize = 16 * 1024;
 
 /// Where the first slot starts: the header, rounded up to a cache line.
 const DATA_OFFSET: usize = size_of::<Page>().next_multiple_of(64);
@@ -72,8 +77,7 @@ impl Page {
     /// if the allocator has no memory for it.
     pub(super) fn new(owner: u64, class: usize, slot_bytes: usize) -> Option<NonNull<Page>> {
         #[cfg(not(loom))]
-        // SAFETY: the layout's size is not zero.
-        let raw = spare::take().or_else(|| NonNull::new(unsafe { std::alloc::alloc(layout()) }))?.cast::<Page>();
+        let raw = spare::take().or_else(blocks::alloc)?.cast::<Page>();
         #[cfg(loom)]
         // SAFETY: the layout's size is not zero.
         let raw = NonNull::new(unsafe { std::alloc::alloc(layout()) })?.cast::<Page>();
@@ -151,23 +155,34 @@ impl Page {
         self.free_slots() * 8 >= self.slots
     }
 
-    /// Owner only: a free slot, if the page has one without collecting.
-    pub(super) fn take(&self) -> Option<NonNull<u8>> {
-        let slot = if let Some(free) = NonNull::new(self.local_free.get()) {
+    /// Owner only: a free slot of `page`, if it has one without collecting.
+    ///
+    /// An associated function of the page's pointer, not a method of `&self`: a new slot's
+    /// pointer is derived from the pointer the block was allocated with, whose provenance
+    /// covers the whole page. One derived from `&self` would cover only the header, and a
+    /// write through it to the slot would be undefined behaviour (Miri's Stacked Borrows
+    /// reports it).
+    ///
+    /// # Safety
+    /// The caller owns `page`, which is live.
+    pub(super) unsafe fn take(page: NonNull<Page>) -> Option<NonNull<u8>> {
+        // SAFETY: the caller's contract.
+        let this = unsafe { page.as_ref() };
+        let slot = if let Some(free) = NonNull::new(this.local_free.get()) {
             // SAFETY: a slot on the local list is free and ours (owner only), and holds
             // its successor.
-            self.local_free.set(unsafe { free.as_ref().next });
+            this.local_free.set(unsafe { free.as_ref().next });
             free.cast::<u8>()
-        } else if self.carved.get() < self.slots {
-            let n = self.carved.get();
-            self.carved.set(n + 1);
+        } else if this.carved.get() < this.slots {
+            let n = this.carved.get();
+            this.carved.set(n + 1);
             // SAFETY: slot `n` lies inside the page (`n < slots`, which fit after the header).
-            unsafe { self.slot_at(n) }
+            unsafe { page.cast::<u8>().add(DATA_OFFSET + n * this.slot_bytes) }
         } else {
             return None;
         };
-        self.used.set(self.used.get() + 1);
-        self.touch(slot);
+        this.used.set(this.used.get() + 1);
+        this.touch(slot);
         Some(slot)
     }
 
@@ -288,17 +303,10 @@ impl Page {
         unsafe { ptr::drop_in_place(page.as_ptr()) };
         #[cfg(not(loom))]
         if let Err(page) = spare::put(page.cast()) {
-            // SAFETY: the block came from `std::alloc::alloc` with this layout in `Page::new`.
-            unsafe { std::alloc::dealloc(page.as_ptr(), layout()) };
+            // SAFETY: the block came from `blocks::alloc` in `Page::new`, and holds no page
+            // any more.
+            unsafe { blocks::dealloc(page) };
         }
-    }
-
-    /// # Safety
-    /// `n < self.slots`.
-    unsafe fn slot_at(&self, n: usize) -> NonNull<u8> {
-        let base = ptr::from_ref(self).cast::<u8>().cast_mut();
-        // SAFETY: by the contract the slot lies inside the page's block.
-        unsafe { NonNull::new_unchecked(base.add(DATA_OFFSET + n * self.slot_bytes)) }
     }
 
     /// Under loom, writes the slot's token: each allocation and each free of a slot does,
@@ -307,8 +315,8 @@ impl Page {
     fn touch(&self, slot: NonNull<u8>) {
         #[cfg(loom)]
         {
-            let base = ptr::from_ref(self) as usize;
-            let n = (slot.as_ptr() as usize - base - DATA_OFFSET) / self.slot_bytes;
+            let base = ptr::from_ref(self).addr();
+            let n = (slot.as_ptr().addr() - base - DATA_OFFSET) / self.slot_bytes;
             self.tokens[n].with_mut(|_| ());
         }
         #[cfg(not(loom))]
@@ -349,10 +357,16 @@ mod spare {
     /// Hands every spare page's block back to the allocator.
     pub(super) fn drain() {
         while let Some(page) = take() {
-            // SAFETY: a spare block came from `std::alloc::alloc` with this layout in
-            // `Page::new`, holds no page any more, and `take` made it ours alone.
-            unsafe { std::alloc::dealloc(page.as_ptr(), super::layout()) };
+            // SAFETY: a spare block came from `blocks::alloc` in `Page::new`, holds no page
+            // any more, and `take` made it ours alone.
+            unsafe { super::blocks::dealloc(page) };
         }
+    }
+
+    /// Spare pages kept now.
+    pub(super) fn count() -> usize {
+        // Relaxed: a count for tests and statistics, exact once the pool is quiet.
+        SPARE.iter().filter(|slot| !slot.load(Ordering::Relaxed).is_null()).count()
     }
 
     /// Keeps an empty page's block, or hands it back if every slot is taken.
@@ -365,6 +379,52 @@ mod spare {
         }
         Err(page)
     }
+}
+
+/// The pages' blocks, from the allocator and back, counted: a page lost on its way back
+/// (say, released while the spare is full and then neither kept nor freed) shows as a block
+/// that no count accounts for (`tests/pool_pages.rs`). A block is `PAGE_BYTES` aligned to
+/// them; glibc maps each on its own (above its mmap threshold) and unmaps it when it is
+/// freed, so a freed block leaves the process's RSS at once.
+#[cfg(not(loom))]
+mod blocks {
+    use crate::sync::plain::{AtomicUsize, Ordering};
+    use std::ptr::NonNull;
+
+    /// Blocks taken from the allocator and not given back. A plain atomic: a count outside
+    /// loom (`sync::plain`).
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+    /// A new block; `None` if the allocator has no memory.
+    pub(super) fn alloc() -> Option<NonNull<u8>> {
+        // SAFETY: the layout's size is not zero.
+        let block = NonNull::new(unsafe { std::alloc::alloc(super::layout()) })?;
+        // Relaxed: a count, read for tests and statistics only.
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Some(block)
+    }
+
+    /// # Safety
+    /// `block` came from [`alloc`] and nothing uses it any more.
+    pub(super) unsafe fn dealloc(block: NonNull<u8>) {
+        // Relaxed: as in `alloc`.
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: by the contract, from `std::alloc::alloc` with this layout, and unused.
+        unsafe { std::alloc::dealloc(block.as_ptr(), super::layout()) };
+    }
+
+    pub(super) fn live() -> usize {
+        // Relaxed: as in `alloc`.
+        LIVE.load(Ordering::Relaxed)
+    }
+}
+
+/// The pool's pages now, process-wide: `(blocks, spare)`, the blocks taken from the
+/// allocator and not given back (in a heap, abandoned to their last cells, or spare), and
+/// how many of them are spare. Exact once no thread is allocating or freeing cells.
+#[cfg(not(loom))]
+pub(super) fn counts() -> (usize, usize) {
+    (blocks::live(), spare::count())
 }
 
 /// Hands the spare pages back to the allocator (`pool::trim`).

@@ -4,6 +4,14 @@ use super::page::{PAGE_BYTES, Page};
 use super::*;
 use std::collections::HashSet;
 
+/// A slot sent to another thread to be freed there. A pointer, not its address as an
+/// integer: a pointer made back from an integer has no provenance under Miri's strict
+/// provenance (`.ci/miri.sh`), and its writes to the slot would be undefined behaviour.
+struct Sent(NonNull<u8>);
+
+// SAFETY: a slot not in use is plain memory, which any thread may free.
+unsafe impl Send for Sent {}
+
 #[test]
 fn size_classes_step_by_16_bytes_up_to_the_limit() {
     assert_eq!(class_of(24, 8), Some(0));
@@ -23,7 +31,7 @@ fn a_slot_freed_on_its_thread_is_the_next_one_handed_out() {
     let a = alloc(0).unwrap();
     let b = alloc(0).unwrap();
     assert_ne!(a, b);
-    assert_eq!(a.as_ptr() as usize % 16, 0);
+    assert_eq!(a.as_ptr().addr() % 16, 0);
     assert_eq!(Page::of(a), Page::of(b), "one page holds both");
     // SAFETY: `a` came from `alloc` and is not used.
     unsafe { free(a) };
@@ -52,16 +60,16 @@ fn fill_a_page(class: usize) -> (Vec<NonNull<u8>>, NonNull<u8>) {
 #[test]
 fn a_slot_freed_on_another_thread_comes_back_to_its_owner() {
     let (slots, next) = fill_a_page(2);
-    assert!(slots.len() > 1000, "a page holds {} slots of 64 B", slots.len());
+    assert!(slots.len() * 64 > PAGE_BYTES * 9 / 10, "a page holds {} slots of 64 B", slots.len());
     assert!(slots.len() * 64 <= PAGE_BYTES);
     let distinct: HashSet<_> = slots.iter().collect();
     assert_eq!(distinct.len(), slots.len(), "each slot handed out once");
     // Free every slot of the full first page on another thread: they go to its remote stack.
-    let addrs: Vec<usize> = slots.iter().map(|s| s.as_ptr() as usize).collect();
+    let sent: Vec<Sent> = slots.iter().map(|&s| Sent(s)).collect();
     std::thread::spawn(move || {
-        for a in addrs {
+        for Sent(slot) in sent {
             // SAFETY: each came from `alloc` on the parent thread and is not used.
-            unsafe { free(NonNull::new(a as *mut u8).unwrap()) };
+            unsafe { free(slot) };
         }
     })
     .join()
@@ -81,30 +89,30 @@ fn a_slot_freed_on_another_thread_comes_back_to_its_owner() {
 fn a_page_outlives_its_thread_until_its_last_cell_is_freed() {
     // Cells made on a thread that exits, freed afterwards here: the page is abandoned, and
     // the last free releases it (valgrind, `.ci/valgrind.sh`, checks it is released once).
-    let addrs: Vec<usize> = std::thread::spawn(|| {
-        let slots: Vec<usize> = (0..100).map(|_| alloc(1).unwrap().as_ptr() as usize).collect();
-        // One freed on its own thread before the exit, one left on its remote stack.
+    let sent: Vec<Sent> = std::thread::spawn(|| {
+        let mut slots: Vec<Sent> = (0..100).map(|_| Sent(alloc(1).unwrap())).collect();
+        // One freed on its own thread before the exit.
         // SAFETY: from `alloc`, not used.
-        unsafe { free(NonNull::new(slots[0] as *mut u8).unwrap()) };
-        slots[1..].to_vec()
+        unsafe { free(slots.remove(0).0) };
+        slots
     })
     .join()
     .unwrap();
-    for a in addrs {
+    for Sent(slot) in sent {
         // SAFETY: from `alloc` on the exited thread, not used.
-        unsafe { free(NonNull::new(a as *mut u8).unwrap()) };
+        unsafe { free(slot) };
     }
 }
 
 #[test]
 fn a_thread_whose_heap_is_gone_gets_no_slot_and_frees_remotely() {
-    struct OnExit(Option<usize>);
+    struct OnExit(Option<NonNull<u8>>);
     impl Drop for OnExit {
         fn drop(&mut self) {
             // Runs among the thread's thread-local destructors, maybe after the heap's.
-            if let Some(a) = self.0.take() {
+            if let Some(slot) = self.0.take() {
                 // SAFETY: from `alloc` on this thread, not used.
-                unsafe { free(NonNull::new(a as *mut u8).unwrap()) };
+                unsafe { free(slot) };
             }
             let _ = alloc(0).map(|s| {
                 // SAFETY: just handed out.
@@ -115,8 +123,65 @@ fn a_thread_whose_heap_is_gone_gets_no_slot_and_frees_remotely() {
     std::thread_local! { static EXIT: std::cell::RefCell<OnExit> = const { std::cell::RefCell::new(OnExit(None)) }; }
     std::thread::spawn(|| {
         let a = alloc(0).unwrap();
-        EXIT.with(|e| e.borrow_mut().0 = Some(a.as_ptr() as usize));
+        EXIT.with(|e| e.borrow_mut().0 = Some(a));
     })
     .join()
     .unwrap();
+}
+
+/// The pages of `class` the calling thread's heap holds.
+fn pages(class: usize) -> usize {
+    HEAP.with(|heap| heap.pages(class))
+}
+
+/// Frees `slots` on another thread: onto their pages' remote stacks.
+fn free_elsewhere(slots: Vec<NonNull<u8>>) {
+    let sent: Vec<Sent> = slots.into_iter().map(Sent).collect();
+    std::thread::spawn(move || {
+        for Sent(slot) in sent {
+            // SAFETY: each came from `alloc` on the parent thread and is not used.
+            unsafe { free(slot) };
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_page_emptied_elsewhere_goes_back_at_the_current_pages_refill() {
+    // Page A full, then emptied on another thread; page B current.
+    let (a, first_b) = fill_a_page(3);
+    let a_len = a.len();
+    free_elsewhere(a);
+    assert_eq!(pages(3), 2);
+    // B handed out whole (A held as many slots), half of it freed elsewhere: its next
+    // allocation takes those back (a refill that keeps B), and sweeps A away.
+    let mut b: Vec<_> = (1..a_len).map(|_| alloc(3).unwrap()).collect();
+    b.push(first_b);
+    assert!(b.iter().all(|&s| Page::of(s) == Page::of(first_b)), "B is full");
+    let half = b.split_off(b.len() / 2);
+    free_elsewhere(half);
+    let c = alloc(3).unwrap();
+    assert_eq!(Page::of(c), Page::of(first_b), "B kept: half of it is free");
+    assert_eq!(pages(3), 1, "the page emptied elsewhere is given back");
+    for slot in b.into_iter().chain([c]) {
+        // SAFETY: each came from `alloc` and is not used.
+        unsafe { free(slot) };
+    }
+}
+
+#[test]
+fn a_page_emptied_elsewhere_goes_back_while_every_free_is_local() {
+    // Page A full, then emptied on another thread; the current page then cycles one slot
+    // through its local list, never running dry: the frees count down to a sweep.
+    let (a, b) = fill_a_page(4);
+    free_elsewhere(a);
+    for _ in 0..heap::SWEEP_EVERY {
+        let slot = alloc(4).unwrap();
+        // SAFETY: just handed out, not used.
+        unsafe { free(slot) };
+    }
+    assert_eq!(pages(4), 1, "the page emptied elsewhere is given back");
+    // SAFETY: from `alloc`, not used.
+    unsafe { free(b) };
 }

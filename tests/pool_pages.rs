@@ -1,0 +1,53 @@
+//! The cell pool's pages at the edge of their life: pages released while the process's spare
+//! pages are full (four, `src/entry/pool/page.rs`, `spare`) go back to the allocator, none
+//! lost. Threads that each fill three pages with timeouts, cancel them and exit release a
+//! two dozen pages, eight of them or more with the spare full; once every cell is freed, the pool holds
+//! its spare pages and nothing else (`__cell_pool_pages` counts the blocks it took from the
+//! allocator and has not given back).
+//!
+//! One test in this file on purpose: the pool's counts are the whole process's.
+
+mod common;
+
+use common::{PATIENCE, wait_until};
+use shardwheel::{__cell_pool_pages, TimerService};
+use std::thread;
+use std::time::Duration;
+
+/// A 32 B cell's page holds 8,188 slots: a thread fills six pages, more than the spare holds.
+const PER_THREAD: usize = 45_000;
+const THREADS: usize = 4;
+
+#[test]
+fn pages_released_with_the_spare_full_go_back_to_the_allocator() {
+    let timers = TimerService::builder().shards(2).build().unwrap();
+    for _ in 0..THREADS {
+        let timers = timers.clone();
+        thread::spawn(move || {
+            let armed: Vec<_> =
+                (0..PER_THREAD).map(|_| timers.schedule(Duration::from_secs(3600), || {}).unwrap()).collect();
+            for timeout in armed {
+                assert!(timeout.cancel());
+            }
+            // The thread exits: its pages go back as their last cells are freed (on the
+            // shards, or here).
+        })
+        .join()
+        .unwrap();
+    }
+    // Every cell is freed once the shards have let go of the cancelled entries; then only
+    // the spare pages are left.
+    let settled = wait_until(
+        || {
+            let (blocks, spare) = __cell_pool_pages();
+            timers.stats().pending == 0 && blocks == spare
+        },
+        PATIENCE,
+    );
+    let (blocks, spare) = __cell_pool_pages();
+    assert!(settled, "the pool holds {blocks} pages, {spare} of them spare, with no cell live");
+    assert!(spare <= 4, "{spare} spare pages");
+    shardwheel::__trim_cell_pool();
+    assert_eq!(__cell_pool_pages(), (0, 0), "pages left after the spare is given back");
+    assert!(timers.stop().unwrap().is_empty());
+}
