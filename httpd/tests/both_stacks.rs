@@ -74,8 +74,9 @@ fn never_reads(server: &Server) -> (Client, Instant, Instant) {
 /// going through), and the next client is served.
 fn a_client_that_never_reads_is_closed_at_the_send_timeout(stack: &[&str]) {
     let send = Duration::from_millis(300);
-    // Header and idle timeouts far off: only the send timeout can close it in time.
-    let server = start(stack, 10_000, 10_000, 300, &["--threads", "1", "--max-conns", "1"]);
+    // The header timeout far off; the idle timeout shorter than the send timeout: a
+    // response waiting for the peer is not idle, so only the send timeout may close it.
+    let server = start(stack, 10_000, 100, 300, &["--threads", "1", "--max-conns", "1"]);
     let (client, first, last) = never_reads(&server);
     let ended = client.ended_unread(last + send + SLACK).expect("the connection was never closed");
     assert!(ended >= first + send, "closed after {:?}, before the send timeout could run", ended - first);
@@ -83,18 +84,22 @@ fn a_client_that_never_reads_is_closed_at_the_send_timeout(stack: &[&str]) {
     // Its `--max-conns` slot is free: the next client is served (once the server has seen
     // the close, which it made itself).
     let until = Instant::now() + Duration::from_secs(3);
-    let mut next = loop {
+    let stats = loop {
         let mut next = server.connect();
-        next.send_lossy("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        // `/stats` in the same write: on the one connection `--max-conns 1` lets in, before
+        // its (short) idle timeout.
+        next.send_lossy("GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /stats HTTP/1.1\r\nHost: t\r\n\r\n");
         match next.try_response() {
-            Some(response) => break (response.status == 200).then_some(next).expect("200"),
+            Some(response) => {
+                assert_eq!(response.status, 200);
+                break serde_json::from_str::<serde_json::Value>(&next.response().body).unwrap();
+            }
             None => assert!(Instant::now() < until, "no client served after the send timeout"),
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    // On the one connection `--max-conns 1` lets in.
-    let stats: serde_json::Value = serde_json::from_str(&get(&mut next, "/stats").body).unwrap();
     assert_eq!(stats["closed_by_send_timeout"], 1, "{stats}");
+    assert_eq!(stats["closed_by_idle_timeout"], 0, "{stats}");
     assert!(stats["timeout_close_late_us"]["max"].is_u64(), "{stats}");
 }
 
