@@ -24,7 +24,9 @@
 //! - **Send**: while a response waits for the peer to take its next bytes (a write that
 //!   would block), the send timer runs, as nginx's `send_timeout`: armed when a write first
 //!   blocks, pushed out each time the peer takes bytes, cancelled when the output is all
-//!   sent. If it fires, the connection is reset (`SO_LINGER` 0: the kernel drops what the
+//!   sent. Meanwhile the header and idle timers do not close the connection (requests
+//!   read behind a blocked response are not a slow head, nor is the wait idle); firing
+//!   then, they are armed again from the moment the output is all sent. If it fires, the connection is reset (`SO_LINGER` 0: the kernel drops what the
 //!   peer never took). A peer that pipelines requests and never reads is closed by it; a
 //!   connection whose writes never block never arms it.
 //! - **Half-close**: a peer that shuts down its sending side has its requests answered
@@ -293,7 +295,10 @@ impl Conn {
         match kind {
             TimerKind::Header if self.header.is_some_and(|t| t.key == key) => {
                 let timer = self.header.take().expect("checked");
-                if self.phase == Phase::Head {
+                // Requests read while responses wait for the peer (answering stopped at the
+                // output's cap) are not a slow head: the send timer has the connection, and
+                // `flush` arms this one again once the peer took it all.
+                if self.phase == Phase::Head && self.output.is_empty() {
                     ctx.stats.record_lateness(late(timer));
                     return Err(Close::HeaderTimeout);
                 }
@@ -476,8 +481,8 @@ impl Conn {
 
     /// Writes what the socket takes. A write that would block starts the send timer (or
     /// pushes it out, if the peer took bytes since it started); once the output is all
-    /// sent, the send timer is cancelled, and an idle connection whose idle timer fired
-    /// meanwhile gets it again, from now.
+    /// sent, the send timer is cancelled, and a connection whose idle or header timer fired
+    /// meanwhile (ignored: the response waited for the peer) gets it again, from now.
     fn flush(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Close> {
         let mut took = false;
         while self.written < self.output.len() {
@@ -501,8 +506,12 @@ impl Conn {
         self.output.clear();
         self.written = 0;
         ctx.cancel(self.send.take());
-        if self.phase == Phase::Idle && self.idle.is_none() && self.closing.is_none() {
-            self.idle = Some(ctx.arm(self.id, TimerKind::Idle, Instant::now() + ctx.timeouts.idle));
+        match self.phase {
+            Phase::Idle if self.idle.is_none() && self.closing.is_none() => {
+                self.idle = Some(ctx.arm(self.id, TimerKind::Idle, Instant::now() + ctx.timeouts.idle));
+            }
+            Phase::Head if self.header.is_none() => self.enter_head(ctx),
+            _ => {}
         }
         Ok(())
     }
