@@ -193,9 +193,10 @@ fn bad_input_gets_the_same_answers(stack: &[&str]) {
     assert_closed_now(&mut client, "400");
 }
 
-/// `--max-conns 20` and 30 clients, one after another: exactly 20 are served, the other 10
-/// closed at once; every time, even when the 20th slot was freed by a client that closed
-/// just before the next connected (a readiness probe, say).
+/// `--max-conns 20` and 30 clients: exactly 20 are served, the other 10 closed at once;
+/// every time, even when the 20th slot was freed by a client that closed just before the
+/// last 11 connected at once (a readiness probe, say: its close and their connects reach
+/// the server together).
 fn max_conns_holds_exactly_that_many(stack: &[&str]) {
     for _ in 0..3 {
         max_conns_holds_exactly_that_many_once(stack);
@@ -206,21 +207,23 @@ fn max_conns_holds_exactly_that_many_once(stack: &[&str]) {
     // One thread: the local stack's threads each hold their share of `--max-conns`, and
     // the kernel's spread of connections among them is not even.
     let server = start(stack, 5000, 5000, 5000, &["--threads", "1", "--max-conns", "20"]);
-    let mut held: Vec<Client> = Vec::new();
+    let mut held: Vec<Client> = (0..19).map(|_| server.connect()).collect();
+    for client in &mut held {
+        assert_eq!(get(client, "/").status, 200);
+    }
+    let mut probe = server.connect();
+    assert_eq!(get(&mut probe, "/").status, 200);
+    drop(probe);
+    let mut burst: Vec<Client> = (0..11).map(|_| server.connect()).collect();
     let mut refused = 0;
-    for n in 0..31 {
-        let mut client = server.connect();
+    for mut client in burst.drain(..) {
         client.send_lossy("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
         match client.try_response() {
-            Some(response) => assert_eq!(response.status, 200),
-            None => {
-                refused += 1;
-                continue;
+            Some(response) => {
+                assert_eq!(response.status, 200);
+                held.push(client);
             }
-        }
-        // The 20th to come in closes at once, and the next connects right behind its close.
-        if n != 19 {
-            held.push(client);
+            None => refused += 1,
         }
     }
     assert_eq!((held.len(), refused), (20, 10), "held, closed at once");
