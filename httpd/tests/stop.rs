@@ -85,29 +85,32 @@ fn bad_flags_are_a_usage_error_with_status_2() {
         (&["--stack", "hyper", "--trace", "/tmp/never-written"], "--trace needs --stack local"),
         (&["--send-timeout-ms", "0"], "--send-timeout-ms"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd")).args(args).output().expect("runs");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        // Bounded: a flag wrongly accepted starts a server, which would never exit.
+        let (status, stdout, stderr) =
+            exits_by_itself(args).unwrap_or_else(|| panic!("{args:?} started a server instead of a usage error"));
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.starts_with("error:") && stderr.contains(says), "{args:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{args:?} started a server");
+        assert!(stdout.is_empty(), "{args:?} started a server");
     }
 }
 
 /// Runs the binary with `args` and waits (at most 5 s) for it to exit by itself: its
-/// status and standard error, or `None` if it was still running (then killed).
-fn exits_by_itself(args: &[&str]) -> Option<(std::process::ExitStatus, String)> {
+/// status, standard output and standard error, or `None` if it was still running (then
+/// killed). (Its output is small: a usage error, or a start line.)
+fn exits_by_itself(args: &[&str]) -> Option<(std::process::ExitStatus, String, String)> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd"))
         .args(args)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("runs");
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
         if let Some(status) = child.try_wait().expect("try_wait") {
-            let mut stderr = String::new();
+            let (mut stdout, mut stderr) = (String::new(), String::new());
+            std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
             std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            return Some((status, stderr));
+            return Some((status, stdout, stderr));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -124,7 +127,7 @@ fn a_second_server_on_an_address_already_served_refuses_to_start() {
         for second in [&["--stack", "local"][..], &["--stack", "hyper"]] {
             let mut args = vec!["--addr", addr.as_str(), "--for", "3"];
             args.extend(second);
-            let (status, stderr) = exits_by_itself(&args)
+            let (status, _, stderr) = exits_by_itself(&args)
                 .unwrap_or_else(|| panic!("{second:?} started on {addr}, already served by {first:?}"));
             assert_eq!(status.code(), Some(1), "{second:?} on {first:?}: {stderr}");
             assert!(stderr.contains(&format!("{addr} is already in use")), "{second:?} on {first:?}: {stderr}");
@@ -137,7 +140,8 @@ fn a_second_server_on_an_address_already_served_refuses_to_start() {
     // Any other program's listener too.
     let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = other.local_addr().unwrap().to_string();
-    let (status, stderr) = exits_by_itself(&["--addr", &addr, "--for", "3"]).expect("started beside another listener");
+    let (status, _, stderr) =
+        exits_by_itself(&["--addr", &addr, "--for", "3"]).expect("started beside another listener");
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("already in use"), "{stderr}");
 }
