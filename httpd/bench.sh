@@ -2,16 +2,18 @@
 # httpd/bench.sh: shardwheel-httpd (--stack local, --stack hyper with each timer) beside
 # nginx, on loopback, with the same timeouts: `wrk -t2 -c256 -d5s` on `/`; `wrk -t2 -c1000
 # -d5s` on `/delay/50` (not nginx: no such route), its latency min / p50 / p99; then
-# shardwheel-conns's 10 000 silent, 1 000 idle keep-alive and 200 slowloris connections;
-# req/s, client-seen close lateness per class (p50/p99/max, early), server RSS before and
-# with the connections open, and CPU seconds. RUNS times (3 by default), each run measuring
+# shardwheel-conns's 10 000 silent, 1 000 idle keep-alive and 200 slowloris connections, then
+# (a run of its own) 20 unread ones (pipelined requests, never a read: closed at the send
+# timeout; nginx's `send_timeout` set to the same value); req/s, client-seen close lateness
+# per class (p50/p99/max, early), server RSS before and with the connections open, and CPU
+# seconds. RUNS times (3 by default), each run measuring
 # every server back to back, starting with a different one each run; then
 # `httpd/bench_table.py` prints one markdown table (the median and the spread per cell) and
 # the issue's bars, met or missed, judged on the run-by-run ratios' median. CI does not run
 # it: the README's table does, with the command.
 #
 #   bash httpd/bench.sh
-#   RUNS=5 HEADER_MS=2000 IDLE_MS=5000 SILENT=10000 IDLE=1000 SLOWLORIS=200 PORT=18480 bash httpd/bench.sh
+#   RUNS=5 HEADER_MS=2000 IDLE_MS=5000 SEND_MS=2000 SILENT=10000 IDLE=1000 SLOWLORIS=200 UNREAD=20 PORT=18480 bash httpd/bench.sh
 #   SERVERS="local nginx" RUNS=1 bash httpd/bench.sh     # a subset
 #
 # Installs wrk, nginx-light (or nginx) and jq with apt-get when missing, and says so. Every
@@ -22,9 +24,11 @@ cd "$(dirname "$0")/.."
 
 HEADER_MS=${HEADER_MS:-2000}
 IDLE_MS=${IDLE_MS:-5000}
+SEND_MS=${SEND_MS:-2000}
 SILENT=${SILENT:-10000}
 IDLE=${IDLE:-1000}
 SLOWLORIS=${SLOWLORIS:-200}
+UNREAD=${UNREAD:-20}
 TRICKLE_MS=${TRICKLE_MS:-100}
 THREADS=${THREADS:-2}
 WRK_THREADS=${WRK_THREADS:-2}
@@ -167,6 +171,10 @@ http {
     scgi_temp_path $2/scgi;
     client_header_timeout ${HEADER_MS}ms;
     keepalive_timeout ${IDLE_MS}ms;
+    send_timeout ${SEND_MS}ms;
+    # shardwheel-httpd resets a connection it closes at the send timeout (the kernel drops
+    # what the client never took): the same here (and the unread client sees the close).
+    reset_timedout_connection on;
     # shardwheel-httpd caps neither: without this, nginx closes a wrk connection every 1000
     # requests (its default) and wrk reconnects.
     keepalive_requests 1000000;
@@ -228,6 +236,17 @@ bench() {
   wait "$client" || notes+=("run $run, $name: shardwheel-conns failed: $(cat "$log.conns.err")")
   cpu2=$(cpu_ticks "${pids[@]}")
 
+  # A run of their own (so that answering their pipelined requests does not weigh on the
+  # others' lateness): connections that never read, closed at the send timeout.
+  if ((UNREAD > 0)); then
+    say "run $run, $name: $UNREAD unread connections (send timeout $SEND_MS ms)"
+    "$CONNS" --addr "127.0.0.1:$port" --silent 0 --idle 0 --slowloris 0 --unread "$UNREAD" \
+      --send-timeout-ms "$SEND_MS" --max-secs "$((SEND_MS / 1000 + 15))" --json >"$log.unread.json" 2>"$log.unread.err" ||
+      notes+=("run $run, $name: shardwheel-conns --unread failed: $(cat "$log.unread.err")")
+  else
+    : >"$log.unread.json"
+  fi
+
   # After the connections (so their RSS is not wrk's), the delayed route under 1 000 wrk
   # connections: wrk's latency runs from each request's write to its response, so its
   # minimum below the delay would be a timer firing early.
@@ -249,20 +268,23 @@ bench() {
   seen=$(sed -n 's/^summary: timeout closes.* p99 \([0-9.]*\) ms.*/\1/p' "$log.out")
   jq -cn --arg key "$key" --arg server "$name" --argjson run "$run" --argjson rps "${reqs:-null}" \
     --argjson requests "${count:-null}" \
-    --argjson delay "$delay" --slurpfile conns "$log.json" \
+    --argjson delay "$delay" --slurpfile conns "$log.json" --slurpfile unread "$log.unread.json" \
     --argjson rss "{\"start\": $rss_start, \"before\": $rss_before, \"peak\": $rss_peak}" \
     --argjson per_conn "$(((rss_peak - rss_before) * 1024 / (conns > 0 ? conns : 1)))" \
     --argjson cpu "{\"wrk\": $(secs $((cpu1 - cpu0))), \"conns\": $(secs $((cpu2 - cpu1)))}" \
     --argjson seen "${seen:-null}" \
-    '{key: $key, server: $server, run: $run, rps: $rps, requests: $requests, delay: $delay, conns: ($conns[0] // null),
+    '{key: $key, server: $server, run: $run, rps: $rps, requests: $requests, delay: $delay,
+      conns: (($conns[0] // null) | if . != null and ($unread[0] // null) != null then .classes.unread = $unread[0].classes.unread else . end),
       rss: $rss, per_conn: $per_conn, cpu: $cpu, seen_p99_ms: $seen}' >>"$results"
   local errors
   errors=$(jq -r '.errors | join("; ")' "$log.json" 2>/dev/null || true)
   [[ -n $errors ]] && notes+=("run $run, $name: the client's errors: $errors")
+  errors=$(jq -r '.errors | join("; ")' "$log.unread.json" 2>/dev/null || true)
+  [[ -n $errors ]] && notes+=("run $run, $name: the unread client's errors: $errors")
   return 0
 }
 
-common=(--threads "$THREADS" --header-timeout-ms "$HEADER_MS" --idle-timeout-ms "$IDLE_MS")
+common=(--threads "$THREADS" --header-timeout-ms "$HEADER_MS" --idle-timeout-ms "$IDLE_MS" --send-timeout-ms "$SEND_MS")
 # One server of $SERVERS in run $2.
 bench_key() {
   local key=$1 run=$2 port
@@ -301,12 +323,12 @@ done
 
 # --- the tables -----------------------------------------------------------------------------
 echo
-echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); header timeout $HEADER_MS ms, idle timeout $IDLE_MS ms;" \
-  "wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s /; wrk -t$WRK_THREADS -c$DELAY_CONNS -d${WRK_SECS}s /delay/$DELAY_MS; $SILENT silent, $IDLE idle, $SLOWLORIS slowloris (a byte every $TRICKLE_MS ms); $RUNS run(s)"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); header timeout $HEADER_MS ms, idle timeout $IDLE_MS ms, send timeout $SEND_MS ms;" \
+  "wrk -t$WRK_THREADS -c$WRK_CONNS -d${WRK_SECS}s /; wrk -t$WRK_THREADS -c$DELAY_CONNS -d${WRK_SECS}s /delay/$DELAY_MS; $SILENT silent, $IDLE idle, $SLOWLORIS slowloris (a byte every $TRICKLE_MS ms); $UNREAD unread; $RUNS run(s)"
 echo
-python3 httpd/bench_table.py "$results" --header-ms "$HEADER_MS" --idle-ms "$IDLE_MS" --delay-ms "$DELAY_MS"
+python3 httpd/bench_table.py "$results" --header-ms "$HEADER_MS" --idle-ms "$IDLE_MS" --send-ms "$SEND_MS" --delay-ms "$DELAY_MS"
 echo
-echo "Lateness is client-seen: from the connect call (silent, slowloris) or the response read (idle) plus the timeout, to the read that saw the close."
+echo "Lateness is client-seen: from the connect call (silent, slowloris), the response read (idle) or the last request write that went through (unread: the server's wait starts near it, before or after, so a small negative is not early) plus the timeout, to the read that saw the close. Early (a server bug) is judged from the connect call, the request write, or the first request write (unread)."
 for note in "${notes[@]}"; do
   echo "- $note"
 done

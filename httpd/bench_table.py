@@ -5,14 +5,14 @@ min-max, where there was more than one) and the issue's bars with met / missed c
 from them. Comparisons are made run by run (each run measured every server back to back)
 and the ratios' median is what a bar is judged on.
 
-  python3 httpd/bench_table.py RESULTS.jsonl --header-ms 2000 --idle-ms 5000 --delay-ms 50
+  python3 httpd/bench_table.py RESULTS.jsonl --header-ms 2000 --idle-ms 5000 --send-ms 2000 --delay-ms 50
 """
 import argparse
 import json
 import statistics
 
 ORDER = ["local", "hyper-shardwheel", "hyper-tokio", "nginx"]
-CLASSES = ["silent", "idle", "slowloris"]
+CLASSES = ["silent", "idle", "slowloris", "unread"]
 
 
 def med(values):
@@ -46,6 +46,7 @@ def main():
     ap.add_argument("results")
     ap.add_argument("--header-ms", type=float, default=2000)
     ap.add_argument("--idle-ms", type=float, default=5000)
+    ap.add_argument("--send-ms", type=float, default=2000)
     ap.add_argument("--delay-ms", type=float, default=50)
     args = ap.parse_args()
 
@@ -144,6 +145,17 @@ def main():
                 "slowloris": f"{names[k]}: slowloris closed at the header timeout, none early",
             }[cls]
             bars.append((label, what, verdict(ok)))
+    # The send timeout: every server (nginx's `send_timeout` at the same value).
+    for k in keys:
+        cs = [(r.get("conns") or {}).get("classes", {}).get("unread") for r in by[k]]
+        cs = [c for c in cs if c and c["count"]]
+        if not cs:
+            continue
+        count, closed, early = sum(c["count"] for c in cs), sum(c["closed"] for c in cs), sum(c["early"] for c in cs)
+        what = (f"{closed}/{count} closed, {early} early; late p50 {cell([late(r, 'unread', 'p50') for r in by[k]])},"
+                f" p99 {cell([late(r, 'unread', 'p99') for r in by[k]])} ms (from the last request write)")
+        bars.append((f"{names[k]}: a client that never reads closed at the send timeout ({args.send_ms:g} ms), none early",
+                     what, verdict(closed == count and early == 0)))
     if "local" in by and "nginx" in by:
         a, b = med([r.get("per_conn") for r in by["local"]]), med([r.get("per_conn") for r in by["nginx"]])
         bars.append(("RSS per idle connection beside nginx's; the timers' share ≤ 64 B",

@@ -1,4 +1,4 @@
-//! One connection's state machine and its three timers.
+//! One connection's state machine and its four timers.
 //!
 //! ```text
 //!   accept ──► Head ──(head complete)──► respond ──► Idle ──(a byte)──► Head …
@@ -17,8 +17,21 @@
 //! - **Idle**: after each response the idle timer is pushed out (`reset_at`, armed afresh
 //!   only the first time or after it fired), so a busy keep-alive connection resets one
 //!   timer rather than arming one per request. It closes the connection only if it fires
-//!   while the connection is idle; firing in the middle of a request, it is dropped, and the
-//!   next response arms it again.
+//!   while the connection is idle: no request in hand and no response waiting for the
+//!   peer. Firing in the middle of a request, it is dropped, and the next response arms it
+//!   again; firing while a response waits for the peer, it is dropped, and armed again from
+//!   the moment the peer has taken the last byte.
+//! - **Send**: while a response waits for the peer to take its next bytes (a write that
+//!   would block), the send timer runs, as nginx's `send_timeout`: armed when a write first
+//!   blocks, pushed out each time the peer takes bytes, cancelled when the output is all
+//!   sent. Meanwhile the header and idle timers do not close the connection (requests
+//!   read behind a blocked response are not a slow head, nor is the wait idle); firing
+//!   then, they are armed again from the moment the output is all sent. If it fires, the connection is reset (`SO_LINGER` 0: the kernel drops what the
+//!   peer never took). A peer that pipelines requests and never reads is closed by it; a
+//!   connection whose writes never block never arms it.
+//! - **Half-close**: a peer that shuts down its sending side has its requests answered
+//!   first: a `/delay/` in hand, and whole requests behind it; then, with every response
+//!   sent, the connection closes. (A partial head at the end of the stream is dropped.)
 //!
 //! Every timer a connection holds is cancelled when it closes, so a timer that fires always
 //! names a live connection; the key is checked all the same.
@@ -53,6 +66,7 @@ pub enum TimerKind {
     Header,
     Idle,
     Delay,
+    Send,
 }
 
 /// Where a connection is in its request cycle.
@@ -71,12 +85,17 @@ enum Phase {
 pub enum Close {
     /// The peer closed it, reset it, or an I/O error.
     Peer,
-    /// A response with `Connection: close` (asked for, or after a bad request) went out.
+    /// A response with `Connection: close`, as the request asked (or HTTP/1.0), went out.
     Answered,
+    /// The `400`, `413` or `431` answer to a bad request went out, with `Connection: close`.
+    BadRequest,
     /// Its header-read timer fired.
     HeaderTimeout,
     /// Its idle timer fired.
     IdleTimeout,
+    /// Its send timer fired: a response waited for the peer to read longer than the send
+    /// timeout.
+    SendTimeout,
     /// The graceful stop.
     Shutdown,
 }
@@ -86,6 +105,19 @@ pub enum Close {
 pub struct Timeouts {
     pub header: Duration,
     pub idle: Duration,
+    /// How long a response may wait for the peer to take its next bytes.
+    pub send: Duration,
+}
+
+impl Timeouts {
+    /// The timeouts `flags` ask for.
+    pub fn of(flags: &crate::Flags) -> Timeouts {
+        Timeouts {
+            header: Duration::from_millis(flags.header_timeout_ms),
+            idle: Duration::from_millis(flags.idle_timeout_ms),
+            send: Duration::from_millis(flags.send_timeout_ms),
+        }
+    }
 }
 
 /// What a connection's handlers need from its thread: the wheel, the counters, the time.
@@ -106,6 +138,17 @@ impl Ctx<'_> {
     fn arm(&mut self, id: usize, kind: TimerKind, deadline: Instant) -> Timer {
         bump(&self.stats.counters.timers_armed);
         Timer { key: self.wheel.arm_at(deadline, ConnTimer::Conn { id, kind }), deadline }
+    }
+
+    /// Pushes `timer` out to `deadline` (`reset_at`), or arms it afresh if it is not pending.
+    fn push_out(&mut self, timer: &mut Option<Timer>, id: usize, kind: TimerKind, deadline: Instant) {
+        match timer {
+            Some(t) if self.wheel.reset_at(t.key, deadline) => {
+                t.deadline = deadline;
+                bump(&self.stats.counters.timers_reset);
+            }
+            _ => *timer = Some(self.arm(id, kind, deadline)),
+        }
     }
 
     /// Cancels `timer` if it is still pending.
@@ -157,8 +200,11 @@ pub struct Conn {
     /// Bytes to send, of which `written` are sent.
     output: Vec<u8>,
     written: usize,
-    /// Once `output` is sent, close (a `Connection: close` response went in).
-    closing: bool,
+    /// Once `output` is sent, close, for this reason (a `Connection: close` response went in).
+    closing: Option<Close>,
+    /// The peer shut down its sending side: no more reads; once what it asked for is
+    /// answered, the connection closes.
+    eof: bool,
     /// The last read stopped at the input's cap: the socket may hold more, and no event
     /// will say so.
     unread: bool,
@@ -166,6 +212,8 @@ pub struct Conn {
     idle: Option<Timer>,
     /// The `/delay/` timer, its milliseconds, and whether the connection stays open after.
     delay: Option<(Timer, u64, bool)>,
+    /// Runs while a response waits for the peer to take its next bytes.
+    send: Option<Timer>,
 }
 
 impl Conn {
@@ -180,11 +228,13 @@ impl Conn {
             input: Vec::new(),
             output: Vec::new(),
             written: 0,
-            closing: false,
+            closing: None,
+            eof: false,
             unread: false,
             header: None,
             idle: None,
             delay: None,
+            send: None,
         };
         conn.enter_head_at(accepted, ctx);
         conn
@@ -196,6 +246,7 @@ impl Conn {
             TimerKind::Header => self.header.map(|t| t.deadline),
             TimerKind::Idle => self.idle.map(|t| t.deadline),
             TimerKind::Delay => self.delay.map(|(t, ..)| t.deadline),
+            TimerKind::Send => self.send.map(|t| t.deadline),
         }
     }
 
@@ -204,24 +255,35 @@ impl Conn {
     pub fn drive(&mut self, ready: Ready, ctx: &mut Ctx<'_>) -> Result<(), Close> {
         let mut ready = ready;
         loop {
-            let end = if ready.readable || self.unread { self.read(ready.closed, ctx)? } else { ReadEnd::Drained };
+            let end = if self.eof {
+                ReadEnd::Eof
+            } else if ready.readable || self.unread {
+                self.read(ready.closed, ctx)?
+            } else {
+                ReadEnd::Drained
+            };
+            self.eof = end == ReadEnd::Eof;
             // Read once: a second pass reads only what a read at the cap left behind.
             ready.readable = false;
             let consumed = self.answer(ctx);
-            self.flush()?;
-            if self.closing && self.written == self.output.len() {
-                return Err(Close::Answered);
+            self.flush(ctx)?;
+            if let Some(why) = self.closing
+                && self.output.is_empty()
+            {
+                return Err(why);
             }
+            // Answering stopped at the output's cap and the socket took it all: answer the
+            // requests still waiting in the input (no event would come for them).
+            let more = consumed && self.output.is_empty() && !self.input.is_empty();
             match end {
-                // The peer sent all it will: what it asked for before is answered (as far
-                // as the socket takes it now), and the connection closes.
-                ReadEnd::Eof => return Err(Close::Peer),
+                ReadEnd::Eof if more => {}
+                // The peer sent all it will and what it asked for is answered (a request in
+                // hand, a `/delay/`, is answered first; a partial head never will be): close.
+                ReadEnd::Eof if self.output.is_empty() && self.phase != Phase::Delay => return Err(Close::Peer),
                 // Input left behind at the cap: read on once answering made room.
                 ReadEnd::Cap if consumed => {}
-                // Answering stopped at the output's cap and the socket took it all: answer
-                // the requests still waiting in the input (no event would come for them).
-                ReadEnd::Drained if consumed && self.output.is_empty() && !self.input.is_empty() => {}
-                ReadEnd::Cap | ReadEnd::Drained => return Ok(()),
+                ReadEnd::Drained if more => {}
+                ReadEnd::Eof | ReadEnd::Cap | ReadEnd::Drained => return Ok(()),
             }
         }
     }
@@ -233,16 +295,28 @@ impl Conn {
         match kind {
             TimerKind::Header if self.header.is_some_and(|t| t.key == key) => {
                 let timer = self.header.take().expect("checked");
-                if self.phase == Phase::Head {
+                // Requests read while responses wait for the peer (answering stopped at the
+                // output's cap) are not a slow head: the send timer has the connection, and
+                // `flush` arms this one again once the peer took it all.
+                if self.phase == Phase::Head && self.output.is_empty() {
                     ctx.stats.record_lateness(late(timer));
                     return Err(Close::HeaderTimeout);
                 }
             }
             TimerKind::Idle if self.idle.is_some_and(|t| t.key == key) => {
                 let timer = self.idle.take().expect("checked");
-                if self.phase == Phase::Idle {
+                // A response waiting for the peer is not idle: the send timer has it, and
+                // `flush` arms this one again once the peer took it all.
+                if self.phase == Phase::Idle && self.output.is_empty() {
                     ctx.stats.record_lateness(late(timer));
                     return Err(Close::IdleTimeout);
+                }
+            }
+            TimerKind::Send if self.send.is_some_and(|t| t.key == key) => {
+                let timer = self.send.take().expect("checked");
+                if !self.output.is_empty() {
+                    ctx.stats.record_lateness(late(timer));
+                    return Err(Close::SendTimeout);
                 }
             }
             TimerKind::Delay if self.delay.is_some_and(|(t, ..)| t.key == key) => {
@@ -258,18 +332,26 @@ impl Conn {
         Ok(())
     }
 
-    /// Closes: cancels every timer it holds and counts why. The socket closes on drop.
+    /// Closes: cancels every timer it holds and counts why, in exactly one reason. The
+    /// socket closes on drop; after a send timeout, with a reset (what the peer never took
+    /// is dropped at once, not kept by the kernel for a peer that does not read).
     pub fn close(mut self, why: Close, ctx: &mut Ctx<'_>) {
         ctx.cancel(self.header.take());
         ctx.cancel(self.idle.take());
         ctx.cancel(self.delay.take().map(|(t, ..)| t));
+        ctx.cancel(self.send.take());
+        if why == Close::SendTimeout {
+            let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
+        }
         let c = &ctx.stats.counters;
         bump(match why {
             Close::Peer => &c.peer_closes,
+            Close::Answered => &c.answered_closes,
+            Close::BadRequest => &c.bad_request_closes,
             Close::HeaderTimeout => &c.header_timeouts,
             Close::IdleTimeout => &c.idle_timeouts,
+            Close::SendTimeout => &c.send_timeouts,
             Close::Shutdown => &c.shutdown_closes,
-            Close::Answered => return,
         });
     }
 
@@ -314,7 +396,7 @@ impl Conn {
     /// delay, a partial head) or the output is at its cap. Whether it consumed any input.
     fn answer(&mut self, ctx: &mut Ctx<'_>) -> bool {
         let mut consumed = false;
-        while self.phase != Phase::Delay && !self.closing && self.output.len() - self.written < OUTPUT_CAP {
+        while self.phase != Phase::Delay && self.closing.is_none() && self.output.len() - self.written < OUTPUT_CAP {
             if self.input.is_empty() {
                 break;
             }
@@ -328,15 +410,16 @@ impl Conn {
                     ctx.cancel(self.header.take());
                     bump(&ctx.stats.counters.requests);
                     self.input.drain(..req.len);
-                    self.route(req.route, req.keep_alive, ctx);
+                    self.route(req.route, req.keep_alive, req.head_only, ctx);
                 }
                 Parsed::Reject(status) => {
                     consumed = true;
                     ctx.cancel(self.header.take());
                     bump(&ctx.stats.counters.requests);
                     bump(&ctx.stats.counters.bad_requests);
-                    http::respond_plain(&mut self.output, status, false);
+                    http::respond_plain(&mut self.output, status, false, false);
                     self.responded(false, ctx);
+                    self.closing = Some(Close::BadRequest);
                 }
             }
         }
@@ -344,7 +427,7 @@ impl Conn {
     }
 
     /// Answers a request (or arms its `/delay/` timer).
-    fn route(&mut self, route: Route, keep_alive: bool, ctx: &mut Ctx<'_>) {
+    fn route(&mut self, route: Route, keep_alive: bool, head_only: bool, ctx: &mut Ctx<'_>) {
         let out = &mut self.output;
         match route {
             Route::Delay(ms) => {
@@ -365,29 +448,23 @@ impl Conn {
                     Route::MethodNotAllowed => Status::MethodNotAllowed,
                     _ => Status::NotFound,
                 };
-                http::respond_plain(out, status, keep_alive);
+                http::respond_plain(out, status, keep_alive, head_only);
             }
         }
         self.responded(keep_alive, ctx);
     }
 
     /// A response is in the output: the connection goes idle, its idle timer pushed out,
-    /// and closes after the response unless `keep_alive`. (The idle timer also bounds how
-    /// long a peer that does not read its last response holds the connection.)
+    /// and closes after the response unless `keep_alive`. (A peer that does not read the
+    /// response is under the send timer, armed by `flush`.)
     fn responded(&mut self, keep_alive: bool, ctx: &mut Ctx<'_>) {
         self.phase = Phase::Idle;
         if !keep_alive {
-            self.closing = true;
+            self.closing = Some(Close::Answered);
             self.input.clear();
         }
         let deadline = Instant::now() + ctx.timeouts.idle;
-        match self.idle {
-            Some(ref mut timer) if ctx.wheel.reset_at(timer.key, deadline) => {
-                timer.deadline = deadline;
-                bump(&ctx.stats.counters.timers_reset);
-            }
-            _ => self.idle = Some(ctx.arm(self.id, TimerKind::Idle, deadline)),
-        }
+        ctx.push_out(&mut self.idle, self.id, TimerKind::Idle, deadline);
     }
 
     /// A request's head starts: the header timer is armed.
@@ -402,19 +479,40 @@ impl Conn {
         self.header = Some(ctx.arm(self.id, TimerKind::Header, deadline));
     }
 
-    /// Writes what the socket takes.
-    fn flush(&mut self) -> Result<(), Close> {
+    /// Writes what the socket takes. A write that would block starts the send timer (or
+    /// pushes it out, if the peer took bytes since it started); once the output is all
+    /// sent, the send timer is cancelled, and a connection whose idle or header timer fired
+    /// meanwhile (ignored: the response waited for the peer) gets it again, from now.
+    fn flush(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Close> {
+        let mut took = false;
         while self.written < self.output.len() {
             match self.stream.write(&self.output[self.written..]) {
                 Ok(0) => return Err(Close::Peer),
-                Ok(n) => self.written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Ok(n) => {
+                    self.written += n;
+                    took = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if took || self.send.is_none() {
+                        let deadline = Instant::now() + ctx.timeouts.send;
+                        ctx.push_out(&mut self.send, self.id, TimerKind::Send, deadline);
+                    }
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Err(Close::Peer),
             }
         }
         self.output.clear();
         self.written = 0;
+        ctx.cancel(self.send.take());
+        match self.phase {
+            Phase::Idle if self.idle.is_none() && self.closing.is_none() => {
+                self.idle = Some(ctx.arm(self.id, TimerKind::Idle, Instant::now() + ctx.timeouts.idle));
+            }
+            Phase::Head if self.header.is_none() => self.enter_head(ctx),
+            _ => {}
+        }
         Ok(())
     }
 }

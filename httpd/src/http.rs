@@ -4,7 +4,9 @@
 //! the parser rejects is a `400` and the connection closes; a head over
 //! [`MAX_HEADER_BYTES`] (or with more than [`MAX_HEADERS`] headers) a `431` and close; a
 //! request with a body a `413` and close (the bytes that follow could not be told from the
-//! next request otherwise).
+//! next request otherwise); any method but `GET` (`HEAD` included) a `405` with
+//! `Allow: GET`, and the connection goes on (to `HEAD`, the head alone, as RFC 9110 says).
+//! The hyper stack gives the same answers (`hyper_stack/`).
 
 /// The most bytes a request's head (request line and headers) may take.
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -33,6 +35,8 @@ pub struct Request {
     pub route: Route,
     /// Whether the connection stays open after the response.
     pub keep_alive: bool,
+    /// A `HEAD` request: its response is the head alone, no body.
+    pub head_only: bool,
 }
 
 /// What a request asks for.
@@ -116,7 +120,7 @@ fn request(req: &httparse::Request<'_, '_>, len: usize) -> Parsed {
     }
     // `Complete` means the method and path were parsed.
     let (method, path) = (req.method.unwrap_or(""), req.path.unwrap_or(""));
-    Parsed::Request(Request { len, route: route(method, path), keep_alive })
+    Parsed::Request(Request { len, route: route(method, path), keep_alive, head_only: method == "HEAD" })
 }
 
 /// The route of a `method` and `path` (its query, if any, ignored).
@@ -141,23 +145,34 @@ pub fn route(method: &str, path: &str) -> Route {
 /// Appends a response to `out`: `status`, a `Content-Length` body, and `Connection: close`
 /// unless `keep_alive`.
 pub fn respond(out: &mut Vec<u8>, status: Status, content_type: &str, body: &[u8], keep_alive: bool) {
+    respond_with(out, status, content_type, body, keep_alive, true);
+}
+
+/// As [`respond`]; without the body's bytes unless `send_body` (the answer to a `HEAD`: its
+/// `Content-Length` is the body's all the same).
+fn respond_with(out: &mut Vec<u8>, status: Status, content_type: &str, body: &[u8], keep_alive: bool, send_body: bool) {
     use std::io::Write;
     let (code, reason) = status.line();
     let connection = if keep_alive { "keep-alive" } else { "close" };
+    // RFC 9110: a 405 names the methods the resource takes.
+    let allow = if status == Status::MethodNotAllowed { "Allow: GET\r\n" } else { "" };
     // Writing to a `Vec` cannot fail.
     let _ = write!(
         out,
         "HTTP/1.1 {code} {reason}\r\nServer: shardwheel-httpd\r\nContent-Type: {content_type}\r\n\
-         Content-Length: {}\r\nConnection: {connection}\r\n\r\n",
+         Content-Length: {}\r\n{allow}Connection: {connection}\r\n\r\n",
         body.len()
     );
-    out.extend_from_slice(body);
+    if send_body {
+        out.extend_from_slice(body);
+    }
 }
 
-/// Appends a plain-text response whose body is the status's reason phrase.
-pub fn respond_plain(out: &mut Vec<u8>, status: Status, keep_alive: bool) {
+/// Appends a plain-text response whose body is the status's reason phrase (the head alone
+/// if `head_only`).
+pub fn respond_plain(out: &mut Vec<u8>, status: Status, keep_alive: bool, head_only: bool) {
     let (_, reason) = status.line();
-    respond(out, status, "text/plain", format!("{reason}\n").as_bytes(), keep_alive);
+    respond_with(out, status, "text/plain", format!("{reason}\n").as_bytes(), keep_alive, !head_only);
 }
 
 #[cfg(test)]
@@ -179,6 +194,18 @@ mod tests {
         assert_eq!(route("GET", "/delay/"), Route::BadDelay);
         assert_eq!(route("GET", "/nope"), Route::NotFound);
         assert_eq!(route("POST", "/"), Route::MethodNotAllowed);
+        assert_eq!(route("HEAD", "/"), Route::MethodNotAllowed);
+    }
+
+    #[test]
+    fn a_head_request_gets_a_405_head_without_its_body() {
+        let Parsed::Request(req) = parsed("HEAD / HTTP/1.1\r\n\r\n") else { panic!("not a request") };
+        assert!(req.head_only && req.route == Route::MethodNotAllowed);
+        let mut out = Vec::new();
+        respond_plain(&mut out, Status::MethodNotAllowed, true, true);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 405 ") && text.contains("\r\nAllow: GET\r\n"), "{text}");
+        assert!(text.ends_with("Content-Length: 19\r\nAllow: GET\r\nConnection: keep-alive\r\n\r\n"), "{text}");
     }
 
     #[test]

@@ -20,7 +20,8 @@ mod stats;
 mod summary;
 mod trace;
 
-use clap::{CommandFactory, Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use conn::Timeouts;
 use mio::{Events, Interest, Poll, Token};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -50,6 +51,11 @@ struct Flags {
     /// A keep-alive connection's wait for its next request, from the last response.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     idle_timeout_ms: u64,
+    /// How long a response may wait for the client to take its next bytes (nginx's
+    /// `send_timeout`): from a write that would block, pushed out each time the client
+    /// reads; past it the connection is reset.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    send_timeout_ms: u64,
     /// Connections held at most (each thread holds its share); more are accepted and
     /// closed at once.
     #[arg(long, default_value_t = 19_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -69,11 +75,13 @@ struct Flags {
     /// The wheels' resolution (`--stack local`), microseconds: a timeout fires at the first
     /// tick at or after its deadline, so a finer tick is less late and wakes the loop more
     /// often. 250 µs: timeout closes came a median 0.2 ms late instead of 0.7 ms (1 ms).
+    /// Refused with `--stack hyper`, whose timers run on `--timer`.
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
     tick_us: u64,
     /// A diagnostic (`--stack local`): each thread writes, at the stop, to `FILE.<thread>`
     /// when each connection was accepted and closed (`CLOCK_MONOTONIC` ns, by peer port),
-    /// for `httpd/trace_join.py` to join with `shardwheel-conns --trace`.
+    /// for `httpd/trace_join.py` to join with `shardwheel-conns --trace`. Refused with
+    /// `--stack hyper`.
     #[arg(long, value_name = "FILE")]
     trace: Option<std::path::PathBuf>,
 }
@@ -107,14 +115,18 @@ impl TimerChoice {
 }
 
 fn main() -> ExitCode {
-    let flags = Flags::parse();
+    let matches = Flags::command().get_matches();
+    let flags = Flags::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let conflict =
+        |message: &str| -> ! { Flags::command().error(clap::error::ErrorKind::ArgumentConflict, message).exit() };
     if flags.stack == Stack::Local && flags.timer != TimerChoice::Shardwheel {
-        Flags::command()
-            .error(
-                clap::error::ErrorKind::ArgumentConflict,
-                "--timer tokio needs --stack hyper (the local stack runs on shardwheel's LocalWheel)",
-            )
-            .exit();
+        conflict("--timer tokio needs --stack hyper (the local stack runs on shardwheel's LocalWheel)");
+    }
+    if flags.stack == Stack::Hyper && matches.value_source("tick_us") == Some(ValueSource::CommandLine) {
+        conflict("--tick-us needs --stack local (the hyper stack's timers run on --timer, whose tick is its own)");
+    }
+    if flags.stack == Stack::Hyper && flags.trace.is_some() {
+        conflict("--trace needs --stack local");
     }
     if let Some(secs) = flags.for_secs
         && !(secs.is_finite() && secs > 0.0 && secs <= 1e9)
@@ -138,17 +150,15 @@ fn main() -> ExitCode {
 fn serve(flags: &Flags) -> std::io::Result<()> {
     let started = Instant::now();
     let threads = usize::from(flags.threads);
-    let timeouts = Timeouts {
-        header: Duration::from_millis(flags.header_timeout_ms),
-        idle: Duration::from_millis(flags.idle_timeout_ms),
-    };
+    let timeouts = Timeouts::of(flags);
     let per_thread = usize::try_from(flags.max_conns).unwrap_or(usize::MAX).div_ceil(threads);
     // Before the start line: a signal sent once it is out stops the server gracefully.
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
     let mut poll = Poll::new()?;
     poll.registry().register(&mut signals, Token(0), Interest::READABLE)?;
 
-    let listeners = server::bind(flags.addr, threads)?;
+    // Held until the end: keeps a second server off the address.
+    let (_guard, listeners) = server::bind(flags.addr, threads)?;
     reserve_fds(flags);
     let addr = listeners[0].local_addr()?;
     let stats: Arc<[ThreadStats]> = (0..threads).map(|_| ThreadStats::default()).collect();
@@ -169,8 +179,8 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     }
     println!(
         "shardwheel-httpd: listening on {addr} (stack local, {threads} threads, header timeout {} ms, \
-         idle timeout {} ms, max {} connections, tick {} us)",
-        flags.header_timeout_ms, flags.idle_timeout_ms, flags.max_conns, flags.tick_us
+         idle timeout {} ms, send timeout {} ms, max {} connections, tick {} us)",
+        flags.header_timeout_ms, flags.idle_timeout_ms, flags.send_timeout_ms, flags.max_conns, flags.tick_us
     );
 
     let deadline = flags.for_secs.map(|secs| started + Duration::from_secs_f64(secs));

@@ -57,16 +57,34 @@ const EVENTS: usize = 1024;
 /// events.
 const SLICE: usize = 32;
 
+/// A socket bound to the server's address without `SO_REUSEPORT`, never listening, held
+/// while the server runs: the kernel refuses it if anything listens on the address
+/// already, and refuses a second server's, so a second server on an address already
+/// served stops with an error instead of sharing its connections through `SO_REUSEPORT`.
+/// (`SO_REUSEADDR` on it and on the listeners lets them share the address with it, and
+/// lets a restarted server bind past its predecessor's `TIME_WAIT` connections.)
+#[derive(Debug)]
+pub struct PortGuard {
+    _socket: Socket,
+}
+
 /// `threads` listeners on `addr`, all with `SO_REUSEPORT`: the kernel spreads connections
-/// among them. With port 0 the first picks the port and the others take the same one.
-pub fn bind(addr: SocketAddr, threads: usize) -> io::Result<Vec<std::net::TcpListener>> {
-    let first = bind_one(addr)?;
-    let addr = first.local_addr()?;
-    let mut listeners = vec![first];
-    for _ in 1..threads {
-        listeners.push(bind_one(addr)?);
+/// among them; and the [`PortGuard`] that keeps another server off the address. With port
+/// 0 the guard picks the port and the listeners take the same one. An address already
+/// served is an error that says so.
+pub fn bind(addr: SocketAddr, threads: usize) -> io::Result<(PortGuard, Vec<std::net::TcpListener>)> {
+    let guard = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    guard.set_reuse_address(true)?;
+    if let Err(e) = guard.bind(&addr.into()) {
+        return Err(if e.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(e.kind(), format!("{addr} is already in use (another server listens there?): not starting"))
+        } else {
+            io::Error::new(e.kind(), format!("cannot bind {addr}: {e}"))
+        });
     }
-    Ok(listeners)
+    let addr = guard.local_addr()?.as_socket().ok_or_else(|| io::Error::other("not an IP address"))?;
+    let listeners = (0..threads).map(|_| bind_one(addr)).collect::<io::Result<_>>()?;
+    Ok((PortGuard { _socket: guard }, listeners))
 }
 
 fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -143,6 +161,17 @@ pub struct Worker {
     max_conns: usize,
     /// `--trace`: when each connection was accepted and closed.
     trace: Option<Trace>,
+    /// At `max_conns`, connections were left in the backlog until the turn's end.
+    waiting: bool,
+}
+
+/// What `accept` does at `--max-conns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Full {
+    /// Leaves the connections waiting in the backlog (the turn's events may close some).
+    Wait,
+    /// Closes them at once.
+    Close,
 }
 
 impl Worker {
@@ -173,7 +202,10 @@ impl Worker {
         let stopper = Stopper { remote: wheel.remote() };
         let conns = Slab::with_capacity(max_conns.min(1 << 16));
         let trace = trace.map(|path| Trace::new(path, index));
-        Ok((Worker { index, poll, alarm, listener, wheel, conns, stats, timeouts, max_conns, trace }, stopper))
+        Ok((
+            Worker { index, poll, alarm, listener, wheel, conns, stats, timeouts, max_conns, trace, waiting: false },
+            stopper,
+        ))
     }
 
     /// Serves until stopped.
@@ -190,14 +222,14 @@ impl Worker {
             // New connections first: their header timeout counts from the accept, and a
             // turn may hold hundreds of events (after the thread was descheduled, say).
             if events.iter().any(|event| event.token() == LISTENER) {
-                self.accept(now);
+                self.accept(now, Full::Wait);
             }
             for (n, event) in events.iter().enumerate() {
                 if n > 0 && n % SLICE == 0 {
                     // A long turn: what arrived and what came due meanwhile waits for one
                     // slice of it at most, not for the rest.
                     let now = Instant::now();
-                    self.accept(now);
+                    self.accept(now, Full::Wait);
                     if self.fire(now)? {
                         return Ok(());
                     }
@@ -212,6 +244,11 @@ impl Worker {
                         self.ready(token - FIRST_CONN, ready, now);
                     }
                 }
+            }
+            // At `--max-conns` with connections waiting: now that this turn's closes are
+            // seen, accept them, or close them at once if it is still full.
+            if self.waiting {
+                self.accept(Instant::now(), Full::Close);
             }
             // Read again: what came due while the events were handled fires now, and the
             // lateness of a timeout close is measured at the close.
@@ -251,9 +288,17 @@ impl Worker {
         Ok(false)
     }
 
-    /// Accepts every waiting connection; past `max_conns`, closes it at once.
-    fn accept(&mut self, now: Instant) {
+    /// Accepts every waiting connection; past `max_conns`, closes it at once (`Full::Close`)
+    /// or leaves it in the backlog until the end of the turn (`Full::Wait`).
+    fn accept(&mut self, now: Instant, full: Full) {
+        self.waiting = false;
         loop {
+            if self.conns.len() >= self.max_conns && full == Full::Wait {
+                // A connection this turn's events close may make room: the peer's close came
+                // before this connect, and the server holds exactly `--max-conns`.
+                self.waiting = true;
+                return;
+            }
             let called = Instant::now();
             let (mut stream, peer) = match self.listener.accept() {
                 Ok(accepted) => accepted,
@@ -282,6 +327,9 @@ impl Worker {
                 Interest::READABLE | Interest::WRITABLE,
             );
             if registered.is_err() {
+                // Closed at once, as past `--max-conns`: every accepted connection is
+                // counted in exactly one close reason.
+                bump(&self.stats[self.index].counters.rejected);
                 continue;
             }
             let mut ctx = ctx!(self, now);
@@ -308,7 +356,7 @@ impl Worker {
         let _ = self.poll.registry().deregister(&mut conn.stream);
         conn.close(why, &mut ctx!(self, now));
         if let Some(trace) = &mut self.trace
-            && !matches!(why, Close::HeaderTimeout | Close::IdleTimeout)
+            && !matches!(why, Close::HeaderTimeout | Close::IdleTimeout | Close::SendTimeout)
         {
             trace.closed(id, why, None, Instant::now());
         }

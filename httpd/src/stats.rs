@@ -19,11 +19,17 @@ const SUB_BUCKETS: usize = 16;
 const BUCKETS: usize = SUB_BUCKETS * 41;
 
 /// What one thread counts. Every field is written by its thread only.
+///
+/// Every connection accepted is counted once in `connections` or `rejected`, and once it has
+/// closed, in exactly one of the close reasons: `rejected` (closed at once), and for the
+/// ones served, the header, idle and send timeouts, the peer, a `Connection: close` answer,
+/// a bad request's answer, or the stop.
 #[derive(Debug, Default)]
 pub struct Counters {
     /// Connections accepted and served.
     pub connections: AtomicU64,
-    /// Connections accepted past `--max-conns` and closed at once.
+    /// Connections accepted and closed at once: past `--max-conns` (or, rarely, a
+    /// connection the loop could not register with its poll).
     pub rejected: AtomicU64,
     /// Requests whose head was complete (answered, or to be answered by a timer).
     pub requests: AtomicU64,
@@ -33,8 +39,15 @@ pub struct Counters {
     pub header_timeouts: AtomicU64,
     /// Connections closed by their idle keep-alive timeout.
     pub idle_timeouts: AtomicU64,
-    /// Connections the peer closed or reset.
+    /// Connections closed by their send timeout (a response the peer did not take).
+    pub send_timeouts: AtomicU64,
+    /// Connections the peer closed or reset (after its requests were answered, if it only
+    /// shut down its sending side), or an I/O error.
     pub peer_closes: AtomicU64,
+    /// Connections closed after a response with `Connection: close`, as the request asked.
+    pub answered_closes: AtomicU64,
+    /// Connections closed after the `400`, `413` or `431` answer to a bad request.
+    pub bad_request_closes: AtomicU64,
     /// Connections closed by the graceful stop.
     pub shutdown_closes: AtomicU64,
     /// Timers armed, cancelled, pushed out (`reset_at`) and fired on this thread's wheel.
@@ -134,7 +147,10 @@ pub struct Totals {
     pub bad_requests: u64,
     pub header_timeouts: u64,
     pub idle_timeouts: u64,
+    pub send_timeouts: u64,
     pub peer_closes: u64,
+    pub answered_closes: u64,
+    pub bad_request_closes: u64,
     pub shutdown_closes: u64,
     pub timers_armed: u64,
     pub timers_cancelled: u64,
@@ -160,7 +176,10 @@ impl Totals {
             t.bad_requests += load(&c.bad_requests);
             t.header_timeouts += load(&c.header_timeouts);
             t.idle_timeouts += load(&c.idle_timeouts);
+            t.send_timeouts += load(&c.send_timeouts);
             t.peer_closes += load(&c.peer_closes);
+            t.answered_closes += load(&c.answered_closes);
+            t.bad_request_closes += load(&c.bad_request_closes);
             t.shutdown_closes += load(&c.shutdown_closes);
             t.timers_armed += load(&c.timers_armed);
             t.timers_cancelled += load(&c.timers_cancelled);
@@ -176,16 +195,38 @@ impl Totals {
         t
     }
 
+    /// Connections accepted: served, or closed at once.
+    pub fn accepted(&self) -> u64 {
+        self.connections + self.rejected
+    }
+
+    /// Connections closed, for every reason (closed at once included).
+    pub fn closed(&self) -> u64 {
+        self.rejected
+            + self.header_timeouts
+            + self.idle_timeouts
+            + self.send_timeouts
+            + self.peer_closes
+            + self.answered_closes
+            + self.bad_request_closes
+            + self.shutdown_closes
+    }
+
     /// The totals as a JSON object.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
+            "accepted": self.accepted(),
             "connections": self.connections,
+            "open": self.accepted().saturating_sub(self.closed()),
             "rejected_over_max_conns": self.rejected,
             "requests": self.requests,
             "bad_requests": self.bad_requests,
             "closed_by_header_timeout": self.header_timeouts,
             "closed_by_idle_timeout": self.idle_timeouts,
+            "closed_by_send_timeout": self.send_timeouts,
             "closed_by_peer": self.peer_closes,
+            "closed_after_connection_close": self.answered_closes,
+            "closed_after_bad_request": self.bad_request_closes,
             "closed_by_shutdown": self.shutdown_closes,
             "timers_armed": self.timers_armed,
             "timers_cancelled": self.timers_cancelled,

@@ -71,13 +71,27 @@ impl fmt::Display for Summary {
         writeln!(f, "shardwheel-httpd: stopped by {} after {:.1} s", self.stopped_by, self.ran.as_secs_f64())?;
         writeln!(
             f,
-            "summary: connections {} (closed at once over --max-conns: {}), requests {} (4xx: {})",
-            t.connections, t.rejected, t.requests, t.bad_requests
+            "summary: connections {} (served {}, closed at once over --max-conns {}), requests {} (4xx: {})",
+            t.accepted(),
+            t.connections,
+            t.rejected,
+            t.requests,
+            t.bad_requests
         )?;
+        // Every connection in exactly one reason: at the stop they add up to the first line's.
         writeln!(
             f,
-            "summary: closed by header timeout {}, by idle timeout {}, by peer {}, by the stop {}",
-            t.header_timeouts, t.idle_timeouts, t.peer_closes, t.shutdown_closes
+            "summary: closed by header timeout {}, by idle timeout {}, by send timeout {}, by peer {}, \
+             after Connection: close {}, after a bad request {}, by the stop {}, at once {} ({} in all)",
+            t.header_timeouts,
+            t.idle_timeouts,
+            t.send_timeouts,
+            t.peer_closes,
+            t.answered_closes,
+            t.bad_request_closes,
+            t.shutdown_closes,
+            t.rejected,
+            t.closed()
         )?;
         match self.timers {
             TimerCounts::Wheels => writeln!(

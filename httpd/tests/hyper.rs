@@ -175,7 +175,7 @@ fn sigterm_stops_it_gracefully(timer: &str) {
     for line in [
         "stopped by SIGTERM",
         "summary: connections 2 ",
-        "closed by header timeout 0, by idle timeout 0, by peer 0, by the stop 2",
+        "closed by header timeout 0, by idle timeout 0, by send timeout 0, by peer 0, after Connection: close 0, after a bad request 0, by the stop 2, at once 0 (2 in all)",
         "summary: timers ",
         "p50 ",
         "summary: RSS ",

@@ -1,11 +1,12 @@
 //! The process: a graceful stop on SIGTERM, SIGINT or `--for` that closes every thread's
-//! connections and prints the summary, and bad flags refused with a usage error (status 2).
+//! connections and prints the summary, bad flags refused with a usage error (status 2), and
+//! an address already served refused at the start (status 1).
 
 mod common;
 
 use common::Server;
 use nix::sys::signal::Signal;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -34,7 +35,7 @@ fn sigterm_closes_every_connection_and_prints_the_summary() {
     for line in [
         "stopped by SIGTERM",
         "summary: connections 2 ",
-        "closed by header timeout 0, by idle timeout 0, by peer 0, by the stop 2",
+        "closed by header timeout 0, by idle timeout 0, by send timeout 0, by peer 0, after Connection: close 0, after a bad request 0, by the stop 2, at once 0 (2 in all)",
         "summary: timers armed ",
         "p50 ",
         "summary: RSS ",
@@ -80,11 +81,67 @@ fn bad_flags_are_a_usage_error_with_status_2() {
         (&["--stack", "hyper", "--timer", "other"], "--timer"),
         (&["--stack", "other"], "--stack"),
         (&["--tick-us", "5"], "--tick-us"),
+        (&["--stack", "hyper", "--tick-us", "250"], "--tick-us needs --stack local"),
+        (&["--stack", "hyper", "--trace", "/tmp/never-written"], "--trace needs --stack local"),
+        (&["--send-timeout-ms", "0"], "--send-timeout-ms"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd")).args(args).output().expect("runs");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        // Bounded: a flag wrongly accepted starts a server, which would never exit.
+        let (status, stdout, stderr) =
+            exits_by_itself(args).unwrap_or_else(|| panic!("{args:?} started a server instead of a usage error"));
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.starts_with("error:") && stderr.contains(says), "{args:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{args:?} started a server");
+        assert!(stdout.is_empty(), "{args:?} started a server");
     }
+}
+
+/// Runs the binary with `args` and waits (at most 5 s) for it to exit by itself: its
+/// status, standard output and standard error, or `None` if it was still running (then
+/// killed). (Its output is small: a usage error, or a start line.)
+fn exits_by_itself(args: &[&str]) -> Option<(std::process::ExitStatus, String, String)> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            let (mut stdout, mut stderr) = (String::new(), String::new());
+            std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            return Some((status, stdout, stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn a_second_server_on_an_address_already_served_refuses_to_start() {
+    for first in [&["--stack", "local", "--threads", "2"][..], &["--stack", "hyper"]] {
+        let server = Server::start(first);
+        let addr = server.addr.to_string();
+        for second in [&["--stack", "local"][..], &["--stack", "hyper"]] {
+            let mut args = vec!["--addr", addr.as_str(), "--for", "3"];
+            args.extend(second);
+            let (status, _, stderr) = exits_by_itself(&args)
+                .unwrap_or_else(|| panic!("{second:?} started on {addr}, already served by {first:?}"));
+            assert_eq!(status.code(), Some(1), "{second:?} on {first:?}: {stderr}");
+            assert!(stderr.contains(&format!("{addr} is already in use")), "{second:?} on {first:?}: {stderr}");
+        }
+        // The first goes on serving, alone.
+        let mut client = server.connect();
+        client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(client.response().status, 200);
+    }
+    // Any other program's listener too.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = other.local_addr().unwrap().to_string();
+    let (status, _, stderr) =
+        exits_by_itself(&["--addr", &addr, "--for", "3"]).expect("started beside another listener");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("already in use"), "{stderr}");
 }

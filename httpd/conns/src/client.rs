@@ -17,6 +17,7 @@
 use crate::report::{Class, ClassReport, Outcome, Report};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
+use socket2::{Domain, Socket, Type};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
@@ -31,6 +32,14 @@ const TRICKLE_HEAD: &[u8] = b"GET / HTTP/1.1\r\nHost: shardwheel-conns\r\nX-Tric
 const TRICKLE_FILL: u8 = b'a';
 /// The most distinct failure reasons reported.
 const MAX_ERRORS: usize = 5;
+/// An unread connection's receive buffer (the kernel doubles it): small, so that the
+/// server's writes block after little.
+const UNREAD_RCVBUF: usize = 4096;
+/// The most an unread connection writes (the server's receive buffer, autotuned, takes
+/// megabytes after the server stopped reading).
+const UNREAD_MAX_BYTES: usize = 16 << 20;
+/// The requests an unread connection writes at a time.
+const UNREAD_BATCH: usize = 256;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -39,10 +48,13 @@ pub struct Plan {
     pub silent: usize,
     pub idle: usize,
     pub slowloris: usize,
+    pub unread: usize,
     /// The server's header timeout, as the client expects it.
     pub header_timeout: Duration,
     /// The server's idle keep-alive timeout, as the client expects it.
     pub idle_timeout: Duration,
+    /// The server's send timeout, as the client expects it.
+    pub send_timeout: Duration,
     /// A slowloris connection's pause between bytes.
     pub trickle: Duration,
     /// Connections opened per millisecond.
@@ -54,10 +66,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Every connection's class, in the order opened: idle first (their timeout starts
-    /// latest), then slowloris, then silent.
+    /// Every connection's class, in the order opened: unread and idle first (their timeout
+    /// starts latest), then slowloris, then silent.
     fn classes(&self) -> Vec<Class> {
-        let mut classes = vec![Class::Idle; self.idle];
+        let mut classes = vec![Class::Unread; self.unread];
+        classes.extend(std::iter::repeat_n(Class::Idle, self.idle));
         classes.extend(std::iter::repeat_n(Class::Slowloris, self.slowloris));
         classes.extend(std::iter::repeat_n(Class::Silent, self.silent));
         classes
@@ -81,8 +94,10 @@ struct Conn {
     /// Before the `connect` call.
     opened: Instant,
     connected: bool,
-    /// Before the request's last write (idle).
+    /// Before the request's last write (idle); before the first write (unread).
     request_sent: Option<Instant>,
+    /// After the last write that went through (unread).
+    last_write: Option<Instant>,
     written: usize,
     /// The response so far, until whole (idle).
     response: Vec<u8>,
@@ -181,6 +196,7 @@ impl Client {
             opened,
             connected: false,
             request_sent: None,
+            last_write: None,
             written: 0,
             response: Vec::new(),
             responded: None,
@@ -189,7 +205,9 @@ impl Client {
             port: 0,
             closed: None,
         };
-        let registered = TcpStream::connect(self.plan.addr).and_then(|mut stream| {
+        let stream =
+            if class == Class::Unread { unread_connect(self.plan.addr) } else { TcpStream::connect(self.plan.addr) };
+        let registered = stream.and_then(|mut stream| {
             self.poll.registry().register(&mut stream, Token(token), Interest::READABLE | Interest::WRITABLE)?;
             Ok(stream)
         });
@@ -255,6 +273,13 @@ impl Client {
             }
             conn.connected = true;
         }
+        if conn.class == Class::Unread {
+            // Never reads: the server's close is a hang-up (a reset, or its end of stream).
+            if hung_up {
+                return self.close(token, now);
+            }
+            return self.write_unread(token);
+        }
         let mut now = now;
         if conn.class == Class::Idle && conn.written < REQUEST.len() {
             let before = Instant::now();
@@ -273,6 +298,31 @@ impl Client {
             now = Instant::now();
         }
         self.read(token, now);
+    }
+
+    /// Writes pipelined requests on unread connection `token` until the socket takes no
+    /// more (or `UNREAD_MAX_BYTES`); a failed write is the server's close.
+    fn write_unread(&mut self, token: usize) {
+        let batch = REQUEST.repeat(UNREAD_BATCH);
+        loop {
+            let conn = &mut self.conns[token];
+            let Some(stream) = conn.stream.as_mut() else { return };
+            if conn.written >= UNREAD_MAX_BYTES {
+                return;
+            }
+            let offset = conn.written % batch.len();
+            let before = Instant::now();
+            match stream.write(&batch[offset..]) {
+                Ok(n) => {
+                    conn.request_sent.get_or_insert(before);
+                    conn.written += n;
+                    conn.last_write = Some(Instant::now());
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return self.close(token, Instant::now()),
+            }
+        }
     }
 
     /// Reads until it would block: a close, or (idle) the response.
@@ -315,6 +365,16 @@ impl Client {
                 let timeout = self.plan.header_timeout;
                 Outcome::closed(closed, conn.opened + timeout, conn.opened, timeout)
             }
+            Class::Unread => match (conn.request_sent, conn.last_write) {
+                (Some(first), Some(last)) => {
+                    let timeout = self.plan.send_timeout;
+                    Outcome::closed(closed, last + timeout, first, timeout)
+                }
+                _ => {
+                    note(&mut self.errors, "unread: closed before its first request".to_string());
+                    Outcome::Failed
+                }
+            },
             Class::Idle => match (conn.request_sent, conn.responded) {
                 (Some(sent), Some(responded)) => {
                     let timeout = self.plan.idle_timeout;
@@ -390,6 +450,20 @@ fn response_end(buf: &[u8]) -> Result<Option<usize>, String> {
         None => 0,
     };
     Ok((buf.len() >= head + length).then_some(head + length))
+}
+
+/// A nonblocking connect with a small receive buffer, set before the handshake (so the
+/// window it advertises is small from the start).
+fn unread_connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_recv_buffer_size(UNREAD_RCVBUF)?;
+    socket.set_nonblocking(true)?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(nix::libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(TcpStream::from_std(socket.into()))
 }
 
 /// Keeps `error` if it is new and there is room.

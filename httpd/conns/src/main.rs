@@ -39,12 +39,19 @@ struct Flags {
     /// Connections that trickle one header byte every `--trickle-ms`.
     #[arg(long, default_value_t = 200)]
     slowloris: usize,
+    /// Connections that write pipelined `GET /`s and never read a response (closed at the
+    /// server's send timeout).
+    #[arg(long, default_value_t = 0)]
+    unread: usize,
     /// The server's header timeout (silent and slowloris: from the connect).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     header_timeout_ms: u64,
     /// The server's idle keep-alive timeout (idle: from the response).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     idle_timeout_ms: u64,
+    /// The server's send timeout (unread: from the last write that went through).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    send_timeout_ms: u64,
     /// A slowloris connection's pause between bytes.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     trickle_ms: u64,
@@ -70,7 +77,7 @@ fn main() -> ExitCode {
     if !flags.addr.ip().is_loopback() {
         Flags::command().error(clap::error::ErrorKind::InvalidValue, "--addr must be a loopback address").exit();
     }
-    let total = flags.silent + flags.idle + flags.slowloris;
+    let total = flags.silent + flags.idle + flags.slowloris + flags.unread;
     if let Err(e) = raise_nofile(total as u64 + SPARE_FDS) {
         eprintln!("shardwheel-conns: {e}");
     }
@@ -79,8 +86,10 @@ fn main() -> ExitCode {
         silent: flags.silent,
         idle: flags.idle,
         slowloris: flags.slowloris,
+        unread: flags.unread,
         header_timeout: Duration::from_millis(flags.header_timeout_ms),
         idle_timeout: Duration::from_millis(flags.idle_timeout_ms),
+        send_timeout: Duration::from_millis(flags.send_timeout_ms),
         trickle: Duration::from_millis(flags.trickle_ms),
         open_per_ms: usize::try_from(flags.open_per_ms).unwrap_or(usize::MAX),
         max: Duration::from_secs(flags.max_secs),
@@ -98,6 +107,7 @@ fn main() -> ExitCode {
             "addr": flags.addr.to_string(),
             "header_timeout_ms": flags.header_timeout_ms,
             "idle_timeout_ms": flags.idle_timeout_ms,
+            "send_timeout_ms": flags.send_timeout_ms,
             "trickle_ms": flags.trickle_ms,
             "open_per_ms": flags.open_per_ms,
             "max_secs": flags.max_secs,
@@ -105,8 +115,8 @@ fn main() -> ExitCode {
         println!("{}", report.to_json(config));
     } else {
         println!(
-            "shardwheel-conns: {} (header timeout {} ms, idle timeout {} ms, trickle {} ms)",
-            flags.addr, flags.header_timeout_ms, flags.idle_timeout_ms, flags.trickle_ms
+            "shardwheel-conns: {} (header timeout {} ms, idle timeout {} ms, send timeout {} ms, trickle {} ms)",
+            flags.addr, flags.header_timeout_ms, flags.idle_timeout_ms, flags.send_timeout_ms, flags.trickle_ms
         );
         println!("{report}");
     }

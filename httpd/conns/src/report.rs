@@ -22,11 +22,17 @@ pub enum Class {
     Idle,
     /// Trickles one header byte at a time, never a whole head: closed at the header timeout.
     Slowloris,
+    /// Writes pipelined `GET /`s while the server takes them and never reads a response
+    /// (a small receive buffer): closed at the send timeout, which runs from when a response
+    /// waits for the client. The client cannot see that instant: `due` is its last write
+    /// that went through plus the send timeout (the server's wait may start a little before
+    /// or after it), `not_before` its first write.
+    Unread,
 }
 
 impl Class {
     /// Every class, in the order reported.
-    pub const ALL: [Class; 3] = [Class::Silent, Class::Idle, Class::Slowloris];
+    pub const ALL: [Class; 4] = [Class::Silent, Class::Idle, Class::Slowloris, Class::Unread];
 
     /// Its name in the text and the JSON.
     pub fn name(self) -> &'static str {
@@ -34,6 +40,7 @@ impl Class {
             Class::Silent => "silent",
             Class::Idle => "idle",
             Class::Slowloris => "slowloris",
+            Class::Unread => "unread",
         }
     }
 }

@@ -177,3 +177,47 @@ fn trace_writes_a_line_per_connection_with_its_port_class_and_instants() {
     }
     assert_eq!(report["classes"]["silent"]["closed"], 3, "{report}");
 }
+
+/// A server that reads a request's first byte, then nothing, and resets each connection
+/// (`SO_LINGER` 0) `after` that byte, as a server does at its send timeout (which cannot
+/// start before a request came). It stops accepting after `accepts`.
+fn reset_server(after: Duration, accepts: usize) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming().take(accepts) {
+            let Ok(mut stream) = stream else { continue };
+            thread::spawn(move || {
+                stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = stream.read(&mut [0u8; 1]);
+                thread::sleep(after);
+                let socket = socket2::Socket::from(stream);
+                socket.set_linger(Some(Duration::ZERO)).unwrap();
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_unread_connection_writes_until_blocked_and_sees_the_reset_without_reading() {
+    let addr = reset_server(Duration::from_millis(300), 3);
+    let only = ["--silent", "0", "--idle", "0", "--slowloris", "0", "--unread", "3", "--max-secs", "5"];
+    let report = conns(addr, &only.into_iter().chain(["--send-timeout-ms", "300"]).collect::<Vec<_>>());
+    let c = &report["classes"]["unread"];
+    assert_eq!(
+        (c["count"].as_u64(), c["closed"].as_u64(), c["early"].as_u64()),
+        (Some(3), Some(3), Some(0)),
+        "{report}"
+    );
+    // Due from the last write, which the server's full receive buffer stops soon after the
+    // connect: about on time.
+    assert!(ms(&c["late_ms"]["min"]) > -200.0 && ms(&c["late_ms"]["max"]) < SLACK_MS, "{report}");
+
+    // A reset before the send timeout could have run (from the first write) is early.
+    let addr = reset_server(Duration::from_millis(100), 2);
+    let only = ["--silent", "0", "--idle", "0", "--slowloris", "0", "--unread", "2", "--max-secs", "5"];
+    let report = conns(addr, &only.into_iter().chain(["--send-timeout-ms", "600"]).collect::<Vec<_>>());
+    let c = &report["classes"]["unread"];
+    assert_eq!((c["closed"].as_u64(), c["early"].as_u64()), (Some(2), Some(2)), "{report}");
+}

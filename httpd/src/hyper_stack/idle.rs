@@ -1,4 +1,5 @@
-//! The keep-alive idle timeout hyper's HTTP/1 server lacks, kept around the connection's IO.
+//! The keep-alive idle timeout and the send timeout hyper's HTTP/1 server lacks, kept
+//! around the connection's IO.
 //!
 //! [`IdleIo`] wraps the socket hyper reads and writes (in tokio's IO traits, under hyper-util's
 //! `TokioIo`). A write (a response going out) marks
@@ -10,16 +11,27 @@
 //! One sleep per connection, boxed once and moved with `Timer::reset` for every later idle
 //! time, as hyper does with its header timer.
 //!
-//! A read that waits while a request is in hand (hyper looks ahead while a `/delay/` sleeps)
-//! is not idle: no write came since its bytes, so no timer is armed.
+//! A connection with a request in hand is not idle: hyper runs with `half_close`, so it does
+//! not read while a request is in hand (no read-ahead, which armed this timer while a
+//! `/delay/` slept, and closed the connection under it), and a read that waits before any
+//! write since its bytes arms nothing. A response waiting for the peer is not idle either.
+//!
+//! The send timeout, as nginx's `send_timeout`: when a write would block (the peer is not
+//! taking the bytes), a second sleep on the same timer is armed for `--send-timeout-ms`
+//! from then; each write that goes through ends it, and the next write that blocks arms it
+//! afresh. If it completes first, the write fails (`TimedOut`), hyper ends the connection,
+//! and the socket is reset on close (`SO_LINGER` 0: the kernel drops what the peer never
+//! took). Without it, a peer that pipelines requests and never reads held its connection
+//! (and a `--max-conns` slot) for ever: hyper waits on the write, and no other timer runs.
 
 use crate::stats::{ThreadStats, bump_shared};
 use hyper::rt::{Sleep, Timer};
 use std::io;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::task::{Context, Poll, ready};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -28,16 +40,27 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub struct Track {
     /// The idle timer closed it.
     pub idle_closed: AtomicBool,
+    /// The send timer closed it.
+    pub send_closed: AtomicBool,
+    /// The service answered with a response after which hyper closes: `CLOSES_ASKED` (the
+    /// request said `Connection: close`, or HTTP/1.0), `CLOSES_BAD` (a `413`), or 0.
+    pub closes_after: AtomicU8,
     /// Microseconds from the accept to the last write: where hyper's header timer for the
     /// next request starts (it starts reading the next head once the response is out).
     pub last_write_micros: AtomicU64,
 }
 
-/// A connection's IO with its idle timeout.
+/// `Track::closes_after`: the request asked for the close.
+pub const CLOSES_ASKED: u8 = 1;
+/// `Track::closes_after`: the answer to a bad request closes.
+pub const CLOSES_BAD: u8 = 2;
+
+/// A connection's IO with its idle and send timeouts.
 pub struct IdleIo<T> {
     io: T,
     timer: Arc<dyn Timer + Send + Sync>,
     idle_timeout: Duration,
+    send_timeout: Duration,
     accepted: Instant,
     track: Arc<Track>,
     /// Every worker's stats: an idle close is counted in the slot of the worker it runs on.
@@ -50,6 +73,12 @@ pub struct IdleIo<T> {
     armed: bool,
     /// The idle timer fired: every read from now on is the end of stream.
     timed_out: bool,
+    /// The send sleep, once a write has blocked once.
+    send_sleep: Option<Pin<Box<dyn Sleep>>>,
+    /// While writes block: when the peer must have taken the next bytes by.
+    send_deadline: Option<Instant>,
+    /// Whether `send_sleep` is set for the current `send_deadline`.
+    send_armed: bool,
 }
 
 impl<T> std::fmt::Debug for IdleIo<T> {
@@ -59,16 +88,19 @@ impl<T> std::fmt::Debug for IdleIo<T> {
             .field("idle_since", &self.idle_since)
             .field("armed", &self.armed)
             .field("timed_out", &self.timed_out)
+            .field("send_timeout", &self.send_timeout)
+            .field("send_deadline", &self.send_deadline)
             .finish_non_exhaustive()
     }
 }
 
 impl<T> IdleIo<T> {
-    /// `io`, accepted at `accepted`, closed when idle for `idle_timeout` after a response.
+    /// `io`, accepted at `accepted`, closed when idle for `timeouts.idle` after a response,
+    /// or when a response waits `timeouts.send` for the peer to take its next bytes.
     pub fn new(
         io: T,
         timer: Arc<dyn Timer + Send + Sync>,
-        idle_timeout: Duration,
+        timeouts: crate::conn::Timeouts,
         accepted: Instant,
         track: Arc<Track>,
         stats: Arc<[ThreadStats]>,
@@ -76,7 +108,8 @@ impl<T> IdleIo<T> {
         IdleIo {
             io,
             timer,
-            idle_timeout,
+            idle_timeout: timeouts.idle,
+            send_timeout: timeouts.send,
             accepted,
             track,
             stats,
@@ -84,6 +117,9 @@ impl<T> IdleIo<T> {
             idle_since: None,
             armed: false,
             timed_out: false,
+            send_sleep: None,
+            send_deadline: None,
+            send_armed: false,
         }
     }
 
@@ -103,6 +139,9 @@ impl<T> IdleIo<T> {
     /// first time); `true` if it fired.
     fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
         let Some(since) = self.idle_since else { return false };
+        if self.send_deadline.is_some() {
+            return false; // a response waits for the peer: the send timer has it
+        }
         let deadline = since + self.idle_timeout;
         if !self.armed {
             match &mut self.sleep {
@@ -122,6 +161,54 @@ impl<T> IdleIo<T> {
         // Relaxed: read by the connection's own task once hyper is done with the IO.
         self.track.idle_closed.store(true, Ordering::Relaxed);
         self.timed_out = true;
+        true
+    }
+}
+
+impl<T: AsFd> IdleIo<T> {
+    /// What a write returned: bytes through end the send timer's wait; a write that would
+    /// block polls it (arming it the first time since the last bytes went through), and
+    /// fails with `TimedOut` once it fired.
+    fn sent(&mut self, cx: &mut Context<'_>, result: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        match result {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.send_deadline = None;
+                    self.send_armed = false;
+                }
+                self.wrote(n);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending if self.send_expired(cx) => {
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the send timeout passed")))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// A write would block: polls the send timer (arming it for a new wait); `true` if it
+    /// fired, counted, and the socket set to reset on close.
+    fn send_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let deadline = *self.send_deadline.get_or_insert_with(|| Instant::now() + self.send_timeout);
+        if !self.send_armed {
+            match &mut self.send_sleep {
+                Some(sleep) => self.timer.reset(sleep, deadline),
+                None => self.send_sleep = Some(self.timer.sleep_until(deadline)),
+            }
+            self.send_armed = true;
+        }
+        let Some(sleep) = &mut self.send_sleep else { return false };
+        if sleep.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        let late = Instant::now().saturating_duration_since(deadline);
+        let stats = &self.stats[super::worker_slot(self.stats.len())];
+        bump_shared(&stats.counters.send_timeouts);
+        stats.record_lateness_shared(late);
+        // Relaxed: read by the connection's own task once hyper is done with the IO.
+        self.track.send_closed.store(true, Ordering::Relaxed);
+        let _ = socket2::SockRef::from(&self.io).set_linger(Some(Duration::ZERO));
         true
     }
 }
@@ -148,11 +235,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleIo<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
+impl<T: AsyncWrite + AsFd + Unpin> AsyncWrite for IdleIo<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let n = ready!(Pin::new(&mut self.io).poll_write(cx, buf))?;
-        self.wrote(n);
-        Poll::Ready(Ok(n))
+        let result = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.sent(cx, result)
     }
 
     fn poll_write_vectored(
@@ -160,9 +246,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let n = ready!(Pin::new(&mut self.io).poll_write_vectored(cx, bufs))?;
-        self.wrote(n);
-        Poll::Ready(Ok(n))
+        let result = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.sent(cx, result)
     }
 
     fn is_write_vectored(&self) -> bool {

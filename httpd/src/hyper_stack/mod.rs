@@ -7,6 +7,12 @@
 //! connection's IO (`idle.rs`: hyper's HTTP/1 server has none), and `/delay/<ms>`'s sleep
 //! (`service.rs`), so the two timers do the same work in the same server.
 //!
+//! hyper is set up to answer bad input as the local stack does: `max_header_size` and
+//! `max_headers` make a head over 8 KiB (or with over 64 headers) a `431`, the service
+//! answers a request with a body `413` and closes, and `half_close` has it answer a request
+//! in hand when the client shuts down its sending side (then close), and keeps it from
+//! reading ahead while a request is in hand.
+//!
 //! hyper starts its header timer whenever it starts reading a head, which on a keep-alive
 //! connection is as soon as the previous response is out: the wait for the next request is
 //! under the header timeout too, so a keep-alive connection is closed after
@@ -22,6 +28,7 @@ mod idle;
 mod service;
 
 use crate::conn::Timeouts;
+use crate::http::{MAX_HEADER_BYTES, MAX_HEADERS};
 use crate::stats::{ThreadStats, Totals, bump_shared};
 use crate::summary::{Summary, TimerCounts, Usage};
 use crate::{Flags, TimerChoice};
@@ -29,7 +36,7 @@ use hyper::rt::Timer;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use idle::{IdleIo, Track};
+use idle::{CLOSES_ASKED, CLOSES_BAD, IdleIo, Track};
 use shardwheel::TimerService;
 use std::cell::Cell;
 use std::io;
@@ -44,6 +51,9 @@ use tokio::sync::watch;
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long the runtime's shutdown waits for its tasks once dropped.
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
+/// At `--max-conns`, how many times the accepting task yields to the others (connections
+/// that just ended) before it closes a connection at once.
+const FULL_YIELDS: usize = 4;
 /// The pause after an accept error that is not the peer's (out of descriptors, say).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
@@ -121,12 +131,17 @@ pub fn serve(flags: &Flags) -> io::Result<()> {
         .on_thread_start(move || SLOT.with(|slot| slot.set(next_slot.fetch_add(1, Ordering::Relaxed))))
         .enable_all()
         .build()?;
-    let timeouts = Timeouts {
-        header: Duration::from_millis(flags.header_timeout_ms),
-        idle: Duration::from_millis(flags.idle_timeout_ms),
-    };
+    let timeouts = Timeouts::of(flags);
     let mut http1 = http1::Builder::new();
-    http1.header_read_timeout(timeouts.header).keep_alive(true);
+    http1
+        .header_read_timeout(timeouts.header)
+        .keep_alive(true)
+        // The local stack's limits: a head over them is a `431`.
+        .max_header_size(MAX_HEADER_BYTES)
+        .max_headers(MAX_HEADERS)
+        // A client that shuts down its sending side has the request in hand answered; and
+        // no read-ahead while a request is in hand (it armed the idle timer under it).
+        .half_close(true);
     let (timer, service): (Arc<dyn Timer + Send + Sync>, _) = match flags.timer {
         TimerChoice::Shardwheel => {
             let timers =
@@ -153,16 +168,18 @@ pub fn serve(flags: &Flags) -> io::Result<()> {
 async fn run(flags: &Flags, shared: Arc<Shared>, http1: Arc<http1::Builder>) -> io::Result<String> {
     // Before the start line: a signal sent once it is out stops the server gracefully.
     let (mut sigint, mut sigterm) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
-    let listener = crate::server::bind(flags.addr, 1)?.remove(0);
-    let listener = TcpListener::from_std(listener)?;
+    // The guard lives as long as `run`: it keeps a second server off the address.
+    let (_guard, mut listeners) = crate::server::bind(flags.addr, 1)?;
+    let listener = TcpListener::from_std(listeners.remove(0))?;
     let addr = listener.local_addr()?;
     println!(
         "shardwheel-httpd: listening on {addr} (stack hyper, timer {}, {} threads, header timeout {} ms, \
-         idle timeout {} ms, max {} connections)",
+         idle timeout {} ms, send timeout {} ms, max {} connections)",
         shared.choice.name(),
         flags.threads,
         flags.header_timeout_ms,
         flags.idle_timeout_ms,
+        flags.send_timeout_ms,
         flags.max_conns
     );
     let (stop, stopped) = watch::channel(false);
@@ -216,12 +233,23 @@ async fn accept(
             }
         };
         // Relaxed: a count; only this task adds to it, so it can only be high, for a moment
-        // (a connection that just ended), never let one too many in.
+        // (a connection that just ended), never let one too many in. At the limit, the
+        // tasks the runtime has woken (a connection whose peer closed before this connect)
+        // run first, so that the server holds exactly `max_conns`.
+        for _ in 0..FULL_YIELDS {
+            if live.load(Ordering::Relaxed) < max_conns {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
         if live.load(Ordering::Relaxed) >= max_conns {
             bump_shared(&shared.slot().counters.rejected);
             continue; // dropped: closed at once
         }
         live.fetch_add(1, Ordering::Relaxed);
+        // Counted here, not in its task: a task the stop drops before it ever ran is still
+        // one connection, closed by the stop (`Live::drop`).
+        bump_shared(&shared.slot().counters.connections);
         let guard = Live { live: live.clone(), shared: shared.clone(), counted: false };
         tokio::spawn(connection(stream, guard, http1.clone(), stopped.clone()));
     }
@@ -256,15 +284,15 @@ async fn connection(
 ) {
     let accepted = Instant::now();
     let shared = guard.shared.clone();
-    bump_shared(&shared.slot().counters.connections);
     // Small responses go out at once, not after the peer's delayed ACK.
     let _ = stream.set_nodelay(true);
     let track = Arc::new(Track::default());
-    let io =
-        IdleIo::new(stream, shared.timer.clone(), shared.timeouts.idle, accepted, track.clone(), shared.stats.clone());
-    let for_service = shared.clone();
-    let conn =
-        http1.serve_connection(TokioIo::new(io), service_fn(move |req| service::handle(req, for_service.clone())));
+    let io = IdleIo::new(stream, shared.timer.clone(), shared.timeouts, accepted, track.clone(), shared.stats.clone());
+    let (for_service, for_track) = (shared.clone(), track.clone());
+    let conn = http1.serve_connection(
+        TokioIo::new(io),
+        service_fn(move |req| service::handle(req, for_service.clone(), for_track.clone())),
+    );
     tokio::pin!(conn);
     let mut stopping = false;
     let result = loop {
@@ -278,21 +306,30 @@ async fn connection(
     };
     guard.counted = true;
     let stats = shared.slot();
-    // Relaxed: written by the IO this task polled.
-    if track.idle_closed.load(Ordering::Relaxed) {
+    // Relaxed: written by the IO this task polled, and by the service it ran.
+    if track.idle_closed.load(Ordering::Relaxed) || track.send_closed.load(Ordering::Relaxed) {
         return; // counted, with its lateness, by the IO when its timer fired
     }
+    let closes_after = track.closes_after.load(Ordering::Relaxed);
+    let c = &stats.counters;
     match result {
         Err(e) if e.is_timeout() => {
-            bump_shared(&stats.counters.header_timeouts);
+            bump_shared(&c.header_timeouts);
             // hyper's header timer starts at the accept, or when the last response is out.
             let from = Duration::from_micros(track.last_write_micros.load(Ordering::Relaxed));
             let deadline = accepted + from + shared.timeouts.header;
             stats.record_lateness_shared(Instant::now().saturating_duration_since(deadline));
         }
-        _ if stopping => bump_shared(&stats.counters.shutdown_closes),
-        // The peer closed or reset, or a response with `Connection: close` went out (hyper
-        // does not say which: the local stack counts only the former).
-        _ => bump_shared(&stats.counters.peer_closes),
+        _ if stopping => bump_shared(&c.shutdown_closes),
+        // hyper answered a head it could not parse (`400`) or too large (`431`), and closed.
+        Err(e) if e.is_parse() => {
+            bump_shared(&c.bad_request_closes);
+            bump_shared(&c.requests);
+            bump_shared(&c.bad_requests);
+        }
+        Ok(()) if closes_after == CLOSES_BAD => bump_shared(&c.bad_request_closes),
+        Ok(()) if closes_after == CLOSES_ASKED => bump_shared(&c.answered_closes),
+        // The peer closed (after its requests were answered) or reset, or an I/O error.
+        _ => bump_shared(&c.peer_closes),
     }
 }

@@ -184,6 +184,45 @@ impl Client {
         }
     }
 
+    /// Reads one response's head alone (the answer to a `HEAD`: no body follows, whatever
+    /// its `Content-Length`).
+    pub fn head_response(&mut self) -> Response {
+        let head_end = loop {
+            if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            self.fill("a response head");
+        };
+        let head = String::from_utf8(self.buf[..head_end].to_vec()).expect("a text head");
+        let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("a status");
+        self.buf.drain(..head_end);
+        Response { status, head, body: String::new() }
+    }
+
+    /// Writes what the socket takes, ignoring errors (a connection the server may have
+    /// closed at once).
+    pub fn send_lossy(&mut self, bytes: impl AsRef<[u8]>) {
+        let _ = self.stream.write_all(bytes.as_ref());
+    }
+
+    /// Waits, without reading, for the server to reset the connection (`poll` sees an error
+    /// or a hang-up; both stacks reset a connection they close at the send timeout) until
+    /// `until`; when it saw it, or `None`. Bytes waiting unread do not count.
+    pub fn ended_unread(&self, until: Instant) -> Option<Instant> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let ended = PollFlags::POLLERR | PollFlags::POLLHUP;
+        while Instant::now() < until {
+            // No event asked for: the kernel reports an error and a hang-up regardless.
+            let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::from(5u16)) {
+                Ok(n) if n > 0 && fds[0].revents().is_some_and(|r| r.intersects(ended)) => return Some(Instant::now()),
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// Waits for the server to close the connection (an end of stream or a reset, with
     /// nothing else read first) and says when; panics past `READ_TIMEOUT`.
     pub fn closed_at(&mut self) -> Instant {

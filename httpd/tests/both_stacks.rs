@@ -1,0 +1,339 @@
+//! What both stacks must do alike, each test run on `--stack local` and on `--stack hyper`
+//! (with shardwheel's timer, and tokio's where a timer of the connection's is under test):
+//! a client that never reads is closed at the send timeout and frees its `--max-conns`
+//! slot; a connection with a request in hand is not idle; a client that half-closes has its
+//! request in hand answered; bad input gets the same answers; `--max-conns` holds exactly
+//! that many; and every accepted connection lands in exactly one close reason.
+
+mod common;
+
+use common::{Client, SLACK, Server, assert_closed_at};
+use nix::sys::signal::Signal;
+use std::io::{ErrorKind, Write};
+use std::time::{Duration, Instant};
+
+/// The server on `stack` (its flags), with these timeouts and `more`.
+fn start(stack: &[&str], header_ms: u64, idle_ms: u64, send_ms: u64, more: &[&str]) -> Server {
+    let (header, idle, send) = (header_ms.to_string(), idle_ms.to_string(), send_ms.to_string());
+    let mut args = stack.to_vec();
+    args.extend(["--header-timeout-ms", &header, "--idle-timeout-ms", &idle, "--send-timeout-ms", &send]);
+    args.extend(more);
+    let server = Server::start(&args);
+    assert!(server.start_line.contains(&format!("send timeout {send_ms} ms")), "{}", server.start_line);
+    server
+}
+
+fn get(client: &mut Client, path: &str) -> common::Response {
+    client.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"));
+    client.response()
+}
+
+/// Asserts the server closes `client` well before any timeout (within a second).
+fn assert_closed_now(client: &mut Client, what: &str) {
+    let from = Instant::now();
+    let after = client.closed_at() - from;
+    assert!(after < Duration::from_secs(1), "{what}: closed only after {after:?}");
+}
+
+/// A connection with a small receive buffer that writes pipelined `GET /`s until the server
+/// stops taking them (for 100 ms: its writes blocked, it stopped reading, and the kernel's
+/// buffers are full), or ends the connection; it never reads. When its first byte was
+/// written, and when the last write went through.
+fn never_reads(server: &Server) -> (Client, Instant, Instant) {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut stream: std::net::TcpStream = socket.into();
+    stream.set_nonblocking(true).unwrap();
+    let chunk = "GET / HTTP/1.1\r\nHost: t\r\n\r\n".repeat(1000);
+    let first = Instant::now();
+    let mut last = first;
+    // At most 5 s of writing, 64 MiB: the server stops reading long before.
+    let mut written = 0usize;
+    while last.elapsed() < Duration::from_millis(100) && first.elapsed() < Duration::from_secs(5) && written < 64 << 20
+    {
+        match stream.write(chunk.as_bytes()) {
+            Ok(n) => {
+                written += n;
+                last = Instant::now();
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+            // The server ended it (the send timeout, while the kernel still took requests):
+            // `ended_unread` sees the hang-up.
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => break,
+            Err(e) => panic!("{e} while writing requests ({written} bytes written)"),
+        }
+    }
+    assert!(written < 64 << 20, "the server took {written} bytes and went on taking them");
+    stream.set_nonblocking(false).unwrap();
+    (Client::from(stream), first, last)
+}
+
+/// Pipelined requests and no reads, with `--max-conns 1`: the connection is closed at the
+/// send timeout (never before it could have been armed, not long after the writes stopped
+/// going through), and the next client is served.
+fn a_client_that_never_reads_is_closed_at_the_send_timeout(stack: &[&str]) {
+    let send = Duration::from_millis(300);
+    // The header and idle timeouts shorter than the send timeout: requests read behind a
+    // response that waits for the peer are not a slow head, nor is the wait idle, so only
+    // the send timeout may close it.
+    let server = start(stack, 100, 100, 300, &["--threads", "1", "--max-conns", "1"]);
+    let (client, first, last) = never_reads(&server);
+    let ended = client.ended_unread(last + send + SLACK).expect("the connection was never closed");
+    assert!(ended >= first + send, "closed after {:?}, before the send timeout could run", ended - first);
+    drop(client);
+    // Its `--max-conns` slot is free: the next client is served (once the server has seen
+    // the close, which it made itself).
+    let until = Instant::now() + Duration::from_secs(3);
+    let stats = loop {
+        let mut next = server.connect();
+        // `/stats` in the same write: on the one connection `--max-conns 1` lets in, before
+        // its (short) idle timeout.
+        next.send_lossy("GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /stats HTTP/1.1\r\nHost: t\r\n\r\n");
+        match next.try_response() {
+            Some(response) => {
+                assert_eq!(response.status, 200);
+                break serde_json::from_str::<serde_json::Value>(&next.response().body).unwrap();
+            }
+            None => assert!(Instant::now() < until, "no client served after the send timeout"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(stats["closed_by_send_timeout"], 1, "{stats}");
+    assert_eq!(stats["closed_by_idle_timeout"], 0, "{stats}");
+    assert_eq!(stats["closed_by_header_timeout"], 0, "{stats}");
+    assert!(stats["timeout_close_late_us"]["max"].is_u64(), "{stats}");
+}
+
+/// `GET /` then `GET /delay/1000` in one write, idle timeout 300 ms: the first response does
+/// not make the connection idle while the second request is in hand; both are answered,
+/// and the idle timeout runs from the second.
+fn a_connection_with_a_request_in_hand_is_not_idle(stack: &[&str]) {
+    let idle = Duration::from_millis(300);
+    let server = start(stack, 5000, 300, 5000, &["--threads", "1"]);
+    let mut client = server.connect();
+    let sent = Instant::now();
+    client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /delay/1000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(client.response().status, 200);
+    let second = client.try_response().expect("closed with /delay/1000 in hand");
+    assert_eq!((second.status, second.body.as_str()), (200, "delayed 1000 ms\n"));
+    let answered = Instant::now();
+    assert!(answered - sent >= Duration::from_millis(1000), "answered after {:?}", answered - sent);
+    // Idle from the second response on: closed at the idle timeout after it.
+    assert_closed_at(sent + Duration::from_millis(1000), client.closed_at(), idle, "idle after the second response");
+}
+
+/// `GET /delay/100` then `shutdown(SHUT_WR)`: answered, then closed; requests pipelined
+/// behind it too.
+fn a_client_that_half_closes_has_its_request_in_hand_answered(stack: &[&str]) {
+    let server = start(stack, 5000, 5000, 5000, &[]);
+    let mut client = server.connect();
+    let sent = Instant::now();
+    client.send("GET /delay/100 HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let response = client.try_response().expect("closed without answering the request in hand");
+    assert_eq!((response.status, response.body.as_str()), (200, "delayed 100 ms\n"));
+    assert!(sent.elapsed() >= Duration::from_millis(100));
+    assert_closed_now(&mut client, "a half-closed client, answered");
+
+    let mut client = server.connect();
+    client.send("GET /delay/100 HTTP/1.1\r\nHost: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(client.try_response().expect("the delayed one").status, 200);
+    assert_eq!(client.try_response().expect("the one behind it").status, 404);
+    assert_closed_now(&mut client, "a half-closed client, answered twice");
+}
+
+/// Bad input: the same answers on both stacks.
+fn bad_input_gets_the_same_answers(stack: &[&str]) {
+    let server = start(stack, 5000, 5000, 5000, &[]);
+    // A head over 8 KiB: 431 and a close; too many headers too; just under: served.
+    let mut client = server.connect();
+    client.send(format!("GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "a".repeat(9 * 1024)));
+    let response = client.response();
+    assert_eq!(response.status, 431, "{}", response.head);
+    assert_closed_now(&mut client, "431");
+    let mut client = server.connect();
+    client.send(format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(100)));
+    assert_eq!(client.response().status, 431);
+    assert_closed_now(&mut client, "431, too many headers");
+    let mut client = server.connect();
+    client.send(format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(7 * 1024)));
+    assert_eq!(client.response().status, 200);
+    // A body, by length or chunked: 413 and a close.
+    for request in [
+        "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc",
+        "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc",
+        "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    ] {
+        let mut client = server.connect();
+        client.send(request);
+        let response = client.response();
+        assert_eq!(response.status, 413, "{request:?}: {}", response.head);
+        assert!(response.closes(), "{request:?}: {}", response.head);
+        assert_closed_now(&mut client, request);
+    }
+    // HEAD and other methods: 405 with `Allow: GET` (to HEAD, the head alone), and the
+    // connection goes on.
+    let mut client = server.connect();
+    client.send("HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let response = client.head_response();
+    assert_eq!(response.status, 405, "{}", response.head);
+    assert!(response.head.to_ascii_lowercase().contains("\r\nallow: get\r\n"), "{}", response.head);
+    assert_eq!(get(&mut client, "/").status, 200, "a body after the HEAD's head would read as this response");
+    client.send("DELETE / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let response = client.response();
+    assert_eq!(response.status, 405);
+    assert!(!response.closes(), "{}", response.head);
+    assert_eq!(get(&mut client, "/").status, 200);
+    // Malformed: 400 and a close.
+    let mut client = server.connect();
+    client.send("NOT HTTP AT ALL\r\n\r\n");
+    assert_eq!(client.response().status, 400);
+    assert_closed_now(&mut client, "400");
+}
+
+/// `--max-conns 20` and 30 clients: exactly 20 are served, the other 10 closed at once;
+/// every time, even when the 20th slot was freed by a client that closed just before the
+/// last 11 connected at once (a readiness probe, say: its close and their connects reach
+/// the server together).
+fn max_conns_holds_exactly_that_many(stack: &[&str]) {
+    for _ in 0..3 {
+        max_conns_holds_exactly_that_many_once(stack);
+    }
+}
+
+fn max_conns_holds_exactly_that_many_once(stack: &[&str]) {
+    // One thread: the local stack's threads each hold their share of `--max-conns`, and
+    // the kernel's spread of connections among them is not even.
+    let server = start(stack, 5000, 5000, 5000, &["--threads", "1", "--max-conns", "20"]);
+    let mut held: Vec<Client> = (0..19).map(|_| server.connect()).collect();
+    for client in &mut held {
+        assert_eq!(get(client, "/").status, 200);
+    }
+    let mut probe = server.connect();
+    assert_eq!(get(&mut probe, "/").status, 200);
+    drop(probe);
+    let mut burst: Vec<Client> = (0..11).map(|_| server.connect()).collect();
+    let mut refused = 0;
+    for mut client in burst.drain(..) {
+        client.send_lossy("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        match client.try_response() {
+            Some(response) => {
+                assert_eq!(response.status, 200);
+                held.push(client);
+            }
+            None => refused += 1,
+        }
+    }
+    assert_eq!((held.len(), refused), (20, 10), "held, closed at once");
+    let stats: serde_json::Value = serde_json::from_str(&get(&mut held[0], "/stats").body).unwrap();
+    assert_eq!(stats["rejected_over_max_conns"], 10, "{stats}");
+    assert_eq!((stats["accepted"].as_u64(), stats["open"].as_u64()), (Some(31), Some(20)), "{stats}");
+}
+
+/// The summary's line of close reasons: each reason's count, by its words.
+fn reasons(summary: &str) -> Vec<(String, u64)> {
+    let line = summary.lines().find(|l| l.starts_with("summary: closed by")).expect("a close-reason line");
+    let line = line.trim_start_matches("summary: closed ");
+    let (reasons, _) = line.rsplit_once(" (").expect("the total");
+    reasons
+        .split(", ")
+        .map(|r| {
+            let (what, n) = r.rsplit_once(' ').unwrap();
+            (what.to_string(), n.parse().unwrap_or_else(|_| panic!("{r:?}")))
+        })
+        .collect()
+}
+
+/// Every accepted connection lands in exactly one close reason: one of each, and the sum
+/// is the connections accepted, in the summary and in `/stats`.
+fn every_connection_lands_in_exactly_one_close_reason(stack: &[&str]) {
+    // Header above idle: hyper's header timer also runs between requests.
+    let server = start(stack, 600, 300, 300, &["--threads", "1", "--max-conns", "2"]);
+    // Held to the stop: a request in hand is neither idle nor reading a head.
+    let mut held = server.connect();
+    held.send("GET /delay/60000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    // One at a time beside it, each closed by the server before the next.
+    let mut silent = server.connect();
+    silent.closed_at(); // the header timeout
+    let mut idle = server.connect();
+    assert_eq!(get(&mut idle, "/").status, 200);
+    idle.closed_at(); // the idle timeout
+    let (unread, _, last) = never_reads(&server);
+    unread.ended_unread(last + Duration::from_millis(300) + SLACK).expect("closed by the send timeout");
+    drop(unread);
+    let mut asked = server.connect();
+    asked.send("GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(asked.response().status, 200);
+    asked.closed_at();
+    for bad in ["NOT HTTP AT ALL\r\n\r\n", "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"] {
+        let mut client = server.connect();
+        client.send(bad);
+        assert!(client.response().status >= 400);
+        client.closed_at();
+    }
+    // The peer's close.
+    let mut peer = server.connect();
+    assert_eq!(get(&mut peer, "/").status, 200);
+    drop(peer);
+    std::thread::sleep(Duration::from_millis(200));
+    // A second held one, and one past `--max-conns 2`, closed at once.
+    let mut second = server.connect();
+    second.send("GET /delay/60000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(100));
+    let mut past = server.connect();
+    past.send_lossy("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(past.try_response().is_none(), "served past --max-conns 2");
+
+    let (status, summary) = server.stop_with(Signal::SIGTERM);
+    assert!(status.success(), "{status}\n{summary}");
+    let reasons = reasons(&summary);
+    let count = |what: &str| reasons.iter().find(|(w, _)| w == what).unwrap_or_else(|| panic!("{what}: {summary}")).1;
+    // The connections the server closed itself, each in its reason.
+    assert_eq!(count("by header timeout"), 1, "{summary}");
+    assert_eq!(count("by idle timeout"), 1, "{summary}");
+    assert_eq!(count("by send timeout"), 1, "{summary}");
+    assert_eq!(count("after Connection: close"), 1, "{summary}");
+    assert_eq!(count("after a bad request"), 2, "{summary}");
+    // The peer's close, seen before the stop or not (then the stop's).
+    assert_eq!(count("by peer") + count("by the stop"), 3, "{summary}");
+    assert!(count("by the stop") >= 2, "{summary}");
+    assert!(count("at once") >= 1, "{summary}");
+    let sum: u64 = reasons.iter().map(|(_, n)| n).sum();
+    let accepted: u64 = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("summary: connections "))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .expect("the connections line");
+    assert_eq!(sum, accepted, "the close reasons do not add up to the connections accepted:\n{summary}");
+    assert!(summary.contains(&format!(" ({accepted} in all)")), "{summary}");
+    drop((held, second));
+}
+
+/// Each behaviour above, as a test per stack: `local::…`, `hyper_shardwheel::…` and
+/// `hyper_tokio::…` (the last only where a timer of the connection's is under test).
+macro_rules! for_each_stack {
+    ($($name:ident),* $(,)?; tokio: $($timed:ident),* $(,)?) => {
+        mod local {
+            $(#[test] fn $name() { super::$name(&["--stack", "local"]) })*
+            $(#[test] fn $timed() { super::$timed(&["--stack", "local"]) })*
+        }
+        mod hyper_shardwheel {
+            $(#[test] fn $name() { super::$name(&["--stack", "hyper", "--timer", "shardwheel"]) })*
+            $(#[test] fn $timed() { super::$timed(&["--stack", "hyper", "--timer", "shardwheel"]) })*
+        }
+        mod hyper_tokio {
+            $(#[test] fn $timed() { super::$timed(&["--stack", "hyper", "--timer", "tokio"]) })*
+        }
+    };
+}
+
+for_each_stack!(
+    a_client_that_half_closes_has_its_request_in_hand_answered,
+    bad_input_gets_the_same_answers,
+    max_conns_holds_exactly_that_many,
+    every_connection_lands_in_exactly_one_close_reason;
+    tokio: a_client_that_never_reads_is_closed_at_the_send_timeout,
+    a_connection_with_a_request_in_hand_is_not_idle,
+);
