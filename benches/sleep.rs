@@ -32,10 +32,9 @@ const WORKERS: [usize; 2] = [1, 2];
 /// The worker counts to measure: `SLEEP_WORKERS` (comma-separated) or [`WORKERS`].
 fn worker_counts() -> Vec<usize> {
     match std::env::var("SLEEP_WORKERS") {
-        Ok(list) => list
-            .split(',')
-            .map(|w| w.trim().parse().expect("SLEEP_WORKERS: comma-separated worker counts"))
-            .collect(),
+        Ok(list) => {
+            list.split(',').map(|w| w.trim().parse().expect("SLEEP_WORKERS: comma-separated worker counts")).collect()
+        }
         Err(_) => WORKERS.to_vec(),
     }
 }
