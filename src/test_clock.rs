@@ -124,7 +124,7 @@ impl TestClock {
     /// the clock moves: `advance` waits for every shard to catch up, and that shard cannot
     /// while its task waits, so the call would hang (and every other `advance` behind it).
     /// Move the clock from the test's thread, or run such tasks on a pool
-    /// ([`Builder::offload`](crate::Builder::offload)), whose threads may call it.
+    /// (`Builder::offload`, with the `offload` feature), whose threads may call it.
     pub fn advance(&self, by: Duration) {
         let service = self.service.upgrade();
         if let Some(Ok(shard)) = service.as_ref().map(TimerService::route_or_home) {

@@ -355,7 +355,8 @@ impl Sleep {
         match timeout.state() {
             TimeoutState::Pending => {}
             TimeoutState::Expired => return Poll::Ready(Ok(())),
-            // Only `stop()` cancels a cell that the sleep still holds.
+            // Only `stop()`, a failing shard or a wheel at its limit cancels a cell the sleep
+            // still holds.
             TimeoutState::Cancelled => {
                 let tick = timeout.entry.state().load().deadline();
                 return this.taken_back(tick, cx.waker());
@@ -382,11 +383,13 @@ impl Sleep {
 
     /// The sleep's cell was cancelled by its shard, not by the sleep: `stop()` took it back,
     /// its shard's thread failed (a bug in shardwheel) and took it back as it closed, or its
-    /// shard's wheel was at its limit and refused it. A stopped service ends the wait (see
-    /// `stopped_at`); the others do not stop the service, so the sleep registers again, on
-    /// a shard that still runs and has room (or panics as a refused registration does).
+    /// shard's wheel was at its limit and refused it. A failed shard does not stop the
+    /// service: the sleep registers again, on the next shard that runs. Otherwise the wait
+    /// ends as on a stopped service (`stopped_at`: a poll as a future panics): registering
+    /// again on a wheel at its limit would be refused again, and the task would spin.
     fn taken_back(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
-        if !self.service.is_stopped() {
+        let failed = matches!(&self.phase, Phase::Armed(timeout) if timeout.shard.has_failed());
+        if failed && !self.service.is_stopped() {
             self.phase = Phase::Idle(tick);
             return self.arm(tick, waker);
         }
