@@ -23,18 +23,6 @@ fn start(stack: &[&str], header_ms: u64, idle_ms: u64, send_ms: u64, more: &[&st
     server
 }
 
-fn get(client: &mut Client, path: &str) -> common::Response {
-    client.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"));
-    client.response()
-}
-
-/// Asserts the server closes `client` well before any timeout (within a second).
-fn assert_closed_now(client: &mut Client, what: &str) {
-    let from = Instant::now();
-    let after = client.closed_at() - from;
-    assert!(after < Duration::from_secs(1), "{what}: closed only after {after:?}");
-}
-
 /// A connection with a small receive buffer that writes pipelined `GET /`s until the server
 /// stops taking them (for 100 ms: its writes blocked, it stopped reading, and the kernel's
 /// buffers are full), or ends the connection; it never reads. When its first byte was
@@ -134,14 +122,14 @@ fn a_client_that_half_closes_has_its_request_in_hand_answered(stack: &[&str]) {
     let response = client.try_response().expect("closed without answering the request in hand");
     assert_eq!((response.status, response.body.as_str()), (200, "delayed 100 ms\n"));
     assert!(sent.elapsed() >= Duration::from_millis(100));
-    assert_closed_now(&mut client, "a half-closed client, answered");
+    client.assert_closed_now("a half-closed client, answered");
 
     let mut client = server.connect();
     client.send("GET /delay/100 HTTP/1.1\r\nHost: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
     client.stream.shutdown(std::net::Shutdown::Write).unwrap();
     assert_eq!(client.try_response().expect("the delayed one").status, 200);
     assert_eq!(client.try_response().expect("the one behind it").status, 404);
-    assert_closed_now(&mut client, "a half-closed client, answered twice");
+    client.assert_closed_now("a half-closed client, answered twice");
 }
 
 /// Bad input: the same answers on both stacks.
@@ -152,11 +140,11 @@ fn bad_input_gets_the_same_answers(stack: &[&str]) {
     client.send(format!("GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "a".repeat(9 * 1024)));
     let response = client.response();
     assert_eq!(response.status, 431, "{}", response.head);
-    assert_closed_now(&mut client, "431");
+    client.assert_closed_now("431");
     let mut client = server.connect();
     client.send(format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(100)));
     assert_eq!(client.response().status, 431);
-    assert_closed_now(&mut client, "431, too many headers");
+    client.assert_closed_now("431, too many headers");
     let mut client = server.connect();
     client.send(format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(7 * 1024)));
     assert_eq!(client.response().status, 200);
@@ -171,7 +159,7 @@ fn bad_input_gets_the_same_answers(stack: &[&str]) {
         let response = client.response();
         assert_eq!(response.status, 413, "{request:?}: {}", response.head);
         assert!(response.closes(), "{request:?}: {}", response.head);
-        assert_closed_now(&mut client, request);
+        client.assert_closed_now(request);
     }
     // HEAD and other methods: 405 with `Allow: GET` (to HEAD, the head alone), and the
     // connection goes on.
@@ -180,17 +168,17 @@ fn bad_input_gets_the_same_answers(stack: &[&str]) {
     let response = client.head_response();
     assert_eq!(response.status, 405, "{}", response.head);
     assert!(response.head.to_ascii_lowercase().contains("\r\nallow: get\r\n"), "{}", response.head);
-    assert_eq!(get(&mut client, "/").status, 200, "a body after the HEAD's head would read as this response");
+    assert_eq!(client.get("/").status, 200, "a body after the HEAD's head would read as this response");
     client.send("DELETE / HTTP/1.1\r\nHost: t\r\n\r\n");
     let response = client.response();
     assert_eq!(response.status, 405);
     assert!(!response.closes(), "{}", response.head);
-    assert_eq!(get(&mut client, "/").status, 200);
+    assert_eq!(client.get("/").status, 200);
     // Malformed: 400 and a close.
     let mut client = server.connect();
     client.send("NOT HTTP AT ALL\r\n\r\n");
     assert_eq!(client.response().status, 400);
-    assert_closed_now(&mut client, "400");
+    client.assert_closed_now("400");
 }
 
 /// `--max-conns 20` and 30 clients: exactly 20 are served, the other 10 closed at once;
@@ -209,10 +197,10 @@ fn max_conns_holds_exactly_that_many_once(stack: &[&str]) {
     let server = start(stack, 5000, 5000, 5000, &["--threads", "1", "--max-conns", "20"]);
     let mut held: Vec<Client> = (0..19).map(|_| server.connect()).collect();
     for client in &mut held {
-        assert_eq!(get(client, "/").status, 200);
+        assert_eq!(client.get("/").status, 200);
     }
     let mut probe = server.connect();
-    assert_eq!(get(&mut probe, "/").status, 200);
+    assert_eq!(probe.get("/").status, 200);
     drop(probe);
     let mut burst: Vec<Client> = (0..11).map(|_| server.connect()).collect();
     let mut refused = 0;
@@ -227,7 +215,7 @@ fn max_conns_holds_exactly_that_many_once(stack: &[&str]) {
         }
     }
     assert_eq!((held.len(), refused), (20, 10), "held, closed at once");
-    let stats: serde_json::Value = serde_json::from_str(&get(&mut held[0], "/stats").body).unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&held[0].get("/stats").body).unwrap();
     assert_eq!(stats["rejected_over_max_conns"], 10, "{stats}");
     assert_eq!((stats["accepted"].as_u64(), stats["open"].as_u64()), (Some(31), Some(20)), "{stats}");
 }
@@ -258,7 +246,7 @@ fn every_connection_lands_in_exactly_one_close_reason(stack: &[&str]) {
     let mut silent = server.connect();
     silent.closed_at(); // the header timeout
     let mut idle = server.connect();
-    assert_eq!(get(&mut idle, "/").status, 200);
+    assert_eq!(idle.get("/").status, 200);
     idle.closed_at(); // the idle timeout
     let (unread, _, last) = never_reads(&server);
     unread.ended_unread(last + Duration::from_millis(300) + SLACK).expect("closed by the send timeout");
@@ -275,7 +263,7 @@ fn every_connection_lands_in_exactly_one_close_reason(stack: &[&str]) {
     }
     // The peer's close.
     let mut peer = server.connect();
-    assert_eq!(get(&mut peer, "/").status, 200);
+    assert_eq!(peer.get("/").status, 200);
     drop(peer);
     std::thread::sleep(Duration::from_millis(200));
     // A second held one, and one past `--max-conns 2`, closed at once.

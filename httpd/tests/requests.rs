@@ -12,28 +12,16 @@ fn server() -> Server {
     Server::start(&["--threads", "2", "--header-timeout-ms", "5000", "--idle-timeout-ms", "5000"])
 }
 
-fn get(client: &mut Client, path: &str) -> common::Response {
-    client.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"));
-    client.response()
-}
-
-/// Asserts the server closes `client` well before any timeout (within a second).
-fn assert_closed_now(client: &mut Client, what: &str) {
-    let from = Instant::now();
-    let after = client.closed_at() - from;
-    assert!(after < Duration::from_secs(1), "{what}: closed only after {after:?}");
-}
-
 #[test]
 fn root_stats_and_keep_alive() {
     let server = server();
     let mut client = server.connect();
     for _ in 0..3 {
-        let response = get(&mut client, "/");
+        let response = client.get("/");
         assert_eq!((response.status, response.body.as_str()), (200, "hello from shardwheel-httpd\n"));
         assert!(!response.closes(), "{}", response.head);
     }
-    let stats = get(&mut client, "/stats");
+    let stats = client.get("/stats");
     assert!(stats.head.contains("application/json"), "{}", stats.head);
     let stats: serde_json::Value = serde_json::from_str(&stats.body).expect("JSON");
     for key in [
@@ -67,7 +55,7 @@ fn pipelined_requests_are_answered_in_order() {
     assert_eq!((first.status, first.body.as_str()), (200, "delayed 150 ms\n"));
     assert_eq!(client.response().status, 200);
     assert_eq!(client.response().status, 404);
-    assert_eq!(get(&mut client, "/").status, 200, "the connection goes on");
+    assert_eq!(client.get("/").status, 200, "the connection goes on");
 }
 
 #[test]
@@ -95,7 +83,7 @@ fn responses_the_socket_cannot_take_at_once_are_sent_as_the_peer_reads() {
         bytes += response.head.len() + response.body.len();
     }
     assert!(bytes > 256 * 1024, "only {bytes} bytes: the test did not fill the socket");
-    assert_eq!(get(&mut client, "/").status, 200, "the connection goes on");
+    assert_eq!(client.get("/").status, 200, "the connection goes on");
 }
 
 #[test]
@@ -108,7 +96,7 @@ fn a_client_that_half_closes_after_its_request_is_answered_then_closed() {
         client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
         client.stream.shutdown(std::net::Shutdown::Write).unwrap();
         assert_eq!(client.response().status, 200);
-        assert_closed_now(&mut client, "a half-closed client");
+        client.assert_closed_now("a half-closed client");
     }
 }
 
@@ -120,12 +108,12 @@ fn connection_close_is_honoured() {
     let response = client.response();
     assert_eq!(response.status, 200);
     assert!(response.closes(), "{}", response.head);
-    assert_closed_now(&mut client, "Connection: close");
+    client.assert_closed_now("Connection: close");
     // HTTP/1.0 closes by default.
     let mut client = server.connect();
     client.send("GET / HTTP/1.0\r\n\r\n");
     assert_eq!(client.response().status, 200);
-    assert_closed_now(&mut client, "HTTP/1.0");
+    client.assert_closed_now("HTTP/1.0");
 }
 
 #[test]
@@ -137,7 +125,7 @@ fn a_malformed_request_gets_400_and_a_close() {
         let response = client.response();
         assert_eq!(response.status, 400, "{garbage:?}");
         assert!(response.closes());
-        assert_closed_now(&mut client, garbage);
+        client.assert_closed_now(garbage);
     }
 }
 
@@ -149,7 +137,7 @@ fn headers_over_8_kib_get_431_and_a_close() {
     let response = client.response();
     assert_eq!(response.status, 431);
     assert!(response.closes());
-    assert_closed_now(&mut client, "431");
+    client.assert_closed_now("431");
     // Too many headers is the same.
     let mut client = server.connect();
     client.send(format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(100)));
@@ -165,13 +153,13 @@ fn unknown_paths_bad_delays_and_methods_get_a_clear_answer_and_the_connection_go
     let server = server();
     let mut client = server.connect();
     for (path, status) in [("/nope", 404), ("/delay/60001", 400), ("/delay/abc", 400), ("/delay/", 400)] {
-        let response = get(&mut client, path);
+        let response = client.get(path);
         assert_eq!(response.status, status, "{path}");
         assert!(!response.closes(), "{path}");
     }
     client.send("POST / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(client.response().status, 405);
-    assert_eq!(get(&mut client, "/").status, 200);
+    assert_eq!(client.get("/").status, 200);
     // A body: 413, and a close (its bytes would pass for the next request).
     client.send("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
     let response = client.response();
@@ -193,14 +181,14 @@ fn connections_past_max_conns_are_closed_at_once() {
     ]);
     let mut held: Vec<Client> = (0..2).map(|_| server.connect()).collect();
     for client in &mut held {
-        assert_eq!(get(client, "/").status, 200);
+        assert_eq!(client.get("/").status, 200);
     }
     let mut third = server.connect();
-    assert_closed_now(&mut third, "a connection past --max-conns");
+    third.assert_closed_now("a connection past --max-conns");
     for client in &mut held {
-        assert_eq!(get(client, "/").status, 200, "the others go on");
+        assert_eq!(client.get("/").status, 200, "the others go on");
     }
-    let stats: serde_json::Value = serde_json::from_str(&get(&mut held[0], "/stats").body).unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&held[0].get("/stats").body).unwrap();
     assert_eq!(stats["rejected_over_max_conns"], 1, "{stats}");
     drop(held);
     // With room again (once the server has seen the two closes), a new connection is served.
@@ -220,7 +208,7 @@ fn connections_past_max_conns_are_closed_at_once() {
 fn a_client_that_resets_mid_request_costs_nothing_else() {
     let server = server();
     let mut other = server.connect();
-    assert_eq!(get(&mut other, "/").status, 200);
+    assert_eq!(other.get("/").status, 200);
     for _ in 0..5 {
         let mut client = server.connect();
         client.send("GET /delay/50 HTTP/1.1\r\nHost: t\r\n\r\nGET / HT");
@@ -229,9 +217,9 @@ fn a_client_that_resets_mid_request_costs_nothing_else() {
         socket.set_linger(Some(Duration::ZERO)).unwrap();
         drop(socket);
     }
-    assert_eq!(get(&mut other, "/").status, 200);
+    assert_eq!(other.get("/").status, 200);
     // (Each `/stats` connection of the harness is a peer close too: hence at least 5.)
     let stats = server.stats_when(|s| s["closed_by_peer"].as_u64() >= Some(5));
     assert!(stats["closed_by_peer"].as_u64() >= Some(5), "{stats}");
-    assert_eq!(get(&mut other, "/").status, 200);
+    assert_eq!(other.get("/").status, 200);
 }

@@ -138,6 +138,19 @@ impl From<TcpStream> for Client {
 }
 
 impl Client {
+    /// Sends `GET path` and reads its response.
+    pub fn get(&mut self, path: &str) -> Response {
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"));
+        self.response()
+    }
+
+    /// Asserts the server closes this connection well before any timeout (within a second).
+    pub fn assert_closed_now(&mut self, what: &str) {
+        let from = Instant::now();
+        let after = self.closed_at() - from;
+        assert!(after < Duration::from_secs(1), "{what}: closed only after {after:?}");
+    }
+
     pub fn send(&mut self, bytes: impl AsRef<[u8]>) {
         self.stream.write_all(bytes.as_ref()).expect("write");
     }
