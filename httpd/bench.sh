@@ -15,6 +15,8 @@
 #   bash httpd/bench.sh
 #   RUNS=5 HEADER_MS=2000 IDLE_MS=5000 SEND_MS=2000 SILENT=10000 IDLE=1000 SLOWLORIS=200 UNREAD=20 PORT=18480 bash httpd/bench.sh
 #   SERVERS="local nginx" RUNS=1 bash httpd/bench.sh     # a subset
+#   SERVERS="hyper-shardwheel hyper-shardwheel-unpinned hyper-shardwheel-1shard hyper-tokio" bash httpd/bench.sh
+#       # the timer service's sizing beside tokio's workers: hyper-shardwheel[-<N>shard][-unpinned]
 #
 # Installs wrk, nginx-light (or nginx) and jq with apt-get when missing, and says so. Every
 # server it starts is stopped on exit. Everything listens on 127.0.0.1 only; every run of
@@ -293,12 +295,29 @@ bench_key() {
     local)
       bench local "shardwheel-httpd --stack local" "$run" "$port" TERM "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack local
       ;;
-    hyper-shardwheel | hyper-tokio)
-      local timer=${key#hyper-}
+    hyper-shardwheel | hyper-shardwheel-* | hyper-tokio)
+      local timer=${key#hyper-} sizing=() rest
+      # The sizing variants: hyper-shardwheel[-<N>shard][-unpinned].
+      if [[ $timer == shardwheel-* ]]; then
+        rest=${timer#shardwheel}
+        timer=shardwheel
+        if [[ $rest =~ ^-([0-9]+)shards?(.*)$ ]]; then
+          sizing+=(--timer-shards "${BASH_REMATCH[1]}")
+          rest=${BASH_REMATCH[2]}
+        fi
+        if [[ $rest == -unpinned ]]; then
+          sizing+=(--timer-pin false)
+          rest=
+        fi
+        if [[ -n $rest ]]; then
+          notes+=("unknown server $key in SERVERS (hyper-shardwheel[-<N>shard][-unpinned])")
+          return 0
+        fi
+      fi
       # Only where the binary has it: a short run on a free port says.
-      if timeout 10 "$HTTPD" --addr 127.0.0.1:0 --for 0.3 --stack hyper --timer "$timer" "${common[@]}" >/dev/null 2>"$tmp/probe.err"; then
-        bench "$key" "shardwheel-httpd --stack hyper --timer $timer" "$run" "$port" TERM \
-          "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack hyper --timer "$timer"
+      if timeout 10 "$HTTPD" --addr 127.0.0.1:0 --for 0.3 --stack hyper --timer "$timer" "${sizing[@]}" "${common[@]}" >/dev/null 2>"$tmp/probe.err"; then
+        bench "$key" "shardwheel-httpd --stack hyper --timer $timer${sizing[*]:+ ${sizing[*]}}" "$run" "$port" TERM \
+          "$HTTPD" --addr "127.0.0.1:$port" "${common[@]}" --stack hyper --timer "$timer" "${sizing[@]}"
       else
         notes+=("run $run: --stack hyper --timer $timer skipped: this binary does not run it ($(head -1 "$tmp/probe.err"))")
       fi

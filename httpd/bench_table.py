@@ -55,7 +55,10 @@ def main():
     for r in results:
         by.setdefault(r["key"], []).append(r)
     runs = sorted({r["run"] for r in results})
+    # The sizing variants (hyper-shardwheel-<N>shard, -unpinned) after the default one.
+    variants = sorted(k for k in by if k.startswith("hyper-shardwheel-"))
     keys = [k for k in ORDER if k in by]
+    keys[keys.index("hyper-shardwheel") + 1 if "hyper-shardwheel" in keys else len(keys):0] = variants
     names = {k: by[k][0]["server"] for k in keys}
 
     def run_of(key, run):
@@ -187,6 +190,33 @@ def main():
         if errors:
             what += f"; {errors} wrk errors"
         bars.append((f"{names[k]}: `/delay/{args.delay_ms:g}` never answered before {args.delay_ms:g} ms", what, verdict(lo >= args.delay_ms)))
+    if variants and "hyper-shardwheel" in by:
+        # The service's sizing: each variant against the default (a pinned shard per
+        # worker), run by run; below 1 the variant has less of it.
+        print()
+        print("Sizing: each variant against the default `hyper-shardwheel` (a pinned shard per worker), run by"
+              " run: req/s and CPU per request as ratios (below 1.00× means less), lateness as the difference in ms"
+              " (below 0 means closer to the deadline); the median and min–max over the runs.")
+        print()
+        print("| timer service | req/s | CPU / request | `/delay/` p99 | silent close p99 | slowloris close p99 |")
+        print("|---|---|---|---|---|---|")
+
+        def diffs(a, get):
+            out = []
+            for run in runs:
+                x, y = run_of(a, run), run_of("hyper-shardwheel", run)
+                if x and y and get(x) is not None and get(y) is not None:
+                    out.append(get(x) - get(y))
+            return out
+
+        p99 = lambda r: r["delay"]["p99"] / 1000 if r.get("delay") else None
+        for k in (["hyper-tokio"] if "hyper-tokio" in by else []) + variants:
+            row = [names[k]]
+            for get in (lambda r: r.get("rps"), us_per_request):
+                row.append(cell(ratios(k, "hyper-shardwheel", get), "{:.2f}") + "×")
+            for get in (p99, lambda r: late(r, "silent", "p99"), lambda r: late(r, "slowloris", "p99")):
+                row.append(cell(diffs(k, get), "{:+.2f}") + " ms")
+            print("| " + " | ".join(row) + " |")
     if any(k.startswith("hyper") for k in keys):
         print()
         print("hyper's idle connections close at the header timeout, not the idle one (its `header_read_timeout` also"

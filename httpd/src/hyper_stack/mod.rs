@@ -144,8 +144,13 @@ pub fn serve(flags: &Flags) -> io::Result<()> {
         .half_close(true);
     let (timer, service): (Arc<dyn Timer + Send + Sync>, _) = match flags.timer {
         TimerChoice::Shardwheel => {
-            let timers =
-                TimerService::builder().shards(threads).thread_name("httpd-timer").build().map_err(io::Error::other)?;
+            let shards = flags.timer_shards.map_or(threads, usize::from);
+            let timers = TimerService::builder()
+                .shards(shards)
+                .pin_threads(flags.timer_pin)
+                .thread_name("httpd-timer")
+                .build()
+                .map_err(io::Error::other)?;
             http1.timer(timers.clone());
             (Arc::new(timers.clone()), Some(timers))
         }
@@ -173,9 +178,15 @@ async fn run(flags: &Flags, shared: Arc<Shared>, http1: Arc<http1::Builder>) -> 
     let listener = TcpListener::from_std(listeners.remove(0))?;
     let addr = listener.local_addr()?;
     println!(
-        "shardwheel-httpd: listening on {addr} (stack hyper, timer {}, {} threads, header timeout {} ms, \
+        "shardwheel-httpd: listening on {addr} (stack hyper, timer {}{}, {} threads, header timeout {} ms, \
          idle timeout {} ms, send timeout {} ms, max {} connections)",
         shared.choice.name(),
+        shared.service.as_ref().map_or(String::new(), |s| format!(
+            " ({} shard{}, {})",
+            s.shard_count(),
+            if s.shard_count() == 1 { "" } else { "s" },
+            if flags.timer_pin { "pinned" } else { "not pinned" }
+        )),
         flags.threads,
         flags.header_timeout_ms,
         flags.idle_timeout_ms,
