@@ -84,6 +84,10 @@ fn bad_flags_are_a_usage_error_with_status_2() {
         (&["--stack", "hyper", "--tick-us", "250"], "--tick-us needs --stack local"),
         (&["--stack", "hyper", "--trace", "/tmp/never-written"], "--trace needs --stack local"),
         (&["--send-timeout-ms", "0"], "--send-timeout-ms"),
+        (&["--timer-shards", "1"], "--timer-shards and --timer-pin need --stack hyper --timer shardwheel"),
+        (&["--stack", "hyper", "--timer", "tokio", "--timer-pin", "false"], "need --stack hyper --timer shardwheel"),
+        (&["--stack", "hyper", "--timer-shards", "0"], "--timer-shards"),
+        (&["--stack", "hyper", "--timer-pin", "maybe"], "--timer-pin"),
     ] {
         // Bounded: a flag wrongly accepted starts a server, which would never exit.
         let (status, stdout, stderr) =
@@ -92,6 +96,65 @@ fn bad_flags_are_a_usage_error_with_status_2() {
         assert!(stderr.starts_with("error:") && stderr.contains(says), "{args:?}: {stderr}");
         assert!(stdout.is_empty(), "{args:?} started a server");
     }
+}
+
+#[test]
+fn the_timer_service_is_sized_and_pinned_as_asked() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (args, shards, pinned, says) in [
+        (&[][..], 2, true, "timer shardwheel (2 shards, pinned), 2 threads"),
+        (
+            &["--timer-shards", "1", "--timer-pin", "false"][..],
+            1,
+            false,
+            "timer shardwheel (1 shard, not pinned), 2 threads",
+        ),
+        (
+            &["--threads", "3", "--timer-pin", "false"][..],
+            3,
+            false,
+            "timer shardwheel (3 shards, not pinned), 3 threads",
+        ),
+    ] {
+        let all: Vec<&str> = ["--stack", "hyper"].iter().chain(args).copied().collect();
+        let server = Server::start(&all);
+        assert!(server.start_line.contains(says), "{all:?}: {}", server.start_line);
+        // The shard threads themselves: how many, and on how many cores each may run (a
+        // thread names itself once it runs: wait a little for the last ones).
+        let until = Instant::now() + Duration::from_secs(5);
+        let timers = loop {
+            let timers = timer_threads(server.pid());
+            if timers.len() >= shards || Instant::now() > until {
+                break timers;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(timers.len(), shards, "{all:?}: shard threads {timers:?}");
+        for allowed in &timers {
+            // A pinned thread may run on its one core; one not pinned, on every core (with
+            // one core, both read the same).
+            let one_core = allowed.parse::<usize>().is_ok();
+            assert_eq!(one_core, pinned || cores == 1, "{all:?}: a shard thread's cores {allowed:?}");
+        }
+        let (status, summary) = server.stop_with(Signal::SIGTERM);
+        assert!(status.success(), "{status}\n{summary}");
+    }
+}
+
+/// The cores each `httpd-timer-*` thread of process `pid` may run on (`Cpus_allowed_list`).
+fn timer_threads(pid: u32) -> Vec<String> {
+    let mut timers = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads") {
+        let dir = task.expect("a thread").path();
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        if name.starts_with("httpd-timer-")
+            && let Some(allowed) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        {
+            timers.push(allowed.trim().to_owned());
+        }
+    }
+    timers
 }
 
 /// Runs the binary with `args` and waits (at most 5 s) for it to exit by itself: its
