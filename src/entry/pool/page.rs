@@ -23,9 +23,10 @@ use std::cell::Cell;
 use std::ptr::{self, NonNull};
 
 /// Bytes in a page, and the alignment its address has: a cell's page is its address with
-/// the low bits cleared. 256 KiB: the allocator's own cost of an aligned block is about
-/// 4–8 KiB whatever its size (measured with glibc: 12 % of a 64 KiB block, 1.6 % of 256 KiB),
-/// and a bigger page holds more memory back per size class a thread uses.
+/// the low bits cleared. 256 KiB: a block is a mapping of its own (`os`), three system calls
+/// to make and one to give back, paid once per thousands of cells, while a bigger page holds
+/// more memory back per size class a thread uses. (Through glibc's allocator, as before, an
+/// aligned block also cost 4–8 KiB of its own whatever its size: 12 % of 64 KiB.)
 #[cfg(not(miri))]
 pub(super) const PAGE_BYTES: usize = 256 * 1024;
 /// Under Miri, 16 KiB: the pool's tests fill pages, and a page of 256 KiB is thousands of
@@ -79,8 +80,7 @@ impl Page {
         #[cfg(not(loom))]
         let raw = spare::take().or_else(blocks::alloc)?.cast::<Page>();
         #[cfg(loom)]
-        // SAFETY: the layout's size is not zero.
-        let raw = NonNull::new(unsafe { std::alloc::alloc(layout()) })?.cast::<Page>();
+        let raw = os::map()?.cast::<Page>();
         #[cfg(not(loom))]
         let slots = (PAGE_BYTES - DATA_OFFSET) / slot_bytes;
         #[cfg(loom)]
@@ -325,8 +325,8 @@ impl Page {
 }
 
 /// A few empty pages kept for the next thread that needs one, process-wide: a new thread's
-/// first cell would otherwise map a fresh block (about 10 µs with glibc, which maps blocks
-/// this size on their own), and a thread that exits with its pages empty would unmap them.
+/// first cell would otherwise map a fresh block (`os`: about 10 µs), and a thread that exits
+/// with its pages empty would unmap them.
 /// Bounded at [`spare::SLOTS`] pages, so an idle process keeps at most 1 MiB here. Lock-free:
 /// a page is put in an empty slot with a CAS and taken with a swap, whole, so no ABA. Plain
 /// `std` atomics, not loom's: a `static` cannot hold loom's, and under loom there is no
@@ -381,24 +381,20 @@ mod spare {
     }
 }
 
-/// The pages' blocks, from the allocator and back, counted: a page lost on its way back
+/// The pages' blocks, from the kernel (`os`) and back, counted: a page lost on its way back
 /// (say, released while the spare is full and then neither kept nor freed) shows as a block
-/// that no count accounts for (`tests/pool_pages.rs`). A block is `PAGE_BYTES` aligned to
-/// them; glibc maps each on its own (above its mmap threshold) and unmaps it when it is
-/// freed, so a freed block leaves the process's RSS at once.
+/// that no count accounts for (`tests/pool_pages.rs`).
 #[cfg(not(loom))]
 mod blocks {
     use crate::sync::plain::{AtomicUsize, Ordering};
     use std::ptr::NonNull;
 
-    /// Blocks taken from the allocator and not given back. A plain atomic: a count outside
-    /// loom (`sync::plain`).
+    /// Blocks taken and not given back. A plain atomic: a count outside loom (`sync::plain`).
     static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-    /// A new block; `None` if the allocator has no memory.
+    /// A new block; `None` if there is no memory for it.
     pub(super) fn alloc() -> Option<NonNull<u8>> {
-        // SAFETY: the layout's size is not zero.
-        let block = NonNull::new(unsafe { std::alloc::alloc(super::layout()) })?;
+        let block = super::os::map()?;
         // Relaxed: a count, read for tests and statistics only.
         LIVE.fetch_add(1, Ordering::Relaxed);
         Some(block)
@@ -409,13 +405,124 @@ mod blocks {
     pub(super) unsafe fn dealloc(block: NonNull<u8>) {
         // Relaxed: as in `alloc`.
         LIVE.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: by the contract, from `std::alloc::alloc` with this layout, and unused.
-        unsafe { std::alloc::dealloc(block.as_ptr(), super::layout()) };
+        // SAFETY: by the contract, from `os::map`, and unused.
+        unsafe { super::os::unmap(block) };
     }
 
     pub(super) fn live() -> usize {
         // Relaxed: as in `alloc`.
         LIVE.load(Ordering::Relaxed)
+    }
+}
+
+/// A page's block straight from the kernel: an anonymous mapping of its own, so that a block
+/// given back leaves the process's RSS at once, whatever the allocator does. Through the
+/// allocator it need not: glibc maps a 256 KiB aligned block on its own only while its
+/// *dynamic* mmap threshold is below the request (`malloc(3)`, `M_MMAP_THRESHOLD`): freeing a
+/// mapped chunk raises the threshold to that chunk's size (up to 32 MiB), so after the first
+/// page went back, or after the program freed any large buffer, later pages came from a
+/// malloc arena, where a freed block in the middle stays resident (an arena is trimmed only at
+/// its top) and RSS stayed at the burst's peak (`tests/pool_burst.rs`).
+///
+/// Linux, Android, Apple's systems and FreeBSD (the `libc` crate's bindings checked for each);
+/// elsewhere, and under Miri and loom, the allocator (`std::alloc`).
+#[cfg(all(
+    not(loom),
+    not(miri),
+    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
+))]
+mod os {
+    use super::PAGE_BYTES;
+    use std::ptr::{self, NonNull};
+
+    /// A fresh block of `PAGE_BYTES`, aligned to them; `None` if the kernel has no memory
+    /// for it (`mmap` fails: the caller then boxes its cell, as after a failed allocation).
+    ///
+    /// Maps twice the size, which holds one aligned block wherever the kernel puts it, and
+    /// unmaps the ends: three system calls per page (a page serves thousands of arms).
+    pub(super) fn map() -> Option<NonNull<u8>> {
+        let len = 2 * PAGE_BYTES;
+        // SAFETY: a new private anonymous mapping at an address the kernel chooses: it
+        // touches no memory the program has.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let base = base.cast::<u8>();
+        // The kernel's pages (4–64 KiB) divide `PAGE_BYTES`, so `head` and `tail` are whole
+        // pages of the kernel's, and neither is more than `PAGE_BYTES`.
+        let head = base.addr().next_multiple_of(PAGE_BYTES) - base.addr();
+        let tail = len - head - PAGE_BYTES;
+        // SAFETY: `head + PAGE_BYTES <= len`: the block lies inside the mapping.
+        let block = unsafe { base.add(head) };
+        // SAFETY: the two ends lie inside the mapping just made and outside the block, and
+        // nothing refers to them. A failure (only past the kernel's limit of mappings, where
+        // a split would make one more) leaves them mapped and untouched: address space, not
+        // memory.
+        unsafe {
+            if head > 0 {
+                libc::munmap(base.cast(), head);
+            }
+            if tail > 0 {
+                libc::munmap(block.add(PAGE_BYTES).cast(), tail);
+            }
+        }
+        NonNull::new(block)
+    }
+
+    /// Gives a block back to the kernel.
+    ///
+    /// # Safety
+    /// `block` came from [`map`] and nothing refers to it any more.
+    pub(super) unsafe fn unmap(block: NonNull<u8>) {
+        // SAFETY: by the contract, a mapping of ours of `PAGE_BYTES` that nothing uses. It
+        // fails only where unmapping would split a mapping past the kernel's limit of
+        // mappings (`vm.max_map_count`, after the kernel merged neighbouring blocks): the
+        // block then stays mapped, lost to the pool but never reused, so nothing is unsound.
+        unsafe { libc::munmap(block.as_ptr().cast(), PAGE_BYTES) };
+    }
+}
+
+/// A page's block from the allocator, where the pool does not map its own (see the other
+/// `os`): under Miri (which sees each block as an allocation of its own), under loom, and on
+/// systems without the mapping above.
+#[cfg(not(all(
+    not(loom),
+    not(miri),
+    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
+)))]
+mod os {
+    use super::PAGE_BYTES;
+    use std::alloc::Layout;
+    use std::ptr::NonNull;
+
+    fn layout() -> Layout {
+        // `PAGE_BYTES` is a power of two, and a valid size for its own alignment.
+        Layout::from_size_align(PAGE_BYTES, PAGE_BYTES).expect("a valid page layout")
+    }
+
+    /// A fresh block of `PAGE_BYTES`, aligned to them; `None` if the allocator has no memory.
+    pub(super) fn map() -> Option<NonNull<u8>> {
+        // SAFETY: the layout's size is not zero.
+        NonNull::new(unsafe { std::alloc::alloc(layout()) })
+    }
+
+    /// Gives a block back to the allocator.
+    ///
+    /// # Safety
+    /// `block` came from [`map`] and nothing refers to it any more.
+    pub(super) unsafe fn unmap(block: NonNull<u8>) {
+        // SAFETY: by the contract, from `std::alloc::alloc` with this layout, and unused.
+        unsafe { std::alloc::dealloc(block.as_ptr(), layout()) };
     }
 }
 
@@ -431,11 +538,6 @@ pub(super) fn counts() -> (usize, usize) {
 #[cfg(not(loom))]
 pub(super) fn drain_spares() {
     spare::drain();
-}
-
-fn layout() -> std::alloc::Layout {
-    // `PAGE_BYTES` is a power of two, and a valid size for its own alignment.
-    std::alloc::Layout::from_size_align(PAGE_BYTES, PAGE_BYTES).expect("a valid page layout")
 }
 
 /// Under loom, every page's memory is kept until the model's next execution starts: a page
@@ -458,9 +560,9 @@ pub(crate) mod loom_quarantine {
     /// Gives the kept pages back to the allocator (no execution can reach them any more).
     pub(crate) fn empty() {
         for page in KEPT.with(|k| std::mem::take(&mut *k.borrow_mut())) {
-            // SAFETY: each page came from `std::alloc::alloc` with this layout, and belongs
-            // to an execution that has ended.
-            unsafe { std::alloc::dealloc(page.as_ptr(), super::layout()) };
+            // SAFETY: each page came from `os::map`, and belongs to an execution that has
+            // ended.
+            unsafe { super::os::unmap(page) };
         }
     }
 }
