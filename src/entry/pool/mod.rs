@@ -39,7 +39,7 @@
 //! So after a burst the memory follows the live cells within a page's worth of arms, or
 //! 4,096 frees, not the peak (`tests/pool_burst.rs`: three bursts of a million arms on a
 //! thread that lives on, each followed by a second of light load; RSS back within 4 MiB of
-//! the first burst's after each). Each page is a mapping of its own (`page.rs`, `os`:
+//! the first burst's after each). Each page is a mapping of its own (`os.rs`:
 //! `mmap`, and `munmap` when it goes), so a page given back leaves the process's RSS at once,
 //! whatever the allocator would do: through glibc's `malloc`, pages came from its heap as
 //! soon as its dynamic mmap threshold rose (the first page freed, or any large buffer freed,
@@ -60,6 +60,7 @@
 //! atomic operation on the arm path and a new protocol to model (not done).
 
 mod heap;
+mod os;
 mod page;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -100,8 +101,8 @@ const fn slot_bytes(class: usize) -> usize {
 }
 
 /// A slot of `class` from the calling thread's heap; `None` if the thread's heap is gone
-/// (a thread-local destructor arming as its thread exits) or the allocator is out of
-/// memory: the caller then uses a `Box`.
+/// (a thread-local destructor arming as its thread exits) or there is no memory for a new
+/// page (the kernel refuses a mapping): the caller then uses a `Box`.
 ///
 /// Inline, with the heap's fast path: every arm allocates, with its class a constant of the
 /// task's type, and as two calls of their own the allocation cost 33 instructions more per
@@ -122,8 +123,8 @@ pub(crate) fn trim() {
     page::drain_spares();
 }
 
-/// The pool's pages now, process-wide: the blocks taken from the allocator and not given
-/// back, and how many of those are spare (`page::counts`).
+/// The pool's pages now, process-wide: the blocks mapped and not given back, and how many of
+/// those are spare (`page::counts`).
 #[cfg(not(loom))]
 pub(crate) fn pages() -> (usize, usize) {
     page::counts()

@@ -75,12 +75,12 @@ pub(super) struct Page {
 
 impl Page {
     /// A new empty page for `class`'s slots of `slot_bytes`, owned by heap `owner`; `None`
-    /// if the allocator has no memory for it.
+    /// if there is no memory for it (`os::map`).
     pub(super) fn new(owner: u64, class: usize, slot_bytes: usize) -> Option<NonNull<Page>> {
         #[cfg(not(loom))]
         let raw = spare::take().or_else(blocks::alloc)?.cast::<Page>();
         #[cfg(loom)]
-        let raw = os::map()?.cast::<Page>();
+        let raw = super::os::map()?.cast::<Page>();
         #[cfg(not(loom))]
         let slots = (PAGE_BYTES - DATA_OFFSET) / slot_bytes;
         #[cfg(loom)]
@@ -325,9 +325,9 @@ impl Page {
 }
 
 /// A few empty pages kept for the next thread that needs one, process-wide: a new thread's
-/// first cell would otherwise map a fresh block (`os`: about 10 µs), and a thread that exits
-/// with its pages empty would unmap them.
-/// Bounded at [`spare::SLOTS`] pages, so an idle process keeps at most 1 MiB here. Lock-free:
+/// first cell would otherwise map a fresh block (`os`: three system calls, and the kernel
+/// zeroes each of its pages at the first touch), and a thread that exits with its pages empty
+/// would unmap them. Bounded at [`spare::SLOTS`] pages, so an idle process keeps at most 1 MiB here. Lock-free:
 /// a page is put in an empty slot with a CAS and taken with a swap, whole, so no ABA. Plain
 /// `std` atomics, not loom's: a `static` cannot hold loom's, and under loom there is no
 /// spare (every page comes from and goes back to the allocator).
@@ -354,7 +354,7 @@ mod spare {
         })
     }
 
-    /// Hands every spare page's block back to the allocator.
+    /// Gives every spare page's block back (`blocks::dealloc`).
     pub(super) fn drain() {
         while let Some(page) = take() {
             // SAFETY: a spare block came from `blocks::alloc` in `Page::new`, holds no page
@@ -394,7 +394,7 @@ mod blocks {
 
     /// A new block; `None` if there is no memory for it.
     pub(super) fn alloc() -> Option<NonNull<u8>> {
-        let block = super::os::map()?;
+        let block = super::super::os::map()?;
         // Relaxed: a count, read for tests and statistics only.
         LIVE.fetch_add(1, Ordering::Relaxed);
         Some(block)
@@ -406,7 +406,7 @@ mod blocks {
         // Relaxed: as in `alloc`.
         LIVE.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: by the contract, from `os::map`, and unused.
-        unsafe { super::os::unmap(block) };
+        unsafe { super::super::os::unmap(block) };
     }
 
     pub(super) fn live() -> usize {
@@ -415,126 +415,15 @@ mod blocks {
     }
 }
 
-/// A page's block straight from the kernel: an anonymous mapping of its own, so that a block
-/// given back leaves the process's RSS at once, whatever the allocator does. Through the
-/// allocator it need not: glibc maps a 256 KiB aligned block on its own only while its
-/// *dynamic* mmap threshold is below the request (`malloc(3)`, `M_MMAP_THRESHOLD`): freeing a
-/// mapped chunk raises the threshold to that chunk's size (up to 32 MiB), so after the first
-/// page went back, or after the program freed any large buffer, later pages came from a
-/// malloc arena, where a freed block in the middle stays resident (an arena is trimmed only at
-/// its top) and RSS stayed at the burst's peak (`tests/pool_burst.rs`).
-///
-/// Linux, Android, Apple's systems and FreeBSD (the `libc` crate's bindings checked for each);
-/// elsewhere, and under Miri and loom, the allocator (`std::alloc`).
-#[cfg(all(
-    not(loom),
-    not(miri),
-    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
-))]
-mod os {
-    use super::PAGE_BYTES;
-    use std::ptr::{self, NonNull};
-
-    /// A fresh block of `PAGE_BYTES`, aligned to them; `None` if the kernel has no memory
-    /// for it (`mmap` fails: the caller then boxes its cell, as after a failed allocation).
-    ///
-    /// Maps twice the size, which holds one aligned block wherever the kernel puts it, and
-    /// unmaps the ends: three system calls per page (a page serves thousands of arms).
-    pub(super) fn map() -> Option<NonNull<u8>> {
-        let len = 2 * PAGE_BYTES;
-        // SAFETY: a new private anonymous mapping at an address the kernel chooses: it
-        // touches no memory the program has.
-        let base = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return None;
-        }
-        let base = base.cast::<u8>();
-        // The kernel's pages (4–64 KiB) divide `PAGE_BYTES`, so `head` and `tail` are whole
-        // pages of the kernel's, and neither is more than `PAGE_BYTES`.
-        let head = base.addr().next_multiple_of(PAGE_BYTES) - base.addr();
-        let tail = len - head - PAGE_BYTES;
-        // SAFETY: `head + PAGE_BYTES <= len`: the block lies inside the mapping.
-        let block = unsafe { base.add(head) };
-        // SAFETY: the two ends lie inside the mapping just made and outside the block, and
-        // nothing refers to them. A failure (only past the kernel's limit of mappings, where
-        // a split would make one more) leaves them mapped and untouched: address space, not
-        // memory.
-        unsafe {
-            if head > 0 {
-                libc::munmap(base.cast(), head);
-            }
-            if tail > 0 {
-                libc::munmap(block.add(PAGE_BYTES).cast(), tail);
-            }
-        }
-        NonNull::new(block)
-    }
-
-    /// Gives a block back to the kernel.
-    ///
-    /// # Safety
-    /// `block` came from [`map`] and nothing refers to it any more.
-    pub(super) unsafe fn unmap(block: NonNull<u8>) {
-        // SAFETY: by the contract, a mapping of ours of `PAGE_BYTES` that nothing uses. It
-        // fails only where unmapping would split a mapping past the kernel's limit of
-        // mappings (`vm.max_map_count`, after the kernel merged neighbouring blocks): the
-        // block then stays mapped, lost to the pool but never reused, so nothing is unsound.
-        unsafe { libc::munmap(block.as_ptr().cast(), PAGE_BYTES) };
-    }
-}
-
-/// A page's block from the allocator, where the pool does not map its own (see the other
-/// `os`): under Miri (which sees each block as an allocation of its own), under loom, and on
-/// systems without the mapping above.
-#[cfg(not(all(
-    not(loom),
-    not(miri),
-    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
-)))]
-mod os {
-    use super::PAGE_BYTES;
-    use std::alloc::Layout;
-    use std::ptr::NonNull;
-
-    fn layout() -> Layout {
-        // `PAGE_BYTES` is a power of two, and a valid size for its own alignment.
-        Layout::from_size_align(PAGE_BYTES, PAGE_BYTES).expect("a valid page layout")
-    }
-
-    /// A fresh block of `PAGE_BYTES`, aligned to them; `None` if the allocator has no memory.
-    pub(super) fn map() -> Option<NonNull<u8>> {
-        // SAFETY: the layout's size is not zero.
-        NonNull::new(unsafe { std::alloc::alloc(layout()) })
-    }
-
-    /// Gives a block back to the allocator.
-    ///
-    /// # Safety
-    /// `block` came from [`map`] and nothing refers to it any more.
-    pub(super) unsafe fn unmap(block: NonNull<u8>) {
-        // SAFETY: by the contract, from `std::alloc::alloc` with this layout, and unused.
-        unsafe { std::alloc::dealloc(block.as_ptr(), layout()) };
-    }
-}
-
-/// The pool's pages now, process-wide: `(blocks, spare)`, the blocks taken from the
-/// allocator and not given back (in a heap, abandoned to their last cells, or spare), and
-/// how many of them are spare. Exact once no thread is allocating or freeing cells.
+/// The pool's pages now, process-wide: `(blocks, spare)`, the blocks mapped (`os`) and not
+/// given back (in a heap, abandoned to their last cells, or spare), and how many of them are
+/// spare. Exact once no thread is allocating or freeing cells.
 #[cfg(not(loom))]
 pub(super) fn counts() -> (usize, usize) {
     (blocks::live(), spare::count())
 }
 
-/// Hands the spare pages back to the allocator (`pool::trim`).
+/// Gives the spare pages back (`pool::trim`).
 #[cfg(not(loom))]
 pub(super) fn drain_spares() {
     spare::drain();
@@ -562,7 +451,38 @@ pub(crate) mod loom_quarantine {
         for page in KEPT.with(|k| std::mem::take(&mut *k.borrow_mut())) {
             // SAFETY: each page came from `os::map`, and belongs to an execution that has
             // ended.
-            unsafe { super::os::unmap(page) };
+            unsafe { super::super::os::unmap(page) };
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{PAGE_BYTES, blocks};
+
+    #[test]
+    fn a_block_is_a_whole_aligned_page_of_its_own() {
+        // Mapped one after another, as a burst maps them: whichever address the kernel
+        // gives, the block is aligned, and every byte of it is ours.
+        let blocks: Vec<_> = (0..8).map(|_| blocks::alloc().expect("memory for a page")).collect();
+        for (i, block) in blocks.iter().enumerate() {
+            assert_eq!(block.as_ptr().addr() % PAGE_BYTES, 0, "aligned to its size");
+            // SAFETY: the block is ours, `PAGE_BYTES` long.
+            unsafe {
+                block.as_ptr().write(i as u8);
+                block.as_ptr().add(PAGE_BYTES - 1).write(i as u8);
+            }
+        }
+        for (i, block) in blocks.iter().enumerate() {
+            // SAFETY: as above; no other block overlaps it, so the bytes are still ours.
+            unsafe {
+                assert_eq!(block.as_ptr().read(), i as u8);
+                assert_eq!(block.as_ptr().add(PAGE_BYTES - 1).read(), i as u8);
+            }
+        }
+        for block in blocks {
+            // SAFETY: from `blocks::alloc`, unused from here.
+            unsafe { blocks::dealloc(block) };
         }
     }
 }
