@@ -145,7 +145,7 @@ pub fn __trim_cell_pool() {
 }
 
 /// The cell pool's pages now, process-wide: `(blocks, spare)`, the 256 KiB blocks taken from
-/// the allocator and not given back, and how many of them are kept spare for new threads.
+/// the kernel (mapped) and not given back, and how many of them are kept spare for new threads.
 /// For tests that check the pool gives its memory back. Not part of the API.
 #[cfg(not(loom))]
 #[doc(hidden)]

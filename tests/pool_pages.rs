@@ -1,9 +1,9 @@
 //! The cell pool's pages at the edge of their life: pages released while the process's spare
-//! pages are full (four, `src/entry/pool/page.rs`, `spare`) go back to the allocator, none
+//! pages are full (four, `src/entry/pool/page.rs`, `spare`) are given back (unmapped), none
 //! lost. Threads that each fill three pages with timeouts, cancel them and exit release a
 //! two dozen pages, eight of them or more with the spare full; once every cell is freed, the pool holds
-//! its spare pages and nothing else (`__cell_pool_pages` counts the blocks it took from the
-//! allocator and has not given back).
+//! its spare pages and nothing else (`__cell_pool_pages` counts the blocks it mapped and
+//! has not given back).
 //!
 //! One test in this file on purpose: the pool's counts are the whole process's.
 

@@ -31,10 +31,11 @@
 //! lets go, with no deferred garbage and no pinning on the arm path. Why a pool rather than
 //! the allocator: no allocator call on the arm path, a cell freed by the shard goes straight
 //! back to the thread that made it (one CAS on its page), and a 32-byte cell takes 32 bytes,
-//! not glibc's 48-byte chunk. The pool does not keep the peak's memory: a page goes back to
-//! the allocator once its owner finds it empty, at the latest one page's worth of arms after
-//! (save the one page per size class it allocates from), and an exiting thread's pages go
-//! back as their last cells are freed (`pool/mod.rs`, "What the pool keeps").
+//! not glibc's 48-byte chunk. A thread that goes on arming does not keep the peak's memory: a
+//! page is unmapped once its owner finds it empty, at the latest one page's worth of arms
+//! after (save the one page per size class it allocates from), and an exiting thread's pages
+//! go back as their last cells are freed; a quiet thread keeps its pages (`pool/mod.rs`,
+//! "What the pool keeps", "What a quiet thread keeps").
 //!
 //! The type-erased calls go through a static vtable per task type, as tokio's task header
 //! does; it is the one place in the crate with raw pointers.

@@ -32,20 +32,35 @@
 //! - pages emptied by frees on other threads, until the owner's next sweep: at the class's
 //!   next refill (at most one page's worth of allocations of the class: 8,188 for 32 B
 //!   cells, 2,046 for 128 B), or after [`heap::SWEEP_EVERY`] (4,096) frees on the owner
-//!   thread, whichever comes first. A page emptied by frees on its own thread goes at once.
-//!   A thread that neither allocates nor frees cells keeps what other threads emptied until
-//!   it does either, or exits;
+//!   thread, whichever comes first. A page emptied by frees on its own thread goes at once;
 //! - process-wide, up to four released pages (1 MiB, `page.rs`, `spare`) for the next thread
 //!   that needs one.
 //!
-//! So after a burst the memory follows the live cells within a page's worth of arms, not the
-//! peak (`tests/pool_burst.rs`: a million arms, then light load; RSS back within 2 MiB).
-//! Pages are `PAGE_BYTES` blocks from the global allocator; glibc maps each on its own
-//! (above its mmap threshold: checked with `strace`, one `mmap` and one `munmap` per page),
-//! so a page given back leaves the process's RSS at once. A thread that exits gives back all
-//! of its pages, each when its last cell is freed.
+//! So after a burst the memory follows the live cells within a page's worth of arms, or
+//! 4,096 frees, not the peak (`tests/pool_burst.rs`: three bursts of a million arms on a
+//! thread that lives on, each followed by a second of light load; RSS back within 4 MiB of
+//! the first burst's after each). Each page is a mapping of its own (`os.rs`:
+//! `mmap`, and `munmap` when it goes), so a page given back leaves the process's RSS at once,
+//! whatever the allocator would do: through glibc's `malloc`, pages came from its heap as
+//! soon as its dynamic mmap threshold rose (the first page freed, or any large buffer freed,
+//! raises it), and stayed resident after the pool gave them back (30 MiB a burst).
+//!
+//! What a quiet thread keeps: a thread that stops allocating and freeing cells keeps every
+//! page its heap held when it went quiet, however many of their cells other threads free
+//! afterwards: each class's current page, and every page that then held a live cell, emptied
+//! since or not. A thread that goes quiet right after arming a million timeouts keeps their
+//! 123 pages (31 MiB) while the shard frees every cell. They come back only through the
+//! thread: a class's pages at its next refill (within a page's worth of its arms of that
+//! class), every class's after 4,096 frees of its own cells on the thread, or at its exit
+//! (each page then as its last cell is freed). No other thread gives them back: a foreign
+//! free only pushes onto the page's remote stack, and it cannot tell that it emptied the page,
+//! because only the owner counts the page's live cells, with plain stores. Handing an emptied
+//! page on from another thread would need a count of live cells that both sides update
+//! atomically, and a way for the owner to take a page back that a freer is releasing: an
+//! atomic operation on the arm path and a new protocol to model (not done).
 
 mod heap;
+mod os;
 mod page;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -86,8 +101,8 @@ const fn slot_bytes(class: usize) -> usize {
 }
 
 /// A slot of `class` from the calling thread's heap; `None` if the thread's heap is gone
-/// (a thread-local destructor arming as its thread exits) or the allocator is out of
-/// memory: the caller then uses a `Box`.
+/// (a thread-local destructor arming as its thread exits) or there is no memory for a new
+/// page (the kernel refuses a mapping): the caller then uses a `Box`.
 ///
 /// Inline, with the heap's fast path: every arm allocates, with its class a constant of the
 /// task's type, and as two calls of their own the allocation cost 33 instructions more per
@@ -108,8 +123,8 @@ pub(crate) fn trim() {
     page::drain_spares();
 }
 
-/// The pool's pages now, process-wide: the blocks taken from the allocator and not given
-/// back, and how many of those are spare (`page::counts`).
+/// The pool's pages now, process-wide: the blocks mapped and not given back, and how many of
+/// those are spare (`page::counts`).
 #[cfg(not(loom))]
 pub(crate) fn pages() -> (usize, usize) {
     page::counts()

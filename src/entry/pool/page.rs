@@ -23,9 +23,10 @@ use std::cell::Cell;
 use std::ptr::{self, NonNull};
 
 /// Bytes in a page, and the alignment its address has: a cell's page is its address with
-/// the low bits cleared. 256 KiB: the allocator's own cost of an aligned block is about
-/// 4–8 KiB whatever its size (measured with glibc: 12 % of a 64 KiB block, 1.6 % of 256 KiB),
-/// and a bigger page holds more memory back per size class a thread uses.
+/// the low bits cleared. 256 KiB: a block is a mapping of its own (`os`), three system calls
+/// to make and one to give back, paid once per thousands of cells, while a bigger page holds
+/// more memory back per size class a thread uses. (Through glibc's allocator, as before, an
+/// aligned block also cost 4–8 KiB of its own whatever its size: 12 % of 64 KiB.)
 #[cfg(not(miri))]
 pub(super) const PAGE_BYTES: usize = 256 * 1024;
 /// Under Miri, 16 KiB: the pool's tests fill pages, and a page of 256 KiB is thousands of
@@ -74,13 +75,12 @@ pub(super) struct Page {
 
 impl Page {
     /// A new empty page for `class`'s slots of `slot_bytes`, owned by heap `owner`; `None`
-    /// if the allocator has no memory for it.
+    /// if there is no memory for it (`os::map`).
     pub(super) fn new(owner: u64, class: usize, slot_bytes: usize) -> Option<NonNull<Page>> {
         #[cfg(not(loom))]
         let raw = spare::take().or_else(blocks::alloc)?.cast::<Page>();
         #[cfg(loom)]
-        // SAFETY: the layout's size is not zero.
-        let raw = NonNull::new(unsafe { std::alloc::alloc(layout()) })?.cast::<Page>();
+        let raw = super::os::map()?.cast::<Page>();
         #[cfg(not(loom))]
         let slots = (PAGE_BYTES - DATA_OFFSET) / slot_bytes;
         #[cfg(loom)]
@@ -325,9 +325,9 @@ impl Page {
 }
 
 /// A few empty pages kept for the next thread that needs one, process-wide: a new thread's
-/// first cell would otherwise map a fresh block (about 10 µs with glibc, which maps blocks
-/// this size on their own), and a thread that exits with its pages empty would unmap them.
-/// Bounded at [`spare::SLOTS`] pages, so an idle process keeps at most 1 MiB here. Lock-free:
+/// first cell would otherwise map a fresh block (`os`: three system calls, and the kernel
+/// zeroes each of its pages at the first touch), and a thread that exits with its pages empty
+/// would unmap them. Bounded at [`spare::SLOTS`] pages, so an idle process keeps at most 1 MiB here. Lock-free:
 /// a page is put in an empty slot with a CAS and taken with a swap, whole, so no ABA. Plain
 /// `std` atomics, not loom's: a `static` cannot hold loom's, and under loom there is no
 /// spare (every page comes from and goes back to the allocator).
@@ -354,7 +354,7 @@ mod spare {
         })
     }
 
-    /// Hands every spare page's block back to the allocator.
+    /// Gives every spare page's block back (`blocks::dealloc`).
     pub(super) fn drain() {
         while let Some(page) = take() {
             // SAFETY: a spare block came from `blocks::alloc` in `Page::new`, holds no page
@@ -381,24 +381,20 @@ mod spare {
     }
 }
 
-/// The pages' blocks, from the allocator and back, counted: a page lost on its way back
+/// The pages' blocks, from the kernel (`os`) and back, counted: a page lost on its way back
 /// (say, released while the spare is full and then neither kept nor freed) shows as a block
-/// that no count accounts for (`tests/pool_pages.rs`). A block is `PAGE_BYTES` aligned to
-/// them; glibc maps each on its own (above its mmap threshold) and unmaps it when it is
-/// freed, so a freed block leaves the process's RSS at once.
+/// that no count accounts for (`tests/pool_pages.rs`).
 #[cfg(not(loom))]
 mod blocks {
     use crate::sync::plain::{AtomicUsize, Ordering};
     use std::ptr::NonNull;
 
-    /// Blocks taken from the allocator and not given back. A plain atomic: a count outside
-    /// loom (`sync::plain`).
+    /// Blocks taken and not given back. A plain atomic: a count outside loom (`sync::plain`).
     static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-    /// A new block; `None` if the allocator has no memory.
+    /// A new block; `None` if there is no memory for it.
     pub(super) fn alloc() -> Option<NonNull<u8>> {
-        // SAFETY: the layout's size is not zero.
-        let block = NonNull::new(unsafe { std::alloc::alloc(super::layout()) })?;
+        let block = super::super::os::map()?;
         // Relaxed: a count, read for tests and statistics only.
         LIVE.fetch_add(1, Ordering::Relaxed);
         Some(block)
@@ -409,8 +405,8 @@ mod blocks {
     pub(super) unsafe fn dealloc(block: NonNull<u8>) {
         // Relaxed: as in `alloc`.
         LIVE.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: by the contract, from `std::alloc::alloc` with this layout, and unused.
-        unsafe { std::alloc::dealloc(block.as_ptr(), super::layout()) };
+        // SAFETY: by the contract, from `os::map`, and unused.
+        unsafe { super::super::os::unmap(block) };
     }
 
     pub(super) fn live() -> usize {
@@ -419,23 +415,18 @@ mod blocks {
     }
 }
 
-/// The pool's pages now, process-wide: `(blocks, spare)`, the blocks taken from the
-/// allocator and not given back (in a heap, abandoned to their last cells, or spare), and
-/// how many of them are spare. Exact once no thread is allocating or freeing cells.
+/// The pool's pages now, process-wide: `(blocks, spare)`, the blocks mapped (`os`) and not
+/// given back (in a heap, abandoned to their last cells, or spare), and how many of them are
+/// spare. Exact once no thread is allocating or freeing cells.
 #[cfg(not(loom))]
 pub(super) fn counts() -> (usize, usize) {
     (blocks::live(), spare::count())
 }
 
-/// Hands the spare pages back to the allocator (`pool::trim`).
+/// Gives the spare pages back (`pool::trim`).
 #[cfg(not(loom))]
 pub(super) fn drain_spares() {
     spare::drain();
-}
-
-fn layout() -> std::alloc::Layout {
-    // `PAGE_BYTES` is a power of two, and a valid size for its own alignment.
-    std::alloc::Layout::from_size_align(PAGE_BYTES, PAGE_BYTES).expect("a valid page layout")
 }
 
 /// Under loom, every page's memory is kept until the model's next execution starts: a page
@@ -458,9 +449,40 @@ pub(crate) mod loom_quarantine {
     /// Gives the kept pages back to the allocator (no execution can reach them any more).
     pub(crate) fn empty() {
         for page in KEPT.with(|k| std::mem::take(&mut *k.borrow_mut())) {
-            // SAFETY: each page came from `std::alloc::alloc` with this layout, and belongs
-            // to an execution that has ended.
-            unsafe { std::alloc::dealloc(page.as_ptr(), super::layout()) };
+            // SAFETY: each page came from `os::map`, and belongs to an execution that has
+            // ended.
+            unsafe { super::super::os::unmap(page) };
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{PAGE_BYTES, blocks};
+
+    #[test]
+    fn a_block_is_a_whole_aligned_page_of_its_own() {
+        // Mapped one after another, as a burst maps them: whichever address the kernel
+        // gives, the block is aligned, and every byte of it is ours.
+        let blocks: Vec<_> = (0..8).map(|_| blocks::alloc().expect("memory for a page")).collect();
+        for (i, block) in blocks.iter().enumerate() {
+            assert_eq!(block.as_ptr().addr() % PAGE_BYTES, 0, "aligned to its size");
+            // SAFETY: the block is ours, `PAGE_BYTES` long.
+            unsafe {
+                block.as_ptr().write(i as u8);
+                block.as_ptr().add(PAGE_BYTES - 1).write(i as u8);
+            }
+        }
+        for (i, block) in blocks.iter().enumerate() {
+            // SAFETY: as above; no other block overlaps it, so the bytes are still ours.
+            unsafe {
+                assert_eq!(block.as_ptr().read(), i as u8);
+                assert_eq!(block.as_ptr().add(PAGE_BYTES - 1).read(), i as u8);
+            }
+        }
+        for block in blocks {
+            // SAFETY: from `blocks::alloc`, unused from here.
+            unsafe { blocks::dealloc(block) };
         }
     }
 }

@@ -1,0 +1,124 @@
+//! A page's block straight from the kernel: an anonymous mapping of its own, so that a block
+//! given back leaves the process's RSS at once, whatever the allocator does. Through the
+//! allocator it need not: glibc maps a 256 KiB aligned block on its own only while its
+//! *dynamic* mmap threshold is below the request (`malloc(3)`, `M_MMAP_THRESHOLD`): freeing a
+//! mapped chunk raises the threshold to that chunk's size (up to 32 MiB), so after the first
+//! page went back, or after the program freed any large buffer, later pages came from a
+//! malloc arena, where a freed block in the middle stays resident (an arena is trimmed only at
+//! its top) and RSS stayed at the burst's peak (`tests/pool_burst.rs`).
+//!
+//! Linux, Android, Apple's systems and FreeBSD (the `libc` crate's bindings checked for each);
+//! elsewhere, and under Miri and loom, the allocator (`std::alloc`).
+
+use super::page::PAGE_BYTES;
+#[cfg(not(all(
+    not(loom),
+    not(miri),
+    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
+)))]
+pub(super) use allocated::{map, unmap};
+#[cfg(all(
+    not(loom),
+    not(miri),
+    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
+))]
+pub(super) use mapped::{map, unmap};
+
+#[cfg(all(
+    not(loom),
+    not(miri),
+    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
+))]
+mod mapped {
+    use super::PAGE_BYTES;
+    use std::ptr::{self, NonNull};
+
+    /// A fresh block of `PAGE_BYTES`, aligned to them; `None` if the kernel has no memory
+    /// for it (`mmap` fails: the caller then boxes its cell, as after a failed allocation).
+    ///
+    /// Maps twice the size, which holds one aligned block wherever the kernel puts it, and
+    /// unmaps the ends: three system calls per page (a page serves thousands of arms).
+    pub(in crate::entry::pool) fn map() -> Option<NonNull<u8>> {
+        let len = 2 * PAGE_BYTES;
+        // SAFETY: a new private anonymous mapping at an address the kernel chooses: it
+        // touches no memory the program has.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let base = base.cast::<u8>();
+        // The kernel's pages (4–64 KiB) divide `PAGE_BYTES`, so `head` and `tail` are whole
+        // pages of the kernel's, and neither is more than `PAGE_BYTES`.
+        let head = base.addr().next_multiple_of(PAGE_BYTES) - base.addr();
+        let tail = len - head - PAGE_BYTES;
+        // SAFETY: `head + PAGE_BYTES <= len`: the block lies inside the mapping.
+        let block = unsafe { base.add(head) };
+        // SAFETY: the two ends lie inside the mapping just made and outside the block, and
+        // nothing refers to them. A failure (only past the kernel's limit of mappings, where
+        // a split would make one more) leaves them mapped and untouched: address space, not
+        // memory.
+        unsafe {
+            if head > 0 {
+                libc::munmap(base.cast(), head);
+            }
+            if tail > 0 {
+                libc::munmap(block.add(PAGE_BYTES).cast(), tail);
+            }
+        }
+        NonNull::new(block)
+    }
+
+    /// Gives a block back to the kernel.
+    ///
+    /// # Safety
+    /// `block` came from [`map`] and nothing refers to it any more.
+    pub(in crate::entry::pool) unsafe fn unmap(block: NonNull<u8>) {
+        // SAFETY: by the contract, a mapping of ours of `PAGE_BYTES` that nothing uses. It
+        // fails only where unmapping would split a mapping past the kernel's limit of
+        // mappings (`vm.max_map_count`, after the kernel merged neighbouring blocks): the
+        // block then stays mapped, lost to the pool but never reused, so nothing is unsound.
+        unsafe { libc::munmap(block.as_ptr().cast(), PAGE_BYTES) };
+    }
+}
+
+/// A page's block from the allocator, where the pool does not map its own: under Miri (which sees each block as an allocation of its own), under loom, and on
+/// systems without the mapping above.
+#[cfg(not(all(
+    not(loom),
+    not(miri),
+    any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd")
+)))]
+mod allocated {
+    use super::PAGE_BYTES;
+    use std::alloc::Layout;
+    use std::ptr::NonNull;
+
+    fn layout() -> Layout {
+        // `PAGE_BYTES` is a power of two, and a valid size for its own alignment.
+        Layout::from_size_align(PAGE_BYTES, PAGE_BYTES).expect("a valid page layout")
+    }
+
+    /// A fresh block of `PAGE_BYTES`, aligned to them; `None` if the allocator has no memory.
+    pub(in crate::entry::pool) fn map() -> Option<NonNull<u8>> {
+        // SAFETY: the layout's size is not zero.
+        NonNull::new(unsafe { std::alloc::alloc(layout()) })
+    }
+
+    /// Gives a block back to the allocator.
+    ///
+    /// # Safety
+    /// `block` came from [`map`] and nothing refers to it any more.
+    pub(in crate::entry::pool) unsafe fn unmap(block: NonNull<u8>) {
+        // SAFETY: by the contract, from `std::alloc::alloc` with this layout, and unused.
+        unsafe { std::alloc::dealloc(block.as_ptr(), layout()) };
+    }
+}
