@@ -468,6 +468,12 @@ MUTATIONS = [
         self.failed.load(Ordering::SeqCst)""",
      """        self.failed.load(Ordering::SeqCst)""",
      "loom_shutdown", "schedule_races_a_failing_shard"),
+    # The HTTP server's (httpd/): "test:httpd:<file>" is httpd/tests/<file>.rs, its test
+    # named in full (the stack's module and the behaviour).
+    ("HD1", "the local stack's idle timer closes a connection whose answers wait for the peer", "httpd/src/conn.rs",
+     """                if self.phase == Phase::Idle && self.output.is_empty() {""",
+     """                if self.phase == Phase::Idle {""",
+     "test:httpd:both_stacks", "local::a_response_waiting_for_the_peer_is_not_idle"),
 ]
 
 
@@ -488,7 +494,10 @@ def run(mutation):
             cmd = ["cargo", "test", "--release", "--no-default-features", "--test", target]
         else:  # "lib" or "test:<file>": an ordinary test, in the ordinary build
             env = dict(os.environ)
-            cmd = ["cargo", "test", "-p", "shardwheel"] + (["--lib"] if target == "lib" else ["--test", target[5:]])
+            if target.startswith("test:httpd:"):
+                cmd = ["cargo", "test", "-p", "shardwheel-httpd", "--test", target.removeprefix("test:httpd:")]
+            else:
+                cmd = ["cargo", "test", "-p", "shardwheel"] + (["--lib"] if target == "lib" else ["--test", target[5:]])
         proc = subprocess.run(cmd + ["--", name, "--exact", "--test-threads=1"], cwd=ROOT, env=env, capture_output=True,
                               text=True)
         out = proc.stdout + proc.stderr
@@ -502,7 +511,8 @@ def run(mutation):
         lines = out.splitlines()
         why = next((l.strip() for l in lines
                     if any(k in l for k in ("Causality", "deadlock", "leaked", "maximum number of branches", "released twice",
-                                            "assertion", "panicked at loom-tests", "panicked at tests", "panicked at src"))), "test failed")
+                                            "assertion", "panicked at loom-tests", "panicked at tests", "panicked at src",
+                                            "panicked at httpd"))), "test failed")
         if target == "lib" or target.startswith("test:"):
             # A unit or integration test's panic message: the line after "panicked at".
             why = next((lines[i + 1].strip() for i, l in enumerate(lines[:-1]) if "panicked at" in l), why)
@@ -528,8 +538,10 @@ def check():
         model = os.path.join(ROOT, "loom-tests", target.removeprefix("loom_") + ".rs")
         if target.startswith("test:"):
             model = os.path.join(ROOT, "tests", target[5:] + ".rs")
+        if target.startswith("test:httpd:"):
+            model = os.path.join(ROOT, "httpd", "tests", target.removeprefix("test:httpd:") + ".rs")
         with open(model) as f:
-            if f"fn {name}(" not in f.read():
+            if f"fn {name.rsplit('::', 1)[-1]}(" not in f.read():
                 stale.append(f"{mid}: no model {name} in {model}")
     if stale:
         sys.exit("the mutation table is stale:\n" + "\n".join(stale))
