@@ -14,7 +14,10 @@
 //! A connection with a request in hand is not idle: hyper runs with `half_close`, so it does
 //! not read while a request is in hand (no read-ahead, which armed this timer while a
 //! `/delay/` slept, and closed the connection under it), and a read that waits before any
-//! write since its bytes arms nothing. A response waiting for the peer is not idle either.
+//! write since its bytes arms nothing. A response waiting for the peer is not idle either:
+//! while a write would block, a read that waits arms nothing. (hyper 1 reads nothing until
+//! its flush is done, with `half_close`; the wrapper does not count on it, and its unit test
+//! reads while a write is blocked.)
 //!
 //! The send timeout, as nginx's `send_timeout`: when a write would block (the peer is not
 //! taking the bytes), a second sleep on the same timer is armed for `--send-timeout-ms`
