@@ -238,15 +238,22 @@ fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u6
 /// A response waiting for the peer is not idle: the send timeout has it. With answers the
 /// kernel cannot take and none in hand, a client that reads after the idle timeout (well
 /// before the send timeout) gets every answer, and then the connection is idle (closed at the
-/// idle timeout from there); one that half-closes and reads late gets them all too, and
-/// then the close; one that never reads is closed at the send timeout, not before.
+/// idle timeout from there); so does one that pipelines more requests behind them first;
+/// one that half-closes and reads late gets them all too, and then the close; one that never
+/// reads is closed at the send timeout, not before.
 fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
     let (idle, send) = (Duration::from_millis(300), Duration::from_millis(2000));
     // The header timeout above the whole wait: hyper's runs between requests too.
     let server = start(stack, 10_000, 300, 2000, &["--threads", "1"]);
     let size = size_of_an_answer(&server);
-    for half_close in [false, true] {
-        let (mut client, sent, last) = until_an_answer_waits_for_the_peer(&server, size);
+    for (half_close, pipelined) in [(false, false), (false, true), (true, false)] {
+        let (mut client, mut sent, last) = until_an_answer_waits_for_the_peer(&server, size);
+        // 200 more requests behind them: more answers than any slack the kernel's buffers
+        // have left (it may take a write's worth more once asked).
+        if pipelined {
+            client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n".repeat(200));
+            sent += 200;
+        }
         // (A half-close is an event: the server writes what the kernel now takes, answered
         // or not; the close waits for the answers.)
         if half_close {
@@ -266,9 +273,9 @@ fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
         let reading = Instant::now();
         assert!(reading + Duration::from_millis(500) < last + send, "too late to test: {:?}", reading - last);
         for k in 1..=sent {
-            let response = client
-                .try_response()
-                .unwrap_or_else(|| panic!("closed after {} of {sent} answers (half-closed: {half_close})", k - 1));
+            let response = client.try_response().unwrap_or_else(|| {
+                panic!("closed after {} of {sent} answers (half-closed: {half_close}, pipelined: {pipelined})", k - 1)
+            });
             assert_eq!(response.status, 200);
         }
         if half_close {
