@@ -57,24 +57,49 @@ fn a_series_runs_on_its_grid_until_cancelled() {
 }
 
 /// A series with period `P`, first run at once, and a task on the same shard that blocks it
-/// from about 0.2P to 3.8P. Returns the series' start, when the stall ended, and the runs.
+/// from 0.2P to 3.8P; then the clock moves on to 6P. On the paused clock (`build_paused`): the
+/// test moves the clock to 3.8P while the task holds the shard, and then a millisecond (a
+/// tick) at a time, so that every instant below is exact, whatever the machine's load (on
+/// the real clock, a loaded machine made the shard late by more than the margins allowed).
+/// Returns the series' start, when the stall ended, and the runs, all read off that clock.
 fn after_stall(missed: Missed) -> (Instant, Instant, Vec<Instant>) {
     const P: Duration = Duration::from_millis(50);
-    let timers = one_shard();
-    let (runs, task) = recorder();
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().expect("valid settings");
+    let start = clock.now();
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let (out, now) = (runs.clone(), clock.clone());
+    let handle =
+        timers.schedule_repeating(Duration::ZERO, P, missed, move || out.lock().unwrap().push(now.now())).unwrap();
     let stall_end = Arc::new(Mutex::new(None));
-    let start = Instant::now();
-    let handle = timers.schedule_repeating(Duration::ZERO, P, missed, task).unwrap();
-    let end = stall_end.clone();
+    let stalled = Arc::new(AtomicBool::new(false));
+    let (end, now, started) = (stall_end.clone(), clock.clone(), stalled.clone());
     timers
         .schedule(P / 5, move || {
-            std::thread::sleep(P * 18 / 5);
-            *end.lock().unwrap() = Some(Instant::now());
+            started.store(true, Ordering::SeqCst);
+            // Holds the shard until the test has moved the clock to 3.8P (or, should it never,
+            // for PATIENCE: the checks below then fail).
+            let give_up = Instant::now() + PATIENCE;
+            while now.now() < start + P * 19 / 5 && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            *end.lock().unwrap() = Some(now.now());
         })
         .unwrap();
-    assert!(wait_until(|| count(&runs) >= 6, PATIENCE));
+    std::thread::scope(|scope| {
+        // To 0.2P: the stall starts; this `advance` returns once it is over (it waits for the
+        // shard to fire what is due).
+        let to_the_stall = scope.spawn(|| clock.advance(P / 5));
+        assert!(wait_until(|| stalled.load(Ordering::SeqCst), PATIENCE), "the stall never started");
+        // To 3.8P while the task holds the shard: P, 2P and 3P come due, and wait.
+        clock.advance(P * 18 / 5);
+        to_the_stall.join().unwrap();
+    });
+    while clock.now() < start + P * 6 {
+        clock.advance(Duration::from_millis(1));
+    }
     handle.cancel();
     let stall_end = stall_end.lock().unwrap().expect("the stall ran");
+    assert_eq!(stall_end, start + P * 19 / 5, "the stall ended when the clock reached 3.8P");
     let runs = runs.lock().unwrap().clone();
     (start, stall_end, runs)
 }
@@ -85,10 +110,10 @@ fn burst_catches_up_back_to_back_after_a_stall() {
     let (start, stall_end, runs) = after_stall(Missed::Burst);
     let late: Vec<_> = runs.iter().filter(|&&t| t >= stall_end).collect();
     // Due at P, 2P and 3P, all missed: taken one after another as the stall ends.
-    assert!(late[2].duration_since(stall_end) < p / 2, "not back to back: {:?}", gaps(stall_end, &late));
+    assert!(late[..3].iter().all(|&&t| t == stall_end), "not back to back: {:?}", gaps(stall_end, &late));
     // Then back on the grid: 4P, 5P.
-    assert!(*late[3] >= start + p * 4, "{:?}", gaps(stall_end, &late));
-    assert!(*late[4] >= start + p * 5);
+    assert_eq!(*late[3], start + p * 4, "{:?}", gaps(stall_end, &late));
+    assert_eq!(*late[4], start + p * 5);
 }
 
 #[test]
@@ -97,10 +122,11 @@ fn skip_drops_the_missed_runs_and_keeps_the_grid_after_a_stall() {
     let (start, stall_end, runs) = after_stall(Missed::Skip);
     let late: Vec<_> = runs.iter().filter(|&&t| t >= stall_end).collect();
     // The run that was waiting (due at P) comes as the stall ends; 2P and 3P are skipped.
-    assert!(late[0].duration_since(stall_end) < p / 2);
-    assert!(*late[1] >= start + p * 4, "a skipped run came: {:?}", gaps(stall_end, &late));
-    assert!(*late[2] >= start + p * 5);
-    assert!(late[1].duration_since(*late[0]) < p, "the grid point 4P, not a period after the late run");
+    assert_eq!(*late[0], stall_end, "{:?}", gaps(stall_end, &late));
+    // The grid point 4P, not a period after the late run (4.8P).
+    assert_eq!(*late[1], start + p * 4, "a skipped run came, or not on the grid: {:?}", gaps(stall_end, &late));
+    assert_eq!(*late[2], start + p * 5);
+    assert_eq!(runs.len(), 5, "0, the late one, 4P, 5P, 6P: {:?}", gaps(start, &runs.iter().collect::<Vec<_>>()));
 }
 
 #[test]
@@ -108,9 +134,9 @@ fn delay_waits_a_period_after_the_late_run() {
     let p = Duration::from_millis(50);
     let (_, stall_end, runs) = after_stall(Missed::Delay);
     let late: Vec<_> = runs.iter().filter(|&&t| t >= stall_end).collect();
-    assert!(late[0].duration_since(stall_end) < p / 2);
-    assert!(late[1].duration_since(*late[0]) >= p, "{:?}", gaps(stall_end, &late));
-    assert!(late[2].duration_since(*late[1]) >= p);
+    assert_eq!(*late[0], stall_end, "{:?}", gaps(stall_end, &late));
+    assert_eq!(late[1].duration_since(*late[0]), p, "{:?}", gaps(stall_end, &late));
+    assert_eq!(late[2].duration_since(*late[1]), p);
 }
 
 fn gaps(from: Instant, runs: &[&Instant]) -> Vec<Duration> {

@@ -10,6 +10,7 @@ mod common;
 use common::{Client, SLACK, Server, assert_closed_at};
 use nix::sys::signal::Signal;
 use std::io::{ErrorKind, Write};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// The server on `stack` (its flags), with these timeouts and `more`.
@@ -130,6 +131,171 @@ fn a_client_that_half_closes_has_its_request_in_hand_answered(stack: &[&str]) {
     assert_eq!(client.try_response().expect("the delayed one").status, 200);
     assert_eq!(client.try_response().expect("the one behind it").status, 404);
     client.assert_closed_now("a half-closed client, answered twice");
+}
+
+/// A TCP socket's receive and send queues, as the kernel's `sock_diag` reports them for
+/// the socket from `local` to `peer` (`ss` does the same): bytes received and not yet
+/// read, and bytes written and not yet acknowledged by the peer; `None` unless the socket is
+/// there and established (not closed, nor closing). (`/proc/net/tcp` has them too, but
+/// reading it walks every socket's hash bucket: milliseconds a read.)
+fn queues(local: SocketAddr, peer: SocketAddr) -> Option<(u32, u32)> {
+    let (SocketAddr::V4(local), SocketAddr::V4(peer)) = (local, peer) else { panic!("IPv4 only") };
+    // A netlink socket (16) of the `NETLINK_SOCK_DIAG` family (4); unconnected, its sends go
+    // to the kernel.
+    let diag = socket2::Socket::new(socket2::Domain::from(16), socket2::Type::DGRAM, Some(socket2::Protocol::from(4)))
+        .expect("a sock_diag socket");
+    // `nlmsghdr`: length, `SOCK_DIAG_BY_FAMILY` (20), `NLM_F_REQUEST` (1), sequence, port.
+    let mut request = Vec::with_capacity(72);
+    request.extend(72u32.to_ne_bytes());
+    request.extend(20u16.to_ne_bytes());
+    request.extend(1u16.to_ne_bytes());
+    request.extend([0; 8]);
+    // `inet_diag_req_v2`: `AF_INET`, `IPPROTO_TCP`, no extensions, every state; its
+    // `inet_diag_sockid`: the ports and addresses in network order, any interface, no cookie.
+    request.extend([2, 6, 0, 0]);
+    request.extend(u32::MAX.to_ne_bytes());
+    request.extend(local.port().to_be_bytes());
+    request.extend(peer.port().to_be_bytes());
+    request.extend(local.ip().octets());
+    request.extend([0; 12]);
+    request.extend(peer.ip().octets());
+    request.extend([0; 12]);
+    request.extend([0; 4]);
+    request.extend([0xff; 8]);
+    assert_eq!(diag.send(&request).expect("a sock_diag request"), 72);
+    let mut answer = [0u8; 512];
+    let n = std::io::Read::read(&mut &diag, &mut answer).expect("a sock_diag answer");
+    assert!(n >= 36, "a short sock_diag answer: {n} bytes");
+    let word = |at: usize| u32::from_ne_bytes(answer[at..at + 4].try_into().unwrap());
+    // `NLMSG_ERROR` (2): no such socket; else an `inet_diag_msg`: its state after its family,
+    // its queues after its `id` and `expires`.
+    (u16::from_ne_bytes([answer[4], answer[5]]) != 2 && answer[17] == 1).then(|| (word(72), word(76)))
+}
+
+/// The bytes of the server's answers on `client`'s connection that the kernel holds: at the
+/// server, not yet acknowledged, and at the client, not yet read. While the client reads
+/// nothing (and acknowledges at once: a byte received and not yet acknowledged is counted at
+/// both ends), every byte the server has written.
+fn held_by_the_kernel(client: &Client) -> u64 {
+    let closed = "the server closed the connection while its answers waited for the peer";
+    let (local, peer) = (client.stream.local_addr().unwrap(), client.stream.peer_addr().expect(closed));
+    let (_, unacknowledged) = queues(peer, local).expect(closed);
+    let (unread, _) = queues(local, peer).expect(closed);
+    u64::from(unacknowledged) + u64::from(unread)
+}
+
+/// The size of the server's answer to a keep-alive `GET /` (the same every time).
+fn size_of_an_answer(server: &Server) -> u64 {
+    let response = server.connect().get("/");
+    (response.head.len() + response.body.len()) as u64
+}
+
+/// A connection whose client never reads, with a small receive buffer and a small MSS (the
+/// kernel sizes the server's send buffer by the MSS; even so, some 1,400 to 1,700 answers of
+/// about 140 bytes fill the buffers on loopback), and `GET /`s sent one at a time, each once the kernel holds the whole answer (`size` bytes)
+/// to the one before, until it does not: the server's write of the last answer would block,
+/// and no request is in hand. How many were sent, and when the last was.
+fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u64, Instant) {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.set_tcp_mss(536).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let stream: std::net::TcpStream = socket.into();
+    stream.set_write_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    stream.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    let mut client = Client::from(stream);
+    for sent in 1..=5000 {
+        // An ACK at once for what comes (not one delayed some 40 ms, while the kernel
+        // counts those bytes twice: at the server, not yet acknowledged, and at the client).
+        socket2::SockRef::from(&client.stream).set_tcp_quickack(true).unwrap();
+        client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        let at = Instant::now();
+        // Until the kernel holds the whole answer, or the count stands still for 300 ms:
+        // the server's write blocked. (It answers a `GET /` in microseconds: not that late,
+        // even on a loaded machine.) The queues are read again at once, then after yields,
+        // then a millisecond apart.
+        let (mut held, mut since) = (held_by_the_kernel(&client), Instant::now());
+        let mut looks = 0u32;
+        while held != sent * size {
+            looks += 1;
+            if looks > 100 {
+                std::thread::sleep(Duration::from_millis(1));
+            } else {
+                std::thread::yield_now();
+            }
+            let now = held_by_the_kernel(&client);
+            if now != held {
+                (held, since) = (now, Instant::now());
+            } else if since.elapsed() > Duration::from_millis(300) {
+                assert!(held < sent * size, "{held} bytes in the kernel, more than the {sent} answers");
+                return (client, sent, at);
+            }
+        }
+    }
+    panic!("the kernel took the answers to 5000 requests: its buffers are larger than thought");
+}
+
+/// A response waiting for the peer is not idle: the send timeout has it. With answers the
+/// kernel cannot take and none in hand, a client that reads after the idle timeout (well
+/// before the send timeout) gets every answer, and then the connection is idle (closed at the
+/// idle timeout from there); so does one that pipelines more requests behind them first;
+/// one that half-closes and reads late gets them all too, and then the close; one that never
+/// reads is closed at the send timeout, not before.
+fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
+    let (idle, send) = (Duration::from_millis(300), Duration::from_millis(2000));
+    // The header timeout above the whole wait: hyper's runs between requests too.
+    let server = start(stack, 10_000, 300, 2000, &["--threads", "1"]);
+    let size = size_of_an_answer(&server);
+    for (half_close, pipelined) in [(false, false), (false, true), (true, false)] {
+        let (mut client, mut sent, last) = until_an_answer_waits_for_the_peer(&server, size);
+        // 200 more requests behind them: more answers than any slack the kernel's buffers
+        // have left (it may take a write's worth more once asked).
+        if pipelined {
+            client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n".repeat(200));
+            sent += 200;
+        }
+        // (A half-close is an event: the server writes what the kernel now takes, answered
+        // or not; the close waits for the answers.)
+        if half_close {
+            client.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        // Past the idle timeout by 500 ms, measured from the last request (before the last
+        // answer's write); well short of the send timeout, measured from that write.
+        std::thread::sleep((last + idle + Duration::from_millis(500)).saturating_duration_since(Instant::now()));
+        if !half_close {
+            let held = held_by_the_kernel(&client);
+            assert!(
+                held < sent * size,
+                "the last answer no longer waits for the peer ({held} of {} bytes)",
+                sent * size
+            );
+        }
+        let reading = Instant::now();
+        assert!(reading + Duration::from_millis(500) < last + send, "too late to test: {:?}", reading - last);
+        for k in 1..=sent {
+            let response = client.try_response().unwrap_or_else(|| {
+                panic!("closed after {} of {sent} answers (half-closed: {half_close}, pipelined: {pipelined})", k - 1)
+            });
+            assert_eq!(response.status, 200);
+        }
+        if half_close {
+            client.assert_closed_now("a half-closed client, answered after a wait");
+        } else {
+            // Idle once the peer took the last byte (between `reading` and `read`): closed
+            // at the idle timeout from then.
+            let read = Instant::now();
+            let closed = client.closed_at();
+            assert!(closed >= reading + idle, "closed {:?} after the answers were read", closed - read);
+            assert!(closed <= read + idle + SLACK, "closed {:?} after the answers were read", closed - read);
+        }
+    }
+    // Never read: closed at the send timeout, from the write that blocked, not at the idle one.
+    let (client, _, last) = until_an_answer_waits_for_the_peer(&server, size);
+    let ended = client.ended_unread(last + send + SLACK).expect("the connection was never closed");
+    assert!(ended >= last + send, "closed {:?} after the last request, before the send timeout", ended - last);
+    let stats = server.stats_when(|s| s["closed_by_send_timeout"] == 1);
+    assert_eq!(stats["closed_by_send_timeout"], 1, "{stats}");
+    assert_eq!(stats["closed_by_header_timeout"], 0, "{stats}");
 }
 
 /// Bad input: the same answers on both stacks.
@@ -324,4 +490,5 @@ for_each_stack!(
     every_connection_lands_in_exactly_one_close_reason;
     tokio: a_client_that_never_reads_is_closed_at_the_send_timeout,
     a_connection_with_a_request_in_hand_is_not_idle,
+    a_response_waiting_for_the_peer_is_not_idle,
 );

@@ -14,7 +14,10 @@
 //! A connection with a request in hand is not idle: hyper runs with `half_close`, so it does
 //! not read while a request is in hand (no read-ahead, which armed this timer while a
 //! `/delay/` slept, and closed the connection under it), and a read that waits before any
-//! write since its bytes arms nothing. A response waiting for the peer is not idle either.
+//! write since its bytes arms nothing. A response waiting for the peer is not idle either:
+//! while a write would block, a read that waits arms nothing. (hyper 1 reads nothing until
+//! its flush is done, with `half_close`; the wrapper does not count on it, and its unit test
+//! reads while a write is blocked.)
 //!
 //! The send timeout, as nginx's `send_timeout`: when a write would block (the peer is not
 //! taking the bytes), a second sleep on the same timer is armed for `--send-timeout-ms`
@@ -260,5 +263,52 @@ impl<T: AsyncWrite + AsFd + Unpin> AsyncWrite for IdleIo<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::Timeouts;
+    use std::future::poll_fn;
+
+    /// A response waiting for the peer is not idle, even when the connection's reader waits
+    /// for the next request meanwhile (hyper 1 does not while a flush is pending, with
+    /// `half_close`; this holds whatever it does): with a write blocked (the peer reads
+    /// nothing), a read waits past the idle timeout and does not end the stream; the send
+    /// timeout then fails the write.
+    #[tokio::test]
+    async fn a_response_waiting_for_the_peer_is_not_idle() {
+        let (ours, _peer) = tokio::net::UnixStream::pair().expect("a socket pair");
+        let (idle, send) = (Duration::from_millis(50), Duration::from_millis(400));
+        let timeouts = Timeouts { header: Duration::from_secs(10), idle, send };
+        let stats: Arc<[ThreadStats]> = Arc::from(vec![ThreadStats::default()]);
+        let track = Arc::new(Track::default());
+        let timer = Arc::new(hyper_util::rt::TokioTimer::new());
+        let mut io = IdleIo::new(ours, timer, timeouts, Instant::now(), track.clone(), stats);
+        // Writes until one would block: the peer's buffers are full.
+        let chunk = [b'x'; 4096];
+        let blocked = loop {
+            let wrote = poll_fn(|cx| Poll::Ready(Pin::new(&mut io).poll_write(cx, &chunk))).await;
+            match wrote {
+                Poll::Ready(Ok(n)) => assert!(n > 0),
+                Poll::Ready(Err(e)) => panic!("{e} before the buffers filled"),
+                Poll::Pending => break Instant::now(),
+            }
+        };
+        // A read waiting meanwhile: still waiting at four idle timeouts.
+        let mut byte = [0u8; 1];
+        let reading = poll_fn(|cx| {
+            let mut buf = ReadBuf::new(&mut byte);
+            Pin::new(&mut io).poll_read(cx, &mut buf).map_ok(|()| buf.filled().len())
+        });
+        let read = tokio::time::timeout(idle * 4, reading).await;
+        assert!(read.is_err(), "the read ended ({read:?}) while a response waited for the peer");
+        assert!(!track.idle_closed.load(Ordering::Relaxed), "counted as an idle close");
+        // The send timeout, from the write that blocked, fails the next write.
+        let error = poll_fn(|cx| Pin::new(&mut io).poll_write(cx, &chunk)).await.expect_err("the peer never read");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        assert!(blocked.elapsed() >= send, "failed after {:?}", blocked.elapsed());
+        assert!(track.send_closed.load(Ordering::Relaxed));
     }
 }
