@@ -15,6 +15,7 @@
 //!   through the mailbox (`stages.rs`).
 
 pub(crate) mod driver;
+pub(crate) mod gate;
 mod handle;
 mod stages;
 
@@ -23,8 +24,10 @@ pub(crate) use handle::{OwnerHandle, ShardHandle, ShardRef};
 use crate::clock::Clock;
 use crate::counts::Slots;
 use crate::mailbox::Mailbox;
+use crate::service::Settings;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::wheel::{Timed, Wheel};
 use crossbeam_utils::CachePadded;
 
 #[derive(Debug)]
@@ -51,6 +54,10 @@ pub(crate) struct Shard {
     /// `usize::MAX` when unbounded.
     max_pending: usize,
     pending: CachePadded<AtomicUsize>,
+    /// Tests and loom models only: a wheel limit smaller than the real one (2³² entries),
+    /// so that what happens at it can be reached (`Builder::wheel_limit`).
+    #[cfg(any(test, loom))]
+    pub(crate) wheel_limit: Option<usize>,
 }
 
 impl Shard {
@@ -68,7 +75,26 @@ impl Shard {
             settled: AtomicU64::new(0),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
+            #[cfg(any(test, loom))]
+            wheel_limit: None,
         }
+    }
+
+    /// The wheel its driver files into: the real one, or one with a smaller limit (tests).
+    pub(crate) fn new_wheel<T: Timed>(&self) -> Wheel<T> {
+        #[cfg(any(test, loom))]
+        if let Some(limit) = self.wheel_limit {
+            return Wheel::with_limit(limit);
+        }
+        Wheel::new()
+    }
+
+    /// Shard `index` of service `service`, as `settings` say.
+    pub(crate) fn of(index: usize, service: u64, clock: Clock, settings: &Settings) -> Shard {
+        let shard = Shard::new(index, service, clock, settings.max_pending_per_shard);
+        #[cfg(any(test, loom))]
+        let shard = Shard { wheel_limit: settings.wheel_limit, ..shard };
+        shard
     }
 
     /// The driver panicked: marks the shard failed, then closes its mailbox, so that a
