@@ -111,7 +111,9 @@ impl Builder {
     }
 
     /// The most timeouts one shard may hold pending; one more is refused with
-    /// [`ScheduleError::Rejected`](crate::ScheduleError::Rejected). Default: unbounded.
+    /// [`ScheduleError::Rejected`](crate::ScheduleError::Rejected). Default: unbounded, up to
+    /// the shard's wheel's own limit (2³² − 388 timeouts, refused with `Rejected` from a
+    /// sixteenth below it).
     ///
     /// ```
     /// use shardwheel::{ScheduleError, TimerService};

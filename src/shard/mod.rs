@@ -10,6 +10,8 @@
 //! - With a `max_pending_per_shard` limit, an exact shared count gates schedules too: it rises
 //!   when a schedule reserves a place (a CAS loop that never overshoots, before the timeout
 //!   is visible to anyone) and falls at the winning terminal CAS, so the limit is exact.
+//! - The wheel's own limit (2³² entries) gates schedules through the mailbox's FULL bit,
+//!   which the driver sets and clears at marks below it (`gate.rs`).
 //! - Everything else shared is in the mailbox (`mailbox.rs`) or the counters (`stats.rs`).
 //!   The stages other threads arm through (`stage.rs`) are theirs; the shard learns of them
 //!   through the mailbox (`stages.rs`).
@@ -156,10 +158,11 @@ impl Shard {
     /// that the user's crate calls (`TimerService::schedule_routed`): a call of its own cost
     /// more than this check; the limited case is out of line.
     ///
-    /// Not the wheel's own limit (2³² entries, ~128 GB): reading a word the driver could
-    /// close here cost every arm 10 instructions (callgrind, `examples/arm_cancel_loop.rs`:
-    /// an atomic load where a plain one was changes how the whole inlined arm is compiled),
-    /// so past that limit the driver refuses each timeout as it comes (`Local::refuse`).
+    /// Not the wheel's own limit (2³² entries, ~128 GB): reading a word of its own here cost
+    /// every arm 10 instructions (callgrind, `examples/arm_cancel_loop.rs`: an atomic load
+    /// where a plain one was changes how the whole inlined arm is compiled), so the driver
+    /// marks that limit in the mailbox's flag word, which the arm path reads already
+    /// (`gate.rs`).
     #[inline]
     pub(crate) fn try_reserve(&self) -> bool {
         !self.limited() || self.try_reserve_limited()

@@ -205,13 +205,16 @@ fn panic_of(poll: impl FnOnce() -> Poll<Result<(), crate::Stopped>>) -> String {
 /// wait that cannot end nor a "stopped" service; once room comes back it registers and
 /// completes, never early. A new sleep at the mark panics the same way. Before the gate, the
 /// woken sleep ended as on a stopped service (`Err(Stopped)`) with the service running.
+/// On a paused clock, so that the sleep's stage never comes due on its own, however slow
+/// the machine.
 #[test]
 fn a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_is_room() {
-    let timers = service();
+    let mut builder = TimerService::builder().shards(1).pin_threads(false);
+    builder.wheel_limit = Some(LIMIT);
+    let (timers, clock) = builder.build_paused().unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let flag = Arc::new(Flag(AtomicUsize::new(0)));
     let waker = Waker::from(flag.clone());
-    let start = Instant::now();
     let delay = Duration::from_secs(2);
     let (exit_tx, exit_rx) = mpsc::channel::<()>();
     let (polled_tx, polled_rx) = mpsc::channel::<()>();
@@ -225,11 +228,18 @@ fn a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_i
         sleep
     });
     polled_rx.recv().unwrap();
+    // The shard has read the stage's announcement (and filed it at the sleep's deadline):
+    // read only after the thread's exit, it would find the stage retired, due now, and take
+    // the sleep before the 64 below.
+    let deadline = Instant::now() + PATIENCE;
+    while timers.stats().queued > 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // 64 in the wheel, its very limit: this thread's ring, retired by a 65th arm.
     let mut filed: Vec<Timeout> = (0..65).map(|i| timers.schedule(FAR, Holding(i, drops.clone())).unwrap()).collect();
     exit_tx.send(()).unwrap();
     let mut sleep = holder.join().unwrap();
-    let deadline = Instant::now() + PATIENCE;
     while flag.0.load(Ordering::SeqCst) == 0 {
         assert!(Instant::now() < deadline, "the backstop wakes the sleep it refused");
         std::thread::sleep(Duration::from_millis(1));
@@ -249,11 +259,10 @@ fn a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_i
     let (probe, _) = schedule_until_room(&timers, &drops);
     probe.cancel();
     assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "registered again");
-    while sleep.as_mut().try_poll(&mut cx).is_pending() {
-        assert!(Instant::now() < deadline, "the sleep completes");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert!(start.elapsed() >= delay, "never early");
+    clock.advance(delay - Duration::from_millis(1));
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "never early");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Ok(())), "completes at its deadline");
     assert!(timers.stop().unwrap().is_empty());
 }
 
