@@ -196,6 +196,7 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
         "the ten past the limit are refused"
     );
     assert_eq!(dropped.load(Ordering::SeqCst), 10, "their tasks dropped on the shard");
+    assert!(shard.mailbox.is_full(), "marked FULL from 60 of 64 (`gate.rs`): schedules are refused");
     let mut stats = Stats::default();
     shard.counters.add_to(&mut stats);
     assert_eq!(stats.rejected, 10);
