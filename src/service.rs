@@ -409,8 +409,7 @@ impl TimerService {
             Err(index) => (index, false),
         };
         let shard = &self.inner.shards[index];
-        // One look at the mailbox's flags, closed or full (`shard/gate.rs`); only a refusal,
-        // or a task on the shard's own thread in its last turn, takes the cold path.
+        // One look at the mailbox's flags, closed or full; the rest is cold (`shard/gate.rs`).
         let gate = shard.mailbox.gate();
         if gate != OPEN {
             if let Some(refusal) = gate::refusal(shard, gate, maybe_driver) {
