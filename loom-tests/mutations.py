@@ -45,9 +45,9 @@ MUTATIONS = [
      "loom_mailbox", "earlier_reset_wakes_a_sleeping_shard"),
     ("M5", "producer's SeqCst fence removed", "src/mailbox.rs",
      """        fence(Ordering::SeqCst);
-        if self.closed.load(Ordering::Relaxed) {
+        if self.flags.load(Ordering::Relaxed) & CLOSED != 0 {
             return Sent::Closed;""",
-     """        if self.closed.load(Ordering::Relaxed) {
+     """        if self.flags.load(Ordering::Relaxed) & CLOSED != 0 {
             return Sent::Closed;""",
      "loom_mailbox", "earlier_deadline_wakes_a_sleeping_shard"),
     ("M6", "producer never wakes a shard for an earlier deadline", "src/mailbox.rs",
@@ -59,8 +59,8 @@ MUTATIONS = [
      """self.len() >= HIGH_WATER && false)""",
      "loom_mailbox", "backlog_wakes_a_sleeping_shard"),
     ("M8", "driver sleeps without re-checking its mailbox", "src/mailbox.rs",
-     """        if !self.queue.is_empty() || !self.stages.is_empty() || self.closed.load(Ordering::Relaxed) {""",
-     """        if self.closed.load(Ordering::Relaxed) {""",
+     """        if !self.queue.is_empty() || !self.stages.is_empty() || self.flags.load(Ordering::Relaxed) & CLOSED != 0 {""",
+     """        if self.flags.load(Ordering::Relaxed) & CLOSED != 0 {""",
      "loom_mailbox", "earlier_deadline_wakes_a_sleeping_shard"),
     ("M9", "producer ignores a closed mailbox", "src/mailbox.rs",
      """            return Sent::Closed;""",
@@ -483,6 +483,36 @@ MUTATIONS = [
      """        if false && self.send_deadline.is_some() {
             return false; // a response waits for the peer: the send timer has it""",
      "httpd:bin", "hyper_stack::idle::tests::a_response_waiting_for_the_peer_is_not_idle"),
+    ("G1", "the driver never marks its shard FULL (only the backstop refuses, after `schedule` returned Ok)", "src/shard/gate.rs",
+     """        mailbox.mark_full();""",
+     """        let _ = mailbox;""",
+     "loom_gate", "schedule_races_the_shard_crossing_its_mark"),
+    ("G2", "a refusal at the mark does not wake a sleeping shard (room made by cancels stays unseen)", "src/shard/gate.rs",
+     """        shard.mailbox.wake_for_room();""",
+     """        let _ = &shard.mailbox;""",
+     "loom_gate", "schedule_races_the_shard_crossing_its_mark"),
+    ("G3", "clearing FULL stores the whole word (a close at the same moment is lost)", "src/mailbox.rs",
+     """        self.flags.fetch_and(!FULL, Ordering::Relaxed);""",
+     """        self.flags.store(OPEN, Ordering::Relaxed);""",
+     "loom_gate", "stop_races_the_shard_clearing_full"),
+    ("G4", "FULL cleared below the high mark (no hysteresis)", "src/shard/gate.rs",
+     """        if self.mark_at == usize::MAX && len <= self.low {""",
+     """        if self.mark_at == usize::MAX && len < self.high {""",
+     "lib", "shard::gate::tests::schedule_past_the_mark_is_rejected_with_its_task_and_room_comes_back"),
+    ("G5", "a Sleep the backstop refused ends as on a stopped service (the old behaviour)", "src/future/sleep.rs",
+     """        if self.service.is_stopped() {
+            return Poll::Ready(self.stopped_at(tick));""",
+     """        if true {
+            return Poll::Ready(self.stopped_at(tick));""",
+     "lib", "shard::gate::tests::a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_is_room"),
+    ("G6", "the gate's cold path reads FULL as closed (Shutdown, not Rejected)", "src/shard/gate.rs",
+     """        return Some(Refusal::Full);""",
+     """        return Some(Refusal::Closed);""",
+     "lib", "shard::gate::tests::a_series_at_the_mark_is_refused_and_a_running_one_ends"),
+    ("G7", "the driver never marks FULL: the backstop alone (through the service)", "src/shard/gate.rs",
+     """        if len >= self.mark_at {""",
+     """        if len >= self.mark_at && false {""",
+     "lib", "shard::gate::tests::the_backstop_refuses_what_was_in_flight_past_the_limit_and_the_shard_goes_on"),
 ]
 
 

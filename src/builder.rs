@@ -32,6 +32,10 @@ pub struct Builder {
     pub(crate) thread_name: String,
     /// Where expired tasks run, if not on the shard thread.
     pub(crate) offload: Option<PlainArc<crate::shard::driver::Pool>>,
+    /// Tests and loom models only: each shard's wheel holds at most this many timeouts, so
+    /// that what happens at the limit (2³² − 388 otherwise) can be reached (`shard/gate.rs`).
+    #[cfg(any(test, loom))]
+    pub(crate) wheel_limit: Option<usize>,
 }
 
 impl Default for Builder {
@@ -43,6 +47,8 @@ impl Default for Builder {
             pin_threads: true,
             thread_name: "shardwheel".to_owned(),
             offload: None,
+            #[cfg(any(test, loom))]
+            wheel_limit: None,
         }
     }
 }
@@ -105,7 +111,9 @@ impl Builder {
     }
 
     /// The most timeouts one shard may hold pending; one more is refused with
-    /// [`ScheduleError::Rejected`](crate::ScheduleError::Rejected). Default: unbounded.
+    /// [`ScheduleError::Rejected`](crate::ScheduleError::Rejected). Default: unbounded, up to
+    /// the shard's wheel's own limit (2³² − 388 timeouts, refused with `Rejected` from a
+    /// sixteenth below it).
     ///
     /// ```
     /// use shardwheel::{ScheduleError, TimerService};
@@ -257,6 +265,8 @@ impl Builder {
             pin_threads: self.pin_threads,
             thread_name: self.thread_name,
             offload: self.offload,
+            #[cfg(any(test, loom))]
+            wheel_limit: self.wheel_limit,
         })
     }
 

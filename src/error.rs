@@ -53,7 +53,10 @@ use std::time::Duration;
 /// ```
 #[non_exhaustive]
 pub enum ScheduleError<T = ()> {
-    /// The shard already holds `max_pending_per_shard` pending timeouts.
+    /// The shard is full: it already holds `max_pending_per_shard` pending timeouts, or its
+    /// wheel is near its limit (2³² − 388 timeouts, ~128 GB; refused from a sixteenth below
+    /// it, with room again once cancels and expiries bring it a further sixteenth down).
+    /// Try again later, or on another shard.
     Rejected(T),
     /// The service was stopped.
     Shutdown(T),
@@ -81,7 +84,8 @@ pub enum ScheduleError<T = ()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ScheduleErrorKind {
-    /// [`ScheduleError::Rejected`]: the shard held `max_pending_per_shard` timeouts.
+    /// [`ScheduleError::Rejected`]: the shard was full (`max_pending_per_shard`, or its
+    /// wheel's limit).
     Rejected,
     /// [`ScheduleError::Shutdown`]: the service was stopped.
     Shutdown,
@@ -212,7 +216,9 @@ impl<T> fmt::Debug for ScheduleError<T> {
 impl<T> fmt::Display for ScheduleError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ScheduleError::Rejected(_) => "timeout rejected: the shard holds max_pending_per_shard pending timeouts",
+            ScheduleError::Rejected(_) => {
+                "timeout rejected: the shard is full (at max_pending_per_shard, or its wheel near its limit of 2^32 timeouts)"
+            }
             ScheduleError::Shutdown(_) => "timeout not scheduled: the timer service is stopped",
             ScheduleError::NoSuchShard(_) => "timeout not scheduled: no shard with that index",
             ScheduleError::ShardFailed(_) => {

@@ -329,6 +329,14 @@ pub mod loom_support {
     pub fn arm_through_mailbox() {
         crate::staging::loom_bypass::set();
     }
+
+    /// A one-shard service with a `tick` whose wheel holds at most `limit` timeouts, so that
+    /// a model reaches the gate's marks and the limit (`shard/gate.rs`) in a few arms.
+    pub fn service_with_wheel_limit(tick: std::time::Duration, limit: usize) -> crate::TimerService {
+        let mut builder = crate::TimerService::builder().shards(1).tick(tick);
+        builder.wheel_limit = Some(limit);
+        builder.build().expect("valid settings")
+    }
 }
 
 /// The README's recipes, compiled and run as doc tests. One of them is hyper's, so they run

@@ -7,7 +7,12 @@
 //!   `u64::MAX` for "until woken") and set back to [`AWAKE`] when it runs. A producer that
 //!   claims a wake-up also sets it to `AWAKE`, with a CAS, so that of many producers only one
 //!   pays for the `unpark` syscall.
-//! - `closed` is set once, by `stop` (or the service's drop), and never cleared.
+//! - `flags` holds two bits. [`CLOSED`] is set once, by `stop` (or the service's drop, or a
+//!   failing driver), and never cleared. [`FULL`] is set and cleared by the driver alone, as
+//!   its wheel crosses its marks (`shard/gate.rs`). Each bit moves with a `fetch_or` or
+//!   `fetch_and` of its own, so that neither ever writes the other: clearing FULL can never
+//!   clear CLOSED. The arm path reads the word once ([`Mailbox::gate`]): zero, it goes on;
+//!   anything else, a cold path tells the two apart.
 //!
 //! Two Dekker-style handshakes, each a store, a `SeqCst` fence and a load on both sides:
 //!
@@ -26,7 +31,7 @@
 //!
 //! ```text
 //!  producer                            stopper / driver
-//!  push(cmd)                           closed = true          (stopper)
+//!  push(cmd)                           flags |= CLOSED        (stopper)
 //!  fence(SeqCst)                       ...
 //!  if closed { try to take it back }   see closed; fence(SeqCst); final drain   (driver)
 //! ```
@@ -36,13 +41,21 @@
 
 use crate::entry::EntryRef;
 use crate::stage::Stage;
-use crate::sync::{Arc, AtomicBool, AtomicU64, OnceLock, Ordering, fence, thread};
+use crate::sync::{Arc, AtomicU8, AtomicU64, OnceLock, Ordering, fence, thread};
 use crossbeam_utils::CachePadded;
 
 /// `sleep_until` while the driver runs: no deadline is earlier, so nobody wakes it.
 pub(crate) const AWAKE: u64 = 0;
 /// `sleep_until` while the driver sleeps with nothing to wake for.
 pub(crate) const ASLEEP_UNTIL_WOKEN: u64 = u64::MAX;
+
+/// [`Mailbox::gate`]: arms go on.
+pub(crate) const OPEN: u8 = 0;
+/// [`Mailbox::gate`]: the mailbox is closed (the service stopped, or the shard failed).
+pub(crate) const CLOSED: u8 = 1;
+/// [`Mailbox::gate`]: the shard's wheel is near its limit; schedules are refused with
+/// `ScheduleError::Rejected` (`shard/gate.rs`).
+pub(crate) const FULL: u8 = 2;
 
 /// A sleeping shard is woken once this many commands wait for it, whatever their deadlines,
 /// so cancels piling up while it sleeps for a far deadline cannot grow without bound.
@@ -86,7 +99,8 @@ pub(crate) struct Mailbox {
     stages: Queue<Arc<Stage>>,
     /// Written by the driver around its sleeps, CASed by producers that claim a wake-up.
     sleep_until: CachePadded<AtomicU64>,
-    closed: AtomicBool,
+    /// [`CLOSED`] and [`FULL`]; see the module docs.
+    flags: AtomicU8,
     /// The driver's thread, registered as it is spawned.
     thread: OnceLock<thread::Thread>,
 }
@@ -98,7 +112,7 @@ impl std::fmt::Debug for Mailbox {
             .field("len", &self.queue.len())
             .field("stages", &self.stages.len())
             .field("sleep_until", &self.sleep_until.load(Ordering::Relaxed))
-            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .field("flags", &self.flags.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -109,7 +123,7 @@ impl Mailbox {
             queue: Queue::new(),
             stages: Queue::new(),
             sleep_until: CachePadded::new(AtomicU64::new(AWAKE)),
-            closed: AtomicBool::new(false),
+            flags: AtomicU8::new(OPEN),
             thread: OnceLock::new(),
         }
     }
@@ -130,7 +144,7 @@ impl Mailbox {
     fn pushed(&self, deadline: Option<u64>) -> Sent {
         // SeqCst fence: the producer half of both handshakes in the module docs.
         fence(Ordering::SeqCst);
-        if self.closed.load(Ordering::Relaxed) {
+        if self.flags.load(Ordering::Relaxed) & CLOSED != 0 {
             return Sent::Closed;
         }
         // Relaxed: ordered by the fence above; a stale value only makes the CAS below fail
@@ -186,7 +200,7 @@ impl Mailbox {
         // SeqCst store and fence: the driver half of the wake-up handshake.
         self.sleep_until.store(until.max(AWAKE + 1), Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if !self.queue.is_empty() || !self.stages.is_empty() || self.closed.load(Ordering::Relaxed) {
+        if !self.queue.is_empty() || !self.stages.is_empty() || self.flags.load(Ordering::Relaxed) & CLOSED != 0 {
             self.woke();
             return false;
         }
@@ -202,7 +216,9 @@ impl Mailbox {
 
     /// Closes the mailbox and wakes the driver so it sees it.
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        // SeqCst, as the store it replaced: a read-modify-write, so that a FULL bit the
+        // driver moves at the same moment is kept, and CLOSED is never lost to it.
+        self.flags.fetch_or(CLOSED, Ordering::SeqCst);
         self.sleep_until.store(AWAKE, Ordering::SeqCst);
         self.unpark();
     }
@@ -215,7 +231,56 @@ impl Mailbox {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+        self.flags.load(Ordering::SeqCst) & CLOSED != 0
+    }
+
+    /// The arm path's one look at the mailbox: [`OPEN`], or [`CLOSED`] and/or [`FULL`]. The
+    /// same load `is_closed` makes (SeqCst, a plain load on x86), so that the wheel's limit
+    /// costs the arm path no instruction: only a word other than `OPEN` goes to the cold path
+    /// that tells the bits apart (`shard::gate::refusal`). Not `#[inline]`, as `is_closed`
+    /// was not: inlined into the user's crate, it changed how the whole arm was compiled
+    /// (a `Sleep` 553 → 561 instructions, callgrind over `examples/sleep_loop.rs`).
+    pub(crate) fn gate(&self) -> u8 {
+        self.flags.load(Ordering::SeqCst)
+    }
+
+    /// Driver only: its wheel reached its high-water mark (`shard/gate.rs`). Relaxed: the bit
+    /// publishes no data; a producer that reads it late arms once more, which the marks'
+    /// headroom and the driver's backstop (`Local::refuse`) cover. A `fetch_or`, never a
+    /// store: CLOSED is kept.
+    pub(crate) fn mark_full(&self) {
+        self.flags.fetch_or(FULL, Ordering::Relaxed);
+    }
+
+    /// Driver only: its wheel fell to its low-water mark. Relaxed, as `mark_full`; a
+    /// `fetch_and` of FULL alone, so that CLOSED is never cleared.
+    pub(crate) fn clear_full(&self) {
+        self.flags.fetch_and(!FULL, Ordering::Relaxed);
+    }
+
+    /// Whether FULL is set (tests, and `Debug`).
+    #[cfg(test)]
+    pub(crate) fn is_full(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & FULL != 0
+    }
+
+    /// A schedule was refused as FULL: wakes the driver if it sleeps, so that the cancels
+    /// waiting in its mail (unlink notices, which wake no sleeping shard) are read and it can
+    /// clear FULL. Without this, room made by cancels would stay unseen until the shard's
+    /// next deadline, however far. The fence pairs with `prepare_sleep`'s, as a producer's
+    /// does (the module docs' first handshake): either the driver saw the mail before it
+    /// slept, or this sees it asleep and wakes it. One claim per sleep, so a flood of refusals
+    /// costs one `unpark` per sleep, not one each.
+    #[cold]
+    pub(crate) fn wake_for_room(&self) {
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence; the CAS decides who unparks, as in `pushed`.
+        let until = self.sleep_until.load(Ordering::Relaxed);
+        if until != AWAKE
+            && self.sleep_until.compare_exchange(until, AWAKE, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            self.unpark();
+        }
     }
 
     /// Driver only, after it saw `is_closed()`: the fence that pairs with the producers'

@@ -3,10 +3,10 @@
 use crate::clock::Clock;
 use crate::entry::EntryRef;
 use crate::error::{BuildError, ScheduleError, StopError};
-use crate::mailbox::{Command, Sent};
+use crate::mailbox::{Command, OPEN, Sent};
 use crate::routing;
 use crate::shard::driver::{self, TakenBack};
-use crate::shard::{Shard, ShardHandle};
+use crate::shard::{Shard, ShardHandle, gate};
 use crate::staging::{self, Staging};
 use crate::stats::Stats;
 use crate::sync::plain::{Arc as PlainArc, Weak};
@@ -103,6 +103,8 @@ pub(crate) struct Settings {
     pub(crate) thread_name: String,
     /// The pool expired tasks run on, if not the shard threads.
     pub(crate) offload: Option<PlainArc<driver::Pool>>,
+    #[cfg(any(test, loom))]
+    pub(crate) wheel_limit: Option<usize>,
 }
 
 impl TimerService {
@@ -128,8 +130,7 @@ impl TimerService {
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
         #[cfg(loom)]
         let settings = Settings { pin_threads: false, ..settings };
-        let shards: Box<[Arc<Shard>]> =
-            (0..n).map(|i| Arc::new(Shard::new(i, id, clock.clone(), settings.max_pending_per_shard))).collect();
+        let shards: Box<[Arc<Shard>]> = (0..n).map(|i| Arc::new(Shard::of(i, id, clock.clone(), &settings))).collect();
         let cores = if settings.pin_threads { pick_cores(n) } else { Vec::new() };
         let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
         for (i, shard) in inner.shards.iter().enumerate() {
@@ -408,12 +409,12 @@ impl TimerService {
             Err(index) => (index, false),
         };
         let shard = &self.inner.shards[index];
-        // A task running on this shard's own thread in its last turn (a series' run re-arming
-        // as `stop()` closes the shard) still files straight into the wheel: the final drain
-        // that follows hands it back in `stop()`'s list, so nothing is refused that `stop()`
-        // could return.
-        if shard.mailbox.is_closed() && !(maybe_driver && driver::drives(shard)) {
-            return Err(closed_error(shard, task));
+        // One look at the mailbox's flags, closed or full; the rest is cold (`shard/gate.rs`).
+        let gate = shard.mailbox.gate();
+        if gate != OPEN {
+            if let Some(refusal) = gate::refusal(shard, gate, maybe_driver) {
+                return Err(refusal.with(shard, task));
+            }
         }
         if !shard.try_reserve() {
             shard.counters.rejected();

@@ -18,7 +18,10 @@ pub struct Stats {
     pub expired: u64,
     /// Timeouts whose `cancel()` won.
     pub cancelled: u64,
-    /// Schedules refused because a shard was at `max_pending_per_shard`.
+    /// Schedules refused because a shard was full: at `max_pending_per_shard`, or its wheel
+    /// near its limit (each handed back in [`ScheduleError::Rejected`](crate::ScheduleError::Rejected)).
+    /// Also counts the rare timeout the shard itself refused at its wheel's very limit after
+    /// its schedule returned `Ok` (it reads `Cancelled`, and counts as cancelled too).
     pub rejected: u64,
     /// Panics caught in tasks: while running on a shard (the shard went on), or in their
     /// `cancelled()` or `Drop` inside a winning [`Timeout::cancel`](crate::Timeout::cancel)

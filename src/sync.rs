@@ -13,7 +13,9 @@
 mod imp {
     pub(crate) use std::sync::Arc;
     pub(crate) use std::sync::Mutex;
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use std::sync::atomic::{
+        AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    };
     pub(crate) use std::thread;
 
     /// Starts a shard thread with a name.
@@ -45,7 +47,9 @@ mod imp {
 #[cfg(loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use loom::sync::atomic::{
+        AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    };
     pub(crate) use loom::sync::{Arc, Mutex};
     pub(crate) use loom::thread;
 

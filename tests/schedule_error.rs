@@ -28,7 +28,10 @@ fn a_boxed_refusal_downcasts_and_tells_shutdown_from_rejected() {
     let rejected = arm_on(&full, 0).unwrap_err();
     assert_eq!(kind_of(&rejected), ScheduleErrorKind::Rejected);
     assert!(matches!(rejected.downcast_ref::<ScheduleError>(), Some(ScheduleError::Rejected(()))));
-    assert_eq!(rejected.to_string(), "timeout rejected: the shard holds max_pending_per_shard pending timeouts");
+    assert_eq!(
+        rejected.to_string(),
+        "timeout rejected: the shard is full (at max_pending_per_shard, or its wheel near its limit of 2^32 timeouts)"
+    );
 
     let no_such = arm_on(&full, 1).unwrap_err();
     assert_eq!(kind_of(&no_such), ScheduleErrorKind::NoSuchShard);

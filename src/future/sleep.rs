@@ -113,9 +113,13 @@ use std::time::{Duration, Instant};
 ///
 /// - the service was [stopped](TimerService::stop) before the deadline, with [`Stopped`]'s
 ///   message ([`try_poll`](Sleep::try_poll) returns the error instead);
-/// - it must register and the shard is full (a service built with
-///   [`max_pending_per_shard`](crate::Builder::max_pending_per_shard)). Tokio's `Sleep`
-///   panics the same way when its timer is at capacity;
+/// - it must register and the shard is full: a service built with
+///   [`max_pending_per_shard`](crate::Builder::max_pending_per_shard) at that many, or a
+///   shard's wheel near its limit of 2³² timeouts (a sixteenth below it; ~128 GB), where
+///   `schedule` returns [`ScheduleError::Rejected`]. Tokio's `Sleep` panics the same way
+///   when its timer is at capacity. A registered sleep whose cell the shard refused at the
+///   wheel's very limit (it was in flight as the wheel filled) is woken and registers again
+///   on its next poll, so it too completes on time or panics so;
 /// - it must register from a task running on one of its own service's shard threads
 ///   (without `Builder::offload`, the `offload` feature): only that thread could wake it.
 #[must_use = "futures do nothing unless polled"]
@@ -355,8 +359,8 @@ impl Sleep {
         match timeout.state() {
             TimeoutState::Pending => {}
             TimeoutState::Expired => return Poll::Ready(Ok(())),
-            // Only `stop()`, a failing shard or a wheel at its limit cancels a cell the sleep
-            // still holds.
+            // Only `stop()`, a failing shard or the backstop of a wheel at its very limit
+            // cancels a cell the sleep still holds.
             TimeoutState::Cancelled => {
                 let tick = timeout.entry.state().load().deadline();
                 return this.taken_back(tick, cx.waker());
@@ -383,17 +387,19 @@ impl Sleep {
 
     /// The sleep's cell was cancelled by its shard, not by the sleep: `stop()` took it back,
     /// its shard's thread failed (a bug in shardwheel) and took it back as it closed, or its
-    /// shard's wheel was at its limit and refused it. A failed shard does not stop the
-    /// service: the sleep registers again, on the next shard that runs. Otherwise the wait
-    /// ends as on a stopped service (`stopped_at`: a poll as a future panics): registering
-    /// again on a wheel at its limit would be refused again, and the task would spin.
+    /// shard's wheel was at its very limit and its backstop refused the cell, which was in
+    /// flight past the FULL mark (`shard/gate.rs`). On a stopped service the wait ends
+    /// (`stopped_at`: a poll as a future panics). Otherwise the sleep registers again, as on
+    /// its first poll: on a shard that runs (a failed one refuses it), or, refused at the
+    /// wheel's mark, it panics as any registration refused for a full shard does
+    /// (`arm_refused`): never a wait that cannot end, never a loop of refusals. (A `stop()`
+    /// under way may not read as stopped yet; the registration then meets a closed shard.)
     fn taken_back(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
-        let failed = matches!(&self.phase, Phase::Armed(timeout) if timeout.shard.has_failed());
-        if failed && !self.service.is_stopped() {
-            self.phase = Phase::Idle(tick);
-            return self.arm(tick, waker);
+        if self.service.is_stopped() {
+            return Poll::Ready(self.stopped_at(tick));
         }
-        Poll::Ready(self.stopped_at(tick))
+        self.phase = Phase::Idle(tick);
+        self.arm(tick, waker)
     }
 
     /// The outcome for a sleep due at `tick` on a stopped service: complete if the deadline
@@ -484,7 +490,11 @@ impl Sleep {
     }
 
     /// The polling thread's shard `home` refused the sleep: a stopped service ends it, a
-    /// failed shard passes it to the next that runs, anything else panics.
+    /// failed shard passes it to the next that runs, anything else panics: `Rejected`, a
+    /// shard full (at `max_pending_per_shard`, or at its wheel's FULL mark), as tokio's
+    /// `Sleep` panics at its timer's capacity. Not moved to another shard, as a failed
+    /// shard's sleeps are: a full shard is a service past what it was sized for, and the
+    /// panic says so at once.
     #[cold]
     #[inline(never)]
     fn arm_refused(

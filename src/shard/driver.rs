@@ -20,6 +20,7 @@
 use crate::entry::{EntryRef, OwnedTask};
 use crate::mailbox::{ASLEEP_UNTIL_WOKEN, Command};
 use crate::routing;
+use crate::shard::gate::Gate;
 use crate::shard::stages::StageWheel;
 use crate::shard::{OwnerHandle, Shard, ShardRef};
 use crate::stage::{self, Stage};
@@ -56,6 +57,8 @@ struct Local {
     taken: Vec<EntryRef>,
     /// Arms read from the mail while a stage was still due, to file once none is (`turn`).
     deferred: Vec<EntryRef>,
+    /// Where `wheel` stands against its marks (`gate.rs`).
+    gate: Gate,
 }
 
 const_thread_local! {
@@ -74,18 +77,7 @@ pub(crate) struct TakenBack {
 /// thread, or on `offload` if it is set (`Builder::offload`).
 pub(crate) fn run(shard: Arc<Shard>, offload: Option<PlainArc<Pool>>) -> Vec<TakenBack> {
     let _driving = routing::enter_driver(shard.service, shard.index);
-    LOCAL.with(|l| {
-        *l.borrow_mut() = Some(Local {
-            shard: shard.clone(),
-            handle: OwnerHandle::new(shard.clone(), None),
-            wheel: Wheel::new(),
-            due: Vec::with_capacity(EXPIRY_BUDGET),
-            stages: StageWheel::new(),
-            due_stages: Vec::with_capacity(STAGE_BUDGET),
-            taken: Vec::with_capacity(stage::CAPACITY),
-            deferred: Vec::new(),
-        })
-    });
+    LOCAL.with(|l| *l.borrow_mut() = Some(Local::new(shard.clone(), shard.new_wheel())));
     // Tasks' panics are caught where they run; one that reaches here is the driver's own (a
     // bug). A shard that died with its mailbox open would take arms that never fire: close
     // it, so that later schedules fail (`ScheduleError::ShardFailed`), and hand back what
@@ -208,6 +200,20 @@ enum Turn {
 }
 
 impl Local {
+    fn new(shard: Arc<Shard>, wheel: Wheel<EntryRef>) -> Local {
+        Local {
+            handle: OwnerHandle::new(shard.clone(), None),
+            shard,
+            gate: Gate::new(wheel.limit()),
+            wheel,
+            due: Vec::with_capacity(EXPIRY_BUDGET),
+            stages: StageWheel::new(),
+            due_stages: Vec::with_capacity(STAGE_BUDGET),
+            taken: Vec::with_capacity(stage::CAPACITY),
+            deferred: Vec::new(),
+        }
+    }
+
     /// One turn: the due stages first (they hold the oldest arms of their threads), then
     /// the mail, then the wheel, each within its budget.
     ///
@@ -225,6 +231,7 @@ impl Local {
         let arms_may_file = !more_stages && !more_announced;
         let more_mail = self.drain_mailbox(MAILBOX_BUDGET, arms_may_file);
         let more_due = self.expire(now, batch);
+        self.gate.turned(self.wheel.len(), &self.shard.mailbox);
         if more_stages || more_announced || more_mail || more_due || !self.deferred.is_empty() {
             return Turn::Busy;
         }
@@ -359,21 +366,25 @@ impl Local {
         }
     }
 
-    /// Puts a linked entry in the wheel, at its deadline, and records where; refuses it if
-    /// the wheel is at its limit.
+    /// Puts a linked entry in the wheel, at its deadline, and records where; marks the shard
+    /// FULL at the high-water mark (`gate.rs`); refuses the entry if the wheel is at its limit.
     fn insert(&mut self, entry: EntryRef) {
         match self.wheel.try_insert(entry) {
-            Ok(key) => self.wheel.get(key).expect("just inserted").set_key(Some(key)),
+            Ok(key) => {
+                self.wheel.get(key).expect("just inserted").set_key(Some(key));
+                self.gate.filed(self.wheel.len(), &self.shard.mailbox);
+            }
             Err(entry) => self.refuse(entry),
         }
     }
 
-    /// An entry that came in with the wheel at its limit (2³² − 1 less its lists: the slab's
-    /// keys are `u32`, ~128 GB of timeouts). Its schedule has returned, so its task cannot be
-    /// handed back: the timeout is cancelled here (it reads `Cancelled`, counted as cancelled
-    /// and as rejected) and its task dropped, inside a catch, as a cancel would. The shard
-    /// goes on: the limit never fails it. (A service that must have its tasks handed back
-    /// sets `max_pending_per_shard`, whose `Rejected(task)` comes before the wheel's limit.)
+    /// The backstop (`gate.rs`): an entry that came in with the wheel at its very limit
+    /// (2³² − 1 less its lists: the slab's keys are `u32`, ~128 GB of timeouts), past the
+    /// FULL mark and its headroom, so more than a sixteenth of the limit was in flight. Its
+    /// schedule has returned `Ok`, so its task cannot be handed back: the timeout is
+    /// cancelled here (it reads `Cancelled`, counted as cancelled and as rejected) and its
+    /// task dropped, inside a catch, as a cancel would (a `Sleep`'s wake-up wakes it, and it
+    /// registers again). The shard goes on: the limit never fails it.
     #[cold]
     #[inline(never)]
     fn refuse(&mut self, entry: EntryRef) {

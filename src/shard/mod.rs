@@ -10,11 +10,14 @@
 //! - With a `max_pending_per_shard` limit, an exact shared count gates schedules too: it rises
 //!   when a schedule reserves a place (a CAS loop that never overshoots, before the timeout
 //!   is visible to anyone) and falls at the winning terminal CAS, so the limit is exact.
+//! - The wheel's own limit (2³² entries) gates schedules through the mailbox's FULL bit,
+//!   which the driver sets and clears at marks below it (`gate.rs`).
 //! - Everything else shared is in the mailbox (`mailbox.rs`) or the counters (`stats.rs`).
 //!   The stages other threads arm through (`stage.rs`) are theirs; the shard learns of them
 //!   through the mailbox (`stages.rs`).
 
 pub(crate) mod driver;
+pub(crate) mod gate;
 mod handle;
 mod stages;
 
@@ -23,8 +26,10 @@ pub(crate) use handle::{OwnerHandle, ShardHandle, ShardRef};
 use crate::clock::Clock;
 use crate::counts::Slots;
 use crate::mailbox::Mailbox;
+use crate::service::Settings;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::wheel::{Timed, Wheel};
 use crossbeam_utils::CachePadded;
 
 #[derive(Debug)]
@@ -51,6 +56,10 @@ pub(crate) struct Shard {
     /// `usize::MAX` when unbounded.
     max_pending: usize,
     pending: CachePadded<AtomicUsize>,
+    /// Tests and loom models only: a wheel limit smaller than the real one (2³² entries),
+    /// so that what happens at it can be reached (`Builder::wheel_limit`).
+    #[cfg(any(test, loom))]
+    pub(crate) wheel_limit: Option<usize>,
 }
 
 impl Shard {
@@ -68,7 +77,26 @@ impl Shard {
             settled: AtomicU64::new(0),
             max_pending: max_pending.unwrap_or(usize::MAX),
             pending: CachePadded::new(AtomicUsize::new(0)),
+            #[cfg(any(test, loom))]
+            wheel_limit: None,
         }
+    }
+
+    /// The wheel its driver files into: the real one, or one with a smaller limit (tests).
+    pub(crate) fn new_wheel<T: Timed>(&self) -> Wheel<T> {
+        #[cfg(any(test, loom))]
+        if let Some(limit) = self.wheel_limit {
+            return Wheel::with_limit(limit);
+        }
+        Wheel::new()
+    }
+
+    /// Shard `index` of service `service`, as `settings` say.
+    pub(crate) fn of(index: usize, service: u64, clock: Clock, settings: &Settings) -> Shard {
+        let shard = Shard::new(index, service, clock, settings.max_pending_per_shard);
+        #[cfg(any(test, loom))]
+        let shard = Shard { wheel_limit: settings.wheel_limit, ..shard };
+        shard
     }
 
     /// The driver panicked: marks the shard failed, then closes its mailbox, so that a
@@ -130,10 +158,11 @@ impl Shard {
     /// that the user's crate calls (`TimerService::schedule_routed`): a call of its own cost
     /// more than this check; the limited case is out of line.
     ///
-    /// Not the wheel's own limit (2³² entries, ~128 GB): reading a word the driver could
-    /// close here cost every arm 10 instructions (callgrind, `examples/arm_cancel_loop.rs`:
-    /// an atomic load where a plain one was changes how the whole inlined arm is compiled),
-    /// so past that limit the driver refuses each timeout as it comes (`Local::refuse`).
+    /// Not the wheel's own limit (2³² entries, ~128 GB): reading a word of its own here cost
+    /// every arm 10 instructions (callgrind, `examples/arm_cancel_loop.rs`: an atomic load
+    /// where a plain one was changes how the whole inlined arm is compiled), so the driver
+    /// marks that limit in the mailbox's flag word, which the arm path reads already
+    /// (`gate.rs`).
     #[inline]
     pub(crate) fn try_reserve(&self) -> bool {
         !self.limited() || self.try_reserve_limited()

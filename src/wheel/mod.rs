@@ -225,7 +225,7 @@ impl<T: Timed> Wheel<T> {
     }
 
     /// A wheel that holds at most `limit` entries, for tests of what happens at the limit.
-    #[cfg(test)]
+    #[cfg(any(test, loom))]
     pub(crate) fn with_limit(limit: usize) -> Wheel<T> {
         let mut wheel = Wheel::new();
         wheel.slab.set_limit(limit);

@@ -52,7 +52,7 @@ impl<T> Slab<T> {
 
     /// Holds at most `limit` values (no more than [`max_values`]): for tests of what is
     /// done at the limit, which the real one puts out of a test's reach.
-    #[cfg(test)]
+    #[cfg(any(test, loom))]
     pub(super) fn set_limit(&mut self, limit: usize) {
         self.limit = limit.min(max_values(self.lists));
     }

@@ -21,23 +21,14 @@ const PATIENCE: Duration = Duration::from_secs(60);
 fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
     use crate::clock::Clock;
     use crate::entry::EntryRef;
-    use crate::shard::{OwnerHandle, Shard};
+    use crate::shard::Shard;
     use crate::stage::Stage;
     use crate::state::Reset;
     use crate::sync::Arc;
 
     let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
     let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
-    let mut local = super::Local {
-        shard: shard.clone(),
-        handle: OwnerHandle::new(shard.clone(), None),
-        wheel: crate::wheel::Wheel::new(),
-        due: Vec::new(),
-        stages: super::StageWheel::new(),
-        due_stages: Vec::new(),
-        taken: Vec::new(),
-        deferred: Vec::new(),
-    };
+    let mut local = super::Local::new(shard.clone(), crate::wheel::Wheel::new());
     // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
     let now = shard.clock.now_tick();
     let (entry, handle) = EntryRef::new_pair(now + 3_600_000, || {});
@@ -171,7 +162,7 @@ fn a_promised_wake_up_is_kept_until_it_passes() {
 fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
     use crate::clock::Clock;
     use crate::entry::EntryRef;
-    use crate::shard::{OwnerHandle, Shard};
+    use crate::shard::Shard;
     use crate::state::State;
     use crate::stats::Stats;
     use crate::sync::Arc;
@@ -180,16 +171,7 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
     const LIMIT: usize = 64;
     let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
     let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
-    let mut local = super::Local {
-        shard: shard.clone(),
-        handle: OwnerHandle::new(shard.clone(), None),
-        wheel: crate::wheel::Wheel::with_limit(LIMIT),
-        due: Vec::new(),
-        stages: super::StageWheel::new(),
-        due_stages: Vec::new(),
-        taken: Vec::new(),
-        deferred: Vec::new(),
-    };
+    let mut local = super::Local::new(shard.clone(), crate::wheel::Wheel::with_limit(LIMIT));
     let dropped = std::sync::Arc::new(AtomicUsize::new(0));
     struct Counted(std::sync::Arc<AtomicUsize>);
     impl Drop for Counted {
@@ -214,6 +196,7 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
         "the ten past the limit are refused"
     );
     assert_eq!(dropped.load(Ordering::SeqCst), 10, "their tasks dropped on the shard");
+    assert!(shard.mailbox.is_full(), "marked FULL from 60 of 64 (`gate.rs`): schedules are refused");
     let mut stats = Stats::default();
     shard.counters.add_to(&mut stats);
     assert_eq!(stats.rejected, 10);

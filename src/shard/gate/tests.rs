@@ -1,0 +1,314 @@
+//! The gate's tests: its marks, and the wheel's limit through the public service (a service
+//! whose wheel holds 64, `Builder::wheel_limit`: FULL from 60, room again at 56).
+
+use super::{Gate, marks};
+use crate::mailbox::Mailbox;
+use crate::{Missed, ScheduleError, Timeout, TimeoutState, TimerService, TimerTask};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+/// How long these tests wait for what should happen soon (long, for valgrind's pace).
+const PATIENCE: Duration = Duration::from_secs(60);
+const LIMIT: usize = 64;
+const FAR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn the_marks_leave_headroom_and_hysteresis() {
+    assert_eq!(marks(64), (60, 56));
+    assert_eq!(marks(3), (2, 1), "at least one of each");
+    let limit = u32::MAX as usize - 388;
+    let (high, low) = marks(limit);
+    assert_eq!(limit - high, limit / 16);
+    assert_eq!(high - low, limit / 16);
+}
+
+/// FULL is set at the high-water mark, kept between the marks, cleared at the low one,
+/// and set again at the high one; CLOSED is never touched by either.
+#[test]
+fn full_is_set_at_high_and_cleared_at_low_only() {
+    let mailbox = Mailbox::new();
+    let mut gate = Gate::new(64);
+    gate.filed(59, &mailbox);
+    assert!(!mailbox.is_full());
+    gate.filed(60, &mailbox);
+    assert!(mailbox.is_full());
+    gate.turned(57, &mailbox);
+    assert!(mailbox.is_full(), "between the marks: still full");
+    mailbox.close();
+    gate.turned(56, &mailbox);
+    assert!(!mailbox.is_full());
+    assert!(mailbox.is_closed(), "clearing FULL never clears CLOSED");
+    gate.turned(0, &mailbox);
+    gate.filed(59, &mailbox);
+    assert!(!mailbox.is_full());
+    gate.filed(60, &mailbox);
+    assert!(mailbox.is_full() && mailbox.is_closed());
+}
+
+/// A one-shard service whose wheel holds `LIMIT` timeouts.
+fn service() -> TimerService {
+    let mut builder = TimerService::builder().shards(1).pin_threads(false);
+    builder.wheel_limit = Some(LIMIT);
+    builder.build().unwrap()
+}
+
+/// A task that holds a value and counts its drops (exactly once each, whatever its fate).
+struct Holding(u64, Arc<AtomicUsize>);
+
+impl TimerTask for Holding {
+    fn run(self: Box<Self>) {}
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Puts exactly `n` (≤ 64) far timeouts in the shard's wheel, from this thread: a stage's
+/// ring of 64 is filled (`n` live, the rest cancelled), one more arm retires it, and a
+/// timeout due now wakes the shard, which takes both stages and fires it. When this
+/// returns, the shard has filed them all (and marked itself FULL if that reached the mark).
+/// Returns the `n` filed and the one left on the new stage (cancelled: it is never filed).
+fn fill(timers: &TimerService, n: usize, drops: &Arc<AtomicUsize>) -> Vec<Timeout> {
+    let mut kept: Vec<Timeout> =
+        (0..64).map(|i| timers.schedule(FAR, Holding(i, drops.clone())).expect("room")).collect();
+    for t in kept.drain(n..) {
+        assert!(t.cancel());
+    }
+    let extra = timers.schedule(FAR, Holding(99, drops.clone())).expect("room");
+    assert!(extra.cancel());
+    let (tx, rx) = mpsc::channel();
+    timers.schedule(Duration::ZERO, move || tx.send(()).unwrap()).expect("room");
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok(()), "the shard took the stages and fired the signal");
+    kept
+}
+
+/// Schedules until the gate lets one through (each refusal wakes the shard to read the
+/// cancels since); returns how many were refused, each with its task handed back.
+fn schedule_until_room(timers: &TimerService, drops: &Arc<AtomicUsize>) -> (Timeout, u64) {
+    let deadline = Instant::now() + PATIENCE;
+    let mut refused = 0;
+    loop {
+        match timers.schedule(FAR, Holding(7, drops.clone())) {
+            Ok(t) => return (t, refused),
+            Err(ScheduleError::Rejected(task)) => assert_eq!(task.0, 7, "the very task"),
+            Err(e) => panic!("expected Rejected, got {e}"),
+        }
+        refused += 1;
+        assert!(Instant::now() < deadline, "room never came back");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// (1) Past the high-water mark, `schedule` refuses with `Rejected(task)`, the very task
+/// back, counted in `stats().rejected`; between the marks it still refuses; at the low mark
+/// (cancels the shard has read) room comes back. Before the gate, such a schedule returned
+/// `Ok` and the shard later dropped its task.
+#[test]
+fn schedule_past_the_mark_is_rejected_with_its_task_and_room_comes_back() {
+    let timers = service();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut filed = fill(&timers, 60, &drops);
+    match timers.schedule(FAR, Holding(42, drops.clone())) {
+        Err(ScheduleError::Rejected(task)) => assert_eq!(task.0, 42),
+        other => panic!("expected Rejected at the mark, got {other:?}"),
+    }
+    let stats = timers.stats();
+    assert_eq!((stats.rejected, stats.pending, stats.cancelled), (1, 60, 5));
+    // Down to 57, between the marks: read by the shard (the refusal wakes it), still full.
+    for t in filed.drain(..3) {
+        assert!(t.cancel());
+    }
+    assert!(matches!(timers.schedule(FAR, || {}), Err(ScheduleError::Rejected(_))));
+    let deadline = Instant::now() + PATIENCE;
+    while timers.stats().queued > 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(matches!(timers.schedule(FAR, || {}), Err(ScheduleError::Rejected(_))), "between the marks: full");
+    // Down to 56, the low mark: room again.
+    assert!(filed.pop().unwrap().cancel());
+    let (next, refused) = schedule_until_room(&timers, &drops);
+    assert_eq!(timers.stats().rejected, 3 + refused);
+    assert_eq!(next.state(), TimeoutState::Pending);
+    let unfired = timers.stop().unwrap();
+    assert_eq!(unfired.len(), 57);
+    drop((unfired, filed, next));
+    assert_eq!(drops.load(Ordering::SeqCst), 64 + 1 + 1 + refused as usize + 1, "each task dropped once");
+}
+
+/// (3) A series at the mark: `schedule_repeating` refuses with its closure back; a running
+/// series whose re-arm (on the shard's own thread) meets the mark ends, its handle
+/// cancelled, counted as rejected; nothing of it is left pending.
+#[test]
+fn a_series_at_the_mark_is_refused_and_a_running_one_ends() {
+    let timers = service();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let series = timers
+        .schedule_repeating(Duration::ZERO, Duration::from_millis(20), Missed::Skip, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while runs.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // 59 and the series' waiting run: 60, the mark.
+    let filed = fill(&timers, 59, &drops);
+    let flag = Arc::new(AtomicUsize::new(0));
+    let mine = flag.clone();
+    match timers.schedule_repeating(FAR, FAR, Missed::Skip, move || {
+        mine.fetch_add(1, Ordering::SeqCst);
+    }) {
+        Err(ScheduleError::Rejected(mut task)) => task(),
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert_eq!(flag.load(Ordering::SeqCst), 1, "the very closure came back");
+    while !series.is_cancelled() {
+        assert!(Instant::now() < deadline, "the running series ends at its next re-arm");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let ran = runs.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(runs.load(Ordering::SeqCst), ran, "no run after the series ended");
+    assert_eq!(timers.stats().rejected, 2);
+    assert_eq!(timers.pending(), 59);
+    drop(filed);
+    assert_eq!(timers.stop().unwrap().len(), 59);
+}
+
+struct Flag(AtomicUsize);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The message of a poll's panic.
+fn panic_of(poll: impl FnOnce() -> Poll<Result<(), crate::Stopped>>) -> String {
+    let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(poll)).expect_err("the poll panics");
+    payload.downcast_ref::<String>().cloned().unwrap_or_default()
+}
+
+/// (2) A `Sleep` at the limit: one in flight (on its thread's stage) when the wheel filled
+/// is refused by the shard's backstop, which wakes it; polled again it registers again, is
+/// refused at the mark, and panics with the refusal (as at `max_pending_per_shard`), never a
+/// wait that cannot end nor a "stopped" service; once room comes back it registers and
+/// completes, never early. A new sleep at the mark panics the same way. Before the gate, the
+/// woken sleep ended as on a stopped service (`Err(Stopped)`) with the service running.
+/// On a paused clock, so that the sleep's stage never comes due on its own, however slow
+/// the machine.
+#[test]
+fn a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_is_room() {
+    let mut builder = TimerService::builder().shards(1).pin_threads(false);
+    builder.wheel_limit = Some(LIMIT);
+    let (timers, clock) = builder.build_paused().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let flag = Arc::new(Flag(AtomicUsize::new(0)));
+    let waker = Waker::from(flag.clone());
+    let delay = Duration::from_secs(2);
+    let (exit_tx, exit_rx) = mpsc::channel::<()>();
+    let (polled_tx, polled_rx) = mpsc::channel::<()>();
+    let (timers2, waker2) = (timers.clone(), waker.clone());
+    let holder = std::thread::spawn(move || {
+        let mut sleep = Box::pin(timers2.sleep(delay));
+        assert!(sleep.as_mut().try_poll(&mut Context::from_waker(&waker2)).is_pending());
+        polled_tx.send(()).unwrap();
+        exit_rx.recv().unwrap();
+        // Its exit hands its stage, the sleep's cell in it, to the shard.
+        sleep
+    });
+    polled_rx.recv().unwrap();
+    // The shard has read the stage's announcement (and filed it at the sleep's deadline):
+    // read only after the thread's exit, it would find the stage retired, due now, and take
+    // the sleep before the 64 below.
+    let deadline = Instant::now() + PATIENCE;
+    while timers.stats().queued > 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // 64 in the wheel, its very limit: this thread's ring, retired by a 65th arm.
+    let mut filed: Vec<Timeout> = (0..65).map(|i| timers.schedule(FAR, Holding(i, drops.clone())).unwrap()).collect();
+    exit_tx.send(()).unwrap();
+    let mut sleep = holder.join().unwrap();
+    while flag.0.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the backstop wakes the sleep it refused");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(timers.stats().rejected, 1, "the backstop's refusal");
+    assert!(!sleep.is_elapsed());
+    let mut cx = Context::from_waker(&waker);
+    let message = panic_of(|| sleep.as_mut().try_poll(&mut cx));
+    assert!(message.contains("could not register") && message.contains("full"), "{message}");
+    assert_eq!(timers.stats().rejected, 2);
+    let message = panic_of(|| Box::pin(timers.sleep(Duration::from_millis(1))).as_mut().try_poll(&mut cx));
+    assert!(message.contains("could not register") && message.contains("full"), "{message}");
+    // Room again: the sleep registers and completes, on time.
+    for t in filed.drain(..) {
+        t.cancel();
+    }
+    let (probe, _) = schedule_until_room(&timers, &drops);
+    probe.cancel();
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "registered again");
+    clock.advance(delay - Duration::from_millis(1));
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "never early");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Ok(())), "completes at its deadline");
+    assert!(timers.stop().unwrap().is_empty());
+}
+
+/// (4) The backstop with many in flight: threads whose arms all read the gate open (the
+/// wheel empty) and reach the shard together as they exit. The first 64 are filed (the
+/// wheel's limit); each one past it is cancelled by the shard and its task dropped exactly
+/// once, never run, counted as rejected and cancelled; the shard goes on and refuses the
+/// next schedule at the gate.
+#[test]
+fn the_backstop_refuses_what_was_in_flight_past_the_limit_and_the_shard_goes_on() {
+    const THREADS: usize = 4;
+    const EACH: usize = 60;
+    let timers = service();
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Every arm before any thread exits: then every one read the gate open.
+    let armed = Arc::new(std::sync::Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|n| {
+            let (timers, drops, armed) = (timers.clone(), drops.clone(), armed.clone());
+            std::thread::spawn(move || {
+                let mine: Vec<_> = (0..EACH)
+                    .map(|i| timers.schedule(FAR, Holding((n * EACH + i) as u64, drops.clone())).unwrap())
+                    .collect();
+                armed.wait();
+                mine
+            })
+        })
+        .collect();
+    let all: Vec<Timeout> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let refused = THREADS * EACH - LIMIT;
+    let deadline = Instant::now() + PATIENCE;
+    while all.iter().filter(|t| t.is_cancelled()).count() < refused {
+        assert!(Instant::now() < deadline, "the backstop refuses what is past the limit");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(all.iter().filter(|t| t.state() == TimeoutState::Pending).count(), LIMIT);
+    assert_eq!(drops.load(Ordering::SeqCst), refused, "each refused task dropped once");
+    let stats = timers.stats();
+    assert_eq!(
+        (stats.rejected, stats.cancelled, stats.pending, stats.expired),
+        (refused as u64, refused as u64, 64, 0)
+    );
+    assert!(matches!(timers.schedule(FAR, || {}), Err(ScheduleError::Rejected(_))), "the gate is shut");
+    assert_eq!(timers.stats().failed_shards, 0);
+    let unfired = timers.stop().unwrap();
+    assert_eq!(unfired.len(), LIMIT);
+    drop((unfired, all));
+    assert_eq!(drops.load(Ordering::SeqCst), THREADS * EACH);
+}
