@@ -21,7 +21,9 @@
 #   (bench.sh's nginx has 2 workers whatever T is); req/s on `/` and the `/delay/50` p99.
 #   HTTPD_RUNS runs each (default 1); wrk gets WRK_THREADS threads (default: T / 2, at least
 #   2); bench.sh's other settings (WRK_SECS, SILENT, IDLE, …) pass through from the
-#   environment. It needs wrk and nginx, which bench.sh installs when missing (and jq, which
+#   environment, SERVERS among them: with the sizing variants (`hyper-shardwheel-1shard`,
+#   `-unpinned`, …; docs/performance.md, "Sizing beside a runtime") bench.sh's table in the
+#   log compares each with the default, run by run. It needs wrk and nginx, which bench.sh installs when missing (and jq, which
 #   this script installs first).
 #
 # Every figure is a rate (higher is better) but the p99, and the ratio is shardwheel's

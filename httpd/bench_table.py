@@ -198,8 +198,8 @@ def main():
               " run: req/s and CPU per request as ratios (below 1.00× means less), lateness as the difference in ms"
               " (below 0 means closer to the deadline); the median and min–max over the runs.")
         print()
-        print("| timer service | req/s | CPU / request | `/delay/` p99 | silent close p99 | slowloris close p99 |")
-        print("|---|---|---|---|---|---|")
+        print("| timer service | req/s | CPU / request | `/delay/` p50 | `/delay/` p99 | silent close p99 | slowloris close p99 |")
+        print("|---|---|---|---|---|---|---|")
 
         def diffs(a, get):
             out = []
@@ -209,12 +209,13 @@ def main():
                     out.append(get(x) - get(y))
             return out
 
+        p50 = lambda r: r["delay"]["p50"] / 1000 if r.get("delay") else None
         p99 = lambda r: r["delay"]["p99"] / 1000 if r.get("delay") else None
         for k in (["hyper-tokio"] if "hyper-tokio" in by else []) + variants:
             row = [names[k]]
             for get in (lambda r: r.get("rps"), us_per_request):
                 row.append(cell(ratios(k, "hyper-shardwheel", get), "{:.2f}") + "×")
-            for get in (p99, lambda r: late(r, "silent", "p99"), lambda r: late(r, "slowloris", "p99")):
+            for get in (p50, p99, lambda r: late(r, "silent", "p99"), lambda r: late(r, "slowloris", "p99")):
                 row.append(cell(diffs(k, get), "{:+.2f}") + " ms")
             print("| " + " | ".join(row) + " |")
     if any(k.startswith("hyper") for k in keys):
