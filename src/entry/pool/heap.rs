@@ -15,8 +15,9 @@
 //! emptied by frees elsewhere goes at the class's next refill, or at the latest after
 //! [`SWEEP_EVERY`] frees on the owner thread (a thread whose cells all come back to it never
 //! refills, so its frees count down to a sweep of every class). A thread that stops arming
-//! and freeing keeps what other threads freed into its pages until it does either again, or
-//! exits: then every page goes, each when its last cell is freed.
+//! and freeing keeps every page it held, however many of their cells other threads free,
+//! until its next refill of a class, its next sweep, or its exit (then every page goes, each
+//! when its last cell is freed): `pool/mod.rs`, "What a quiet thread keeps".
 
 use super::page::Page;
 use super::{CLASSES, slot_bytes};
