@@ -258,7 +258,7 @@ impl Mailbox {
         self.flags.fetch_and(!FULL, Ordering::Relaxed);
     }
 
-    /// Whether FULL is set (tests, and `Debug`).
+    /// Whether FULL is set (tests).
     #[cfg(test)]
     pub(crate) fn is_full(&self) -> bool {
         self.flags.load(Ordering::Relaxed) & FULL != 0

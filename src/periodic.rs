@@ -431,7 +431,7 @@ impl TimerService {
         let index = self.route();
         let shard = self.shard_at(index);
         if shard.mailbox.is_closed() {
-            return Err(crate::service::closed_error(shard, task));
+            return Err(shard.closed_error(task));
         }
         // The handle's place under `max_pending_per_shard`; given back by its cancel.
         if !shard.try_reserve() {

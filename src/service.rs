@@ -18,6 +18,9 @@ use crate::timeout::{Timeout, Unfired};
 use std::fmt;
 use std::time::{Duration, Instant};
 
+mod settings;
+pub(crate) use settings::Settings;
+
 /// Distinguishes services, so a shard thread knows whose shard it drives. Relaxed: it only
 /// hands out distinct numbers.
 static NEXT_SERVICE: AtomicU64 = AtomicU64::new(1);
@@ -94,19 +97,6 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<Vec<TakenBack>>>>,
 }
 
-/// Checked settings, as [`Builder::build`](crate::Builder::build) hands them over.
-#[derive(Debug)]
-pub(crate) struct Settings {
-    pub(crate) shards: usize,
-    pub(crate) max_pending_per_shard: Option<usize>,
-    pub(crate) pin_threads: bool,
-    pub(crate) thread_name: String,
-    /// The pool expired tasks run on, if not the shard threads.
-    pub(crate) offload: Option<PlainArc<driver::Pool>>,
-    #[cfg(any(test, loom))]
-    pub(crate) wheel_limit: Option<usize>,
-}
-
 impl TimerService {
     /// A handle that does not keep the service alive: for tasks that schedule on their own
     /// service (see [Tasks that schedule more](TimerService#tasks-that-schedule-more)).
@@ -130,7 +120,7 @@ impl TimerService {
         let id = NEXT_SERVICE.fetch_add(1, Ordering::Relaxed);
         #[cfg(loom)]
         let settings = Settings { pin_threads: false, ..settings };
-        let shards: Box<[Arc<Shard>]> = (0..n).map(|i| Arc::new(Shard::of(i, id, clock.clone(), &settings))).collect();
+        let shards: Box<[Arc<Shard>]> = (0..n).map(|i| Arc::new(settings.shard(i, id, clock.clone()))).collect();
         let cores = if settings.pin_threads { pick_cores(n) } else { Vec::new() };
         let inner = Inner { id, clock, shards, threads: Mutex::new(Vec::with_capacity(n)) };
         for (i, shard) in inner.shards.iter().enumerate() {
@@ -472,14 +462,8 @@ impl TimerService {
             return Ok(timeout);
         };
         timeout.shard.release();
-        Err(closed_error(&timeout.shard, task.downcast::<T>()))
+        Err(timeout.shard.closed_error(task.downcast::<T>()))
     }
-}
-
-/// The error for a schedule that found `shard`'s mailbox closed: the service stopped, or
-/// the shard's driver failed.
-pub(crate) fn closed_error<T>(shard: &Shard, task: T) -> ScheduleError<T> {
-    if shard.has_failed() { ScheduleError::ShardFailed(task) } else { ScheduleError::Shutdown(task) }
 }
 
 impl Inner {

@@ -54,11 +54,16 @@ const SLACK: usize = 4 * MIB;
 /// A 32 B cell's page holds 8,188 slots.
 const SLOTS_PER_PAGE: usize = 8188;
 
-/// Resident bytes of the process, from `/proc/self/statm`.
+/// Resident bytes of the process, from `/proc/self/status`.
 fn rss() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: usize = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).expect("statm's resident field");
-    pages * 4096
+    // `VmRSS` is in KiB whatever the kernel's page size (statm counts pages, 4–64 KiB).
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("the status's VmRSS line");
+    kib * 1024
 }
 
 /// Messages the shard's mailbox may hold before a burst waits for it.

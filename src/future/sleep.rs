@@ -392,10 +392,13 @@ impl Sleep {
     /// (`stopped_at`: a poll as a future panics). Otherwise the sleep registers again, as on
     /// its first poll: on a shard that runs (a failed one refuses it), or, refused at the
     /// wheel's mark, it panics as any registration refused for a full shard does
-    /// (`arm_refused`): never a wait that cannot end, never a loop of refusals. (A `stop()`
-    /// under way may not read as stopped yet; the registration then meets a closed shard.)
+    /// (`arm_refused`): never a wait that cannot end, never a loop of refusals. A shard closed
+    /// without failing is a `stop()` under way, even while the service does not read as
+    /// stopped yet (its other shards close a moment later): the wait ends there too, so that
+    /// the sleep never registers on a shard not yet closed and comes back from `stop()` twice.
     fn taken_back(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
-        if self.service.is_stopped() {
+        let stopping = matches!(&self.phase, Phase::Armed(t) if t.shard.mailbox.is_closed() && !t.shard.has_failed());
+        if stopping || self.service.is_stopped() {
             return Poll::Ready(self.stopped_at(tick));
         }
         self.phase = Phase::Idle(tick);

@@ -46,7 +46,6 @@
 
 use crate::error::ScheduleError;
 use crate::mailbox::{CLOSED, FULL, Mailbox};
-use crate::service::closed_error;
 use crate::shard::{Shard, driver};
 
 /// The headroom below the limit, and the hysteresis below that, as a fraction of the limit.
@@ -63,7 +62,7 @@ pub(crate) fn marks(limit: usize) -> (usize, usize) {
 /// What the gate refuses a schedule with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// The mailbox is closed: `Shutdown` or `ShardFailed` (`service::closed_error`).
+    /// The mailbox is closed: `Shutdown` or `ShardFailed` (`Shard::closed_error`).
     Closed,
     /// The wheel is at its high-water mark: `Rejected`.
     Full,
@@ -75,7 +74,7 @@ impl Refusal {
     #[inline(never)]
     pub(crate) fn with<T>(self, shard: &Shard, task: T) -> ScheduleError<T> {
         match self {
-            Refusal::Closed => closed_error(shard, task),
+            Refusal::Closed => shard.closed_error(task),
             Refusal::Full => ScheduleError::Rejected(task),
         }
     }

@@ -25,8 +25,8 @@ pub(crate) use handle::{OwnerHandle, ShardHandle, ShardRef};
 
 use crate::clock::Clock;
 use crate::counts::Slots;
+use crate::error::ScheduleError;
 use crate::mailbox::Mailbox;
-use crate::service::Settings;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::wheel::{Timed, Wheel};
@@ -91,12 +91,10 @@ impl Shard {
         Wheel::new()
     }
 
-    /// Shard `index` of service `service`, as `settings` say.
-    pub(crate) fn of(index: usize, service: u64, clock: Clock, settings: &Settings) -> Shard {
-        let shard = Shard::new(index, service, clock, settings.max_pending_per_shard);
-        #[cfg(any(test, loom))]
-        let shard = Shard { wheel_limit: settings.wheel_limit, ..shard };
-        shard
+    /// The error for a schedule that found this shard's mailbox closed: the service stopped,
+    /// or the shard's driver failed.
+    pub(crate) fn closed_error<T>(&self, task: T) -> ScheduleError<T> {
+        if self.has_failed() { ScheduleError::ShardFailed(task) } else { ScheduleError::Shutdown(task) }
     }
 
     /// The driver panicked: marks the shard failed, then closes its mailbox, so that a

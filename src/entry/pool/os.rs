@@ -37,7 +37,7 @@ mod mapped {
     /// for it (`mmap` fails: the caller then boxes its cell, as after a failed allocation).
     ///
     /// Maps twice the size, which holds one aligned block wherever the kernel puts it, and
-    /// unmaps the ends: three system calls per page (a page serves thousands of arms).
+    /// unmaps the ends: two or three system calls per page (a page serves thousands of arms).
     pub(in crate::entry::pool) fn map() -> Option<NonNull<u8>> {
         let len = 2 * PAGE_BYTES;
         // SAFETY: a new private anonymous mapping at an address the kernel chooses: it

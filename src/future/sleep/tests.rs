@@ -48,3 +48,52 @@ fn sleep_is_send_sync_unpin_and_small() {
     assert_eq!(size_of::<Sleep>(), 48);
     assert_eq!(size_of::<WakeTask>(), 16);
 }
+
+/// `stop()` closes its shards one after another: a sleep whose cell the first shard's final
+/// drain took back, polled from a thread whose home is a shard not closed yet, ends as on a
+/// stopped service. It must not register on that shard (and come back from `stop()` twice).
+#[test]
+fn a_sleep_taken_back_by_a_closing_shard_ends_and_never_registers_again() {
+    use crate::{TimeoutState, TimerService};
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    let timers = TimerService::builder().shards(2).build().unwrap();
+    let home = timers.route();
+    let mut sleep = timers.sleep(Duration::from_secs(30));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert_eq!(std::pin::Pin::new(&mut sleep).poll(&mut cx), Poll::Pending);
+    // What `stop()` does to the first shard it closes: the driver's final drain takes the
+    // cell back (it reads cancelled), while the other shard still runs.
+    timers.shard_at(home).mailbox.close();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !matches!(&sleep.phase, super::Phase::Armed(t) if t.state() == TimeoutState::Cancelled) {
+        assert!(Instant::now() < until, "the closed shard never took the cell back");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Threads take their home shards in turn: one of the next few has the other shard.
+    let mut polled = None;
+    for _ in 0..8 {
+        let (timers, mut moved) = (timers.clone(), sleep);
+        let (back, result) = std::thread::spawn(move || {
+            if timers.route() == home {
+                return (moved, None);
+            }
+            let mut cx = Context::from_waker(Waker::noop());
+            let result = std::pin::Pin::new(&mut moved).try_poll(&mut cx);
+            (moved, Some(result))
+        })
+        .join()
+        .unwrap();
+        sleep = back;
+        if result.is_some() {
+            polled = result;
+            break;
+        }
+    }
+    let polled = polled.expect("a thread whose home is the open shard");
+    assert!(matches!(polled, Poll::Ready(Err(_))), "the wait ends as stopped, not {polled:?}");
+    drop(sleep);
+    assert_eq!(timers.stop().unwrap().len(), 1, "the cell comes back once, from the shard that took it");
+}

@@ -74,8 +74,13 @@ impl Drop for Holding {
 /// returns, the shard has filed them all (and marked itself FULL if that reached the mark).
 /// Returns the `n` filed and the one left on the new stage (cancelled: it is never filed).
 fn fill(timers: &TimerService, n: usize, drops: &Arc<AtomicUsize>) -> Vec<Timeout> {
+    fill_due(timers, n, FAR, drops)
+}
+
+/// [`fill`], with the `n` timeouts due in `delay`.
+fn fill_due(timers: &TimerService, n: usize, delay: Duration, drops: &Arc<AtomicUsize>) -> Vec<Timeout> {
     let mut kept: Vec<Timeout> =
-        (0..64).map(|i| timers.schedule(FAR, Holding(i, drops.clone())).expect("room")).collect();
+        (0..64).map(|i| timers.schedule(delay, Holding(i, drops.clone())).expect("room")).collect();
     for t in kept.drain(n..) {
         assert!(t.cancel());
     }
@@ -140,6 +145,22 @@ fn schedule_past_the_mark_is_rejected_with_its_task_and_room_comes_back() {
     assert_eq!(unfired.len(), 57);
     drop((unfired, filed, next));
     assert_eq!(drops.load(Ordering::SeqCst), 64 + 1 + 1 + refused as usize + 1, "each task dropped once");
+}
+
+/// FULL clears when the wheel empties by expiry, not only by cancels: the shard checks the
+/// low mark after it fires (a wheel full of timeouts that all fire, none cancelled, would
+/// otherwise refuse every schedule for good).
+#[test]
+fn full_clears_once_the_timeouts_at_the_mark_have_fired() {
+    let timers = service();
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Due in 3 s: long past the fill and the check below, even under valgrind.
+    let filed = fill_due(&timers, 60, Duration::from_secs(3), &drops);
+    assert!(matches!(timers.schedule(FAR, || {}), Err(ScheduleError::Rejected(_))), "at the mark: full");
+    let (next, _) = schedule_until_room(&timers, &drops);
+    assert!(filed.iter().all(|t| t.state() == TimeoutState::Expired), "the room came from their expiry");
+    assert_eq!(next.state(), TimeoutState::Pending);
+    assert_eq!(timers.stats().expired, 60 + 1, "the sixty and the fill's signal");
 }
 
 /// (3) A series at the mark: `schedule_repeating` refuses with its closure back; a running
