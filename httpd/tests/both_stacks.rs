@@ -167,9 +167,15 @@ fn queues(local: SocketAddr, peer: SocketAddr) -> Option<(u32, u32)> {
     let n = std::io::Read::read(&mut &diag, &mut answer).expect("a sock_diag answer");
     assert!(n >= 36, "a short sock_diag answer: {n} bytes");
     let word = |at: usize| u32::from_ne_bytes(answer[at..at + 4].try_into().unwrap());
-    // `NLMSG_ERROR` (2): no such socket; else an `inet_diag_msg`: its state after its family,
-    // its queues after its `id` and `expires`.
-    (u16::from_ne_bytes([answer[4], answer[5]]) != 2 && answer[17] == 1).then(|| (word(72), word(76)))
+    // `NLMSG_ERROR` (2), its `nlmsgerr.error` after the header: `-ENOENT`, no such socket;
+    // any other error is the kernel's `sock_diag` failing, not the server.
+    if u16::from_ne_bytes([answer[4], answer[5]]) == 2 {
+        let error = i32::from_ne_bytes(answer[16..20].try_into().unwrap());
+        assert_eq!(error, -2, "sock_diag failed (errno {}): is the kernel's tcp_diag there?", -error);
+        return None;
+    }
+    // An `inet_diag_msg`: its state after its family, its queues after its `id` and `expires`.
+    (answer[17] == 1).then(|| (word(72), word(76)))
 }
 
 /// The bytes of the server's answers on `client`'s connection that the kernel holds: at the
@@ -242,9 +248,11 @@ fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u6
 /// one that half-closes and reads late gets them all too, and then the close; one that never
 /// reads is closed at the send timeout, not before.
 fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
-    let (idle, send) = (Duration::from_millis(300), Duration::from_millis(2000));
+    // The send timeout seconds past the idle one, so that a loaded machine's scheduling
+    // delays (a late read) cannot reach it.
+    let (idle, send) = (Duration::from_millis(300), Duration::from_millis(4000));
     // The header timeout above the whole wait: hyper's runs between requests too.
-    let server = start(stack, 10_000, 300, 2000, &["--threads", "1"]);
+    let server = start(stack, 10_000, 300, 4000, &["--threads", "1"]);
     let size = size_of_an_answer(&server);
     for (half_close, pipelined) in [(false, false), (false, true), (true, false)] {
         let (mut client, mut sent, last) = until_an_answer_waits_for_the_peer(&server, size);
