@@ -9,6 +9,13 @@
 //!
 //! Linux, Android, Apple's systems and FreeBSD (the `libc` crate's bindings checked for each);
 //! elsewhere, and under Miri and loom, the allocator (`std::alloc`).
+//!
+//! Each page is a mapping of the kernel's (a VMA on Linux): trimmed to its alignment, a page
+//! rarely sits next to another, so they do not merge, and Linux's default limit of 65,530
+//! mappings a process (`vm.max_map_count`) holds some 65 k pages, 16 GiB of cells, less the
+//! process's other mappings. Past it `mmap` fails and a cell is boxed on its own (`map`'s
+//! `None`), as on any failed allocation. Mapping pages in runs (several aligned pages from
+//! one larger mapping) would lift that; not done.
 
 use super::page::PAGE_BYTES;
 #[cfg(not(all(
