@@ -121,6 +121,8 @@ mod stats;
 mod sync;
 mod task;
 mod test_clock;
+#[cfg(all(test, not(loom)))]
+mod test_panics;
 mod timeout;
 mod wheel;
 

@@ -95,6 +95,59 @@ mod mapped {
         // block then stays mapped, lost to the pool but never reused, so nothing is unsound.
         unsafe { libc::munmap(block.as_ptr().cast(), PAGE_BYTES) };
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::{PAGE_BYTES, map, unmap};
+
+        /// The process's mapped address space, in bytes (`VmSize`, the sum of its mappings),
+        /// read into `buf` (allocated beforehand, so that reading allocates nothing).
+        fn mapped_bytes(buf: &mut Vec<u8>) -> usize {
+            use std::io::Read;
+            buf.clear();
+            std::fs::File::open("/proc/self/status").unwrap().read_to_end(buf).unwrap();
+            let text = std::str::from_utf8(buf).unwrap();
+            let line = text.lines().find(|l| l.starts_with("VmSize:")).expect("a VmSize line");
+            let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+            kib * 1024
+        }
+
+        /// `map` leaves exactly the block mapped, both ends of its double-size mapping
+        /// given back, and `unmap` gives the block back: the address space grows by
+        /// `PAGE_BYTES` a page and shrinks by as much, page after page, wherever the kernel
+        /// put each mapping (a head or a tail left mapped would be address space lost a
+        /// page, and a step towards the kernel's limit of mappings). Run in a process of its
+        /// own (the test binary again, this test alone): any other thread's mapping would
+        /// move `VmSize` under it.
+        #[test]
+        fn map_keeps_only_the_block_and_unmap_gives_it_back() {
+            const CHILD: &str = "SHARDWHEEL_TEST_ALONE";
+            let name = concat!(module_path!(), "::map_keeps_only_the_block_and_unmap_gives_it_back");
+            let name = name.split_once("::").unwrap().1;
+            if std::env::var_os(CHILD).is_none() {
+                let out = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args([name, "--exact", "--test-threads=1", "--nocapture"])
+                    .env(CHILD, "1")
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success() && text.contains("1 passed"), "the test in its own process:\n{text}");
+                return;
+            }
+            let mut buf = Vec::with_capacity(1 << 16);
+            let before = mapped_bytes(&mut buf);
+            let mut blocks = Vec::new();
+            for i in 1..=8 {
+                blocks.push(map().expect("memory for a page"));
+                assert_eq!(mapped_bytes(&mut buf) - before, i * PAGE_BYTES, "page {i}: only the block stays mapped");
+            }
+            for (i, block) in blocks.into_iter().enumerate().rev() {
+                // SAFETY: from `map`, and nothing refers to it.
+                unsafe { unmap(block) };
+                assert_eq!(mapped_bytes(&mut buf) - before, i * PAGE_BYTES, "the block is given back");
+            }
+        }
+    }
 }
 
 /// A page's block from the allocator, where the pool does not map its own: under Miri (which sees each block as an allocation of its own), under loom, and on

@@ -170,18 +170,31 @@ fn a_page_emptied_elsewhere_goes_back_at_the_current_pages_refill() {
     }
 }
 
+/// Every sweep comes round, not only the first: three times, a page is emptied on another
+/// thread while the current page cycles one slot through its local list (never running dry,
+/// so never refilling); within `SWEEP_EVERY` frees the count reaches a sweep, which gives the
+/// page back, and the count starts again (a countdown not restarted swept once, then never).
 #[test]
 fn a_page_emptied_elsewhere_goes_back_while_every_free_is_local() {
-    // Page A full, then emptied on another thread; the current page then cycles one slot
-    // through its local list, never running dry: the frees count down to a sweep.
-    let (a, b) = fill_a_page(4);
-    free_elsewhere(a);
-    for _ in 0..heap::SWEEP_EVERY {
-        let slot = alloc(4).unwrap();
-        // SAFETY: just handed out, not used.
-        unsafe { free(slot) };
+    let mut leftover: Option<NonNull<u8>> = None;
+    for round in 1..=3 {
+        if let Some(slot) = leftover.take() {
+            // SAFETY: from `alloc`, not used.
+            unsafe { free(slot) };
+        }
+        // A full page, then emptied on another thread; the next page is current.
+        let (a, b) = fill_a_page(4);
+        free_elsewhere(a);
+        assert_eq!(pages(4), 2, "round {round}: the emptied page waits for a sweep");
+        // One more than the count: whatever it stands at, a sweep falls inside.
+        for _ in 0..=heap::SWEEP_EVERY {
+            let slot = alloc(4).unwrap();
+            // SAFETY: just handed out, not used.
+            unsafe { free(slot) };
+        }
+        assert_eq!(pages(4), 1, "round {round}: the page emptied elsewhere is given back");
+        leftover = Some(b);
     }
-    assert_eq!(pages(4), 1, "the page emptied elsewhere is given back");
     // SAFETY: from `alloc`, not used.
-    unsafe { free(b) };
+    unsafe { free(leftover.unwrap()) };
 }

@@ -213,3 +213,89 @@ fn a_wheel_at_its_limit_refuses_timeouts_and_the_shard_goes_on() {
     drop((handles, next));
     drop(local.shut_down());
 }
+
+/// A task whose drop panics with a payload that panics as it is dropped (three panics in
+/// all: the task's, and each payload's).
+struct DropPanicsThrice;
+
+impl crate::TimerTask for DropPanicsThrice {
+    fn run(self: Box<Self>) {}
+}
+
+impl Drop for DropPanicsThrice {
+    fn drop(&mut self) {
+        crate::test_panics::panic_with_payload_that_panics(2);
+    }
+}
+
+/// The panics a shard's counters hold.
+fn panicked(shard: &crate::shard::Shard) -> u64 {
+    let mut stats = crate::Stats::default();
+    shard.counters.add_to(&mut stats);
+    stats.panicked
+}
+
+/// `drop_task`, the one way the driver drops a task it took back (the backstop's refusal,
+/// a failed shard's wake-ups, an abandoned shard's tasks): every panic caught, the
+/// payloads' own too, each counted, and nothing unwinds into the driver. A plain
+/// `catch_unwind(..).is_err()` drops the payload outside the catch, and the payload's
+/// panic would fail the shard. Twice, so a drop that only catches the first is seen.
+#[test]
+fn drop_task_catches_a_payload_that_panics_on_drop() {
+    use crate::clock::Clock;
+    use crate::entry::EntryRef;
+    use crate::shard::Shard;
+    use crate::sync::Arc;
+
+    let clock = Clock::new(Instant::now(), Duration::from_millis(1));
+    let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
+    for round in 1..=2 {
+        let (entry, _handle) = EntryRef::new_pair(u64::MAX, DropPanicsThrice);
+        let (task, _) = entry.cancel().expect("pending: the cancel takes the task");
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::drop_task(&shard, task)));
+        if let Err(payload) = dropped {
+            // Not dropped: it would panic again while this test unwinds, and abort.
+            std::mem::forget(payload);
+            panic!("round {round}: a panic unwound out of drop_task");
+        }
+        assert_eq!(panicked(&shard), 3 * round, "each panic counted, the payloads' own included");
+    }
+}
+
+/// A failed shard's path to `drop_task`: the wake-ups of the sleeps it held are dropped
+/// (each wakes its task) before the rest is handed back. A waker that panics with a payload
+/// that panics on drop: both panics are caught and counted, and `stop()` still joins the
+/// shard's thread and hands back the timeout it held (a panic out of the thread would
+/// re-raise in `stop()` and lose it).
+#[test]
+fn a_failed_shard_catches_a_wakers_panic_and_its_payloads() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Wake, Waker};
+
+    struct PanickingWaker(AtomicUsize);
+    impl Wake for PanickingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            crate::test_panics::panic_with_payload_that_panics(1);
+        }
+    }
+    let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
+    let held = timers.schedule(Duration::from_secs(3600), || {}).unwrap();
+    let woken = Arc::new(PanickingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(woken.clone());
+    let mut sleeps: Vec<_> = (0..2).map(|_| Box::pin(timers.sleep(Duration::from_secs(3600)))).collect();
+    for sleep in &mut sleeps {
+        assert!(sleep.as_mut().try_poll(&mut Context::from_waker(&waker)).is_pending());
+    }
+    assert_eq!(timers.shard_at(0).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
+    let deadline = Instant::now() + PATIENCE;
+    while timers.stats().failed_shards == 0 || woken.0.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "the shard fails and wakes both sleeps");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let unfired = timers.stop().expect("stop does not re-raise a panic");
+    assert_eq!(unfired.len(), 1);
+    assert!(unfired[0].timeout().ptr_eq(&held), "the failed shard's timeout is handed back");
+    assert_eq!(timers.stats().panicked, 2 * 2, "each waker's panic and its payload's, caught and counted");
+}

@@ -3,7 +3,7 @@
 
 use super::{Gate, marks};
 use crate::mailbox::Mailbox;
-use crate::{Missed, ScheduleError, Timeout, TimeoutState, TimerService, TimerTask};
+use crate::{Missed, ScheduleError, ScheduleErrorKind, Timeout, TimeoutState, TimerService, TimerTask};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -332,4 +332,147 @@ fn the_backstop_refuses_what_was_in_flight_past_the_limit_and_the_shard_goes_on(
     assert_eq!(unfired.len(), LIMIT);
     drop((unfired, all));
     assert_eq!(drops.load(Ordering::SeqCst), THREADS * EACH);
+}
+
+/// CLOSED outranks FULL wherever both can be set: the refusal's cold path reads CLOSED
+/// first, so a stopped or failed shard says so (`Shutdown`, `ShardFailed`, a sleep's
+/// `Err(Stopped)`), never "full, try again" (`Rejected`), which would send a caller into a
+/// retry loop against a service that will never take another timeout. The bare check, then
+/// each way a shard gets closed while full, on every schedule path (plain, series, sleep).
+#[test]
+fn the_cold_path_reads_closed_before_full() {
+    use super::{Refusal, refusal};
+    use crate::mailbox::{CLOSED, FULL};
+    let timers = service();
+    let shard = timers.shard_at(0);
+    assert_eq!(refusal(shard, CLOSED | FULL, false), Some(Refusal::Closed));
+    assert_eq!(refusal(shard, CLOSED, false), Some(Refusal::Closed));
+    assert_eq!(refusal(shard, FULL, false), Some(Refusal::Full));
+    assert_eq!(refusal(shard, 0, false), None);
+    assert_eq!(timers.stats().rejected, 1, "only the refusal that answered Full is counted");
+    drop(timers.stop());
+}
+
+/// The service stopped with its shard at the mark: FULL stays set in the closed mailbox,
+/// and every schedule still says `Shutdown`, its task handed back, none counted rejected.
+#[test]
+fn a_shard_stopped_while_full_answers_shutdown() {
+    let timers = service();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let filed = fill(&timers, 60, &drops);
+    assert!(matches!(timers.schedule(FAR, || {}), Err(ScheduleError::Rejected(_))), "full before the stop");
+    assert!(timers.shard_at(0).mailbox.is_full());
+    assert_eq!(timers.stop().unwrap().len(), 60);
+    assert!(timers.shard_at(0).mailbox.is_full(), "the stop leaves FULL set: the order of the checks decides");
+    let rejected = timers.stats().rejected;
+    assert_closed_everywhere(&timers, ScheduleErrorKind::Shutdown);
+    assert_eq!(timers.stats().rejected, rejected, "a closed shard's refusals are not rejections");
+    drop(filed);
+}
+
+/// A shard whose driver failed with its wheel at the mark: `ShardFailed`, not `Rejected`.
+#[test]
+fn a_shard_failed_while_full_answers_shard_failed() {
+    use crate::mailbox::{Command, Sent};
+    let timers = service();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let filed = fill(&timers, 60, &drops);
+    assert_eq!(timers.shard_at(0).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
+    let deadline = Instant::now() + PATIENCE;
+    while timers.stats().failed_shards == 0 {
+        assert!(Instant::now() < deadline, "the shard is marked failed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(timers.shard_at(0).mailbox.is_full());
+    let rejected = timers.stats().rejected;
+    assert_closed_everywhere(&timers, ScheduleErrorKind::ShardFailed);
+    assert_eq!(timers.stats().rejected, rejected);
+    assert_eq!(timers.stop().unwrap().len(), 60, "the failed shard hands back what it held");
+    drop(filed);
+}
+
+/// Every schedule path on a closed (and full) one-shard service: `schedule` and
+/// `schedule_repeating` refuse with `expected`, their task handed back; a sleep ends as on a
+/// stopped service (`Err(Stopped)`, no panic), or, with its one shard failed and no other to
+/// move to, panics with the failure, never with "full".
+fn assert_closed_everywhere(timers: &TimerService, expected: ScheduleErrorKind) {
+    for _ in 0..2 {
+        match timers.schedule(FAR, Holding(5, Arc::new(AtomicUsize::new(0)))) {
+            Err(e) => {
+                assert_eq!(e.kind(), expected, "{e}");
+                assert_eq!(e.into_task().0, 5, "the very task");
+            }
+            Ok(_) => panic!("expected {expected:?}, got Ok"),
+        }
+        match timers.schedule_repeating(FAR, FAR, Missed::Skip, || {}) {
+            Err(e) => assert_eq!(e.kind(), expected, "a series: {e}"),
+            Ok(_) => panic!("a series: expected {expected:?}, got Ok"),
+        }
+        let flag = Arc::new(Flag(AtomicUsize::new(0)));
+        let waker = Waker::from(flag);
+        let mut sleep = Box::pin(timers.sleep(Duration::from_millis(1)));
+        let mut cx = Context::from_waker(&waker);
+        if expected == ScheduleErrorKind::Shutdown {
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sleep.as_mut().try_poll(&mut cx)));
+            assert!(matches!(polled, Ok(Poll::Ready(Err(_)))), "a sleep: ends as stopped, no panic: {polled:?}");
+        } else {
+            // Every shard failed (a bug in shardwheel): the sleep has nowhere to go and says why.
+            let message = panic_of(|| sleep.as_mut().try_poll(&mut cx));
+            assert!(message.contains("thread panicked") && !message.contains("full"), "{message}");
+        }
+    }
+}
+
+/// A task whose drop panics (with a payload that panics as it is dropped) while `armed`.
+struct DropPanics(Arc<std::sync::atomic::AtomicBool>);
+
+impl TimerTask for DropPanics {
+    fn run(self: Box<Self>) {}
+}
+
+impl Drop for DropPanics {
+    fn drop(&mut self) {
+        if self.0.load(Ordering::SeqCst) {
+            crate::test_panics::panic_with_payload_that_panics(1);
+        }
+    }
+}
+
+/// The backstop's refusal drops each refused task on the shard (`drop_task`): a task whose
+/// drop panics, with a payload that panics too, is caught whole, twice per refused task,
+/// and the shard neither fails nor stops refusing at the gate. (With the payload dropped
+/// outside the catch the first refusal failed the shard.)
+#[test]
+fn the_backstop_catches_a_refused_tasks_panics_and_their_payloads() {
+    const THREADS: usize = 2;
+    const EACH: usize = 40;
+    let timers = service();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let all_armed = Arc::new(std::sync::Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (timers, armed, all_armed) = (timers.clone(), armed.clone(), all_armed.clone());
+            std::thread::spawn(move || {
+                let mine: Vec<_> =
+                    (0..EACH).map(|_| timers.schedule(FAR, DropPanics(armed.clone())).unwrap()).collect();
+                all_armed.wait();
+                mine
+            })
+        })
+        .collect();
+    let all: Vec<Timeout> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let refused = THREADS * EACH - LIMIT;
+    let deadline = Instant::now() + PATIENCE;
+    while all.iter().filter(|t| t.is_cancelled()).count() < refused {
+        assert!(Instant::now() < deadline, "the backstop refuses what is past the limit");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // From here the tasks drop quietly: the 64 filed come back from `stop()`, and a failed
+    // assertion unwinds without a second panic (which would abort the whole test binary).
+    armed.store(false, Ordering::SeqCst);
+    let stats = timers.stats();
+    assert_eq!(stats.failed_shards, 0, "a refused task's panic never fails the shard");
+    assert_eq!((stats.rejected, stats.panicked), (refused as u64, 2 * refused as u64));
+    assert!(matches!(timers.schedule(FAR, || {}), Err(ScheduleError::Rejected(_))), "the gate is shut");
+    assert_eq!(timers.stop().unwrap().len(), LIMIT);
 }
