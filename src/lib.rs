@@ -123,6 +123,7 @@ mod task;
 mod test_clock;
 #[cfg(all(test, not(loom)))]
 mod test_panics;
+pub mod time;
 mod timeout;
 mod wheel;
 

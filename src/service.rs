@@ -98,6 +98,13 @@ struct Inner {
 }
 
 impl TimerService {
+    /// How many handles of the service there are (its reference count): for the tests that
+    /// show a future holds none.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn handles(&self) -> usize {
+        PlainArc::strong_count(&self.inner)
+    }
+
     /// A handle that does not keep the service alive: for tasks that schedule on their own
     /// service (see [Tasks that schedule more](TimerService#tasks-that-schedule-more)).
     ///

@@ -7,6 +7,7 @@
 //! `futures::executor::block_on`. The protocol between a poll and the shard is in
 //! [`sleep`]'s module docs.
 
+pub(crate) mod holder;
 mod interval;
 pub(crate) mod sleep;
 mod with_timeout;

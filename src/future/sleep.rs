@@ -75,6 +75,7 @@
 //! is fine.
 
 use crate::error::{ScheduleError, Stopped};
+use crate::future::holder::Holder;
 use crate::service::TimerService;
 use crate::task::TimerTask;
 use crate::task::sealed::Token;
@@ -123,8 +124,12 @@ use std::time::{Duration, Instant};
 /// - it must register from a task running on one of its own service's shard threads
 ///   (without `Builder::offload`, the `offload` feature): only that thread could wake it.
 #[must_use = "futures do nothing unless polled"]
-pub struct Sleep {
-    service: TimerService,
+pub struct Sleep<H: Holder = TimerService> {
+    /// The service, held as `H` holds it: a clone of the handle (`TimerService::sleep`), or
+    /// a reference to a service that lives as long as the process (the ambient calls of
+    /// [`time`](crate::time): making, completing and dropping such a sleep before it
+    /// registers moves no reference count).
+    service: H,
     phase: Phase,
     /// The identity of the waker in the armed cell (meaningful in `Phase::Armed` only).
     waker: WakerId,
@@ -268,11 +273,17 @@ impl TimerService {
 
     #[inline]
     fn sleep_tick(&self, tick: u64) -> Sleep {
-        Sleep { service: self.clone(), phase: Phase::Idle(tick), waker: WakerId::NONE }
+        Sleep::on(self.clone(), tick)
     }
 }
 
-impl Sleep {
+impl<H: Holder> Sleep<H> {
+    /// A sleep on `service`, due at tick `tick` of its clock, not registered yet.
+    #[inline]
+    pub(crate) fn on(service: H, tick: u64) -> Sleep<H> {
+        Sleep { service, phase: Phase::Idle(tick), waker: WakerId::NONE }
+    }
+
     /// The deadline, rounded up to the tick at which the sleep completes.
     ///
     /// ```
@@ -287,7 +298,7 @@ impl Sleep {
     /// ```
     pub fn deadline(&self) -> Instant {
         match &self.phase {
-            Phase::Idle(tick) | Phase::Stopped(tick) => self.service.clock().instant_of(*tick),
+            Phase::Idle(tick) | Phase::Stopped(tick) => self.service.service().clock().instant_of(*tick),
             Phase::Armed(timeout) => timeout.deadline(),
         }
     }
@@ -321,12 +332,12 @@ impl Sleep {
 
     /// The service this sleep waits on.
     pub(crate) fn service(&self) -> &TimerService {
-        &self.service
+        self.service.service()
     }
 
     /// Whether tick `tick` has begun: a deadline there has come.
     fn passed(&self, tick: u64) -> bool {
-        self.service.clock().now_tick() >= tick
+        self.service.service().clock().now_tick() >= tick
     }
 
     /// Polls the sleep, with a stopped service as an error instead of a panic:
@@ -398,7 +409,7 @@ impl Sleep {
     /// the sleep never registers on a shard not yet closed and comes back from `stop()` twice.
     fn taken_back(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
         let stopping = matches!(&self.phase, Phase::Armed(t) if t.shard.mailbox.is_closed() && !t.shard.has_failed());
-        if stopping || self.service.is_stopped() {
+        if stopping || self.service.service().is_stopped() {
             return Poll::Ready(self.stopped_at(tick));
         }
         self.phase = Phase::Idle(tick);
@@ -438,7 +449,7 @@ impl Sleep {
             }
         }
         // Not registered, or its cell is spent (fired, or taken by `stop`): a fresh start.
-        self.phase = Phase::Idle(self.service.clock().deadline_at_for_reset(deadline));
+        self.phase = Phase::Idle(self.service.service().clock().deadline_at_for_reset(deadline));
     }
 
     /// Lets go of the registration, if any: the cell is cancelled (one CAS; its waker dropped
@@ -457,11 +468,11 @@ impl Sleep {
     #[inline]
     fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
         // One look at the thread's routing: its own shard, if it drives one of this service's.
-        let Err(home) = self.service.route_or_home() else {
+        let Err(home) = self.service.service().route_or_home() else {
             return self.arm_on_a_shard_thread(tick);
         };
         // `Err`: this thread drives none of the service's shards (checked above).
-        match self.service.schedule_routed(Err(home), |_| tick, WakeTask::new(waker)) {
+        match self.service.service().schedule_routed(Err(home), |_| tick, WakeTask::new(waker)) {
             Ok(timeout) => self.registered(timeout, waker),
             Err(refused) => self.arm_refused(tick, waker, home, refused),
         }
@@ -507,7 +518,7 @@ impl Sleep {
         home: usize,
         mut refused: ScheduleError<WakeTask>,
     ) -> Poll<Result<(), Stopped>> {
-        let shards = self.service.shard_count();
+        let shards = self.service.service().shard_count();
         for k in 1..=shards {
             match refused {
                 ScheduleError::Shutdown(task) => {
@@ -523,7 +534,7 @@ impl Sleep {
             }
             // The next shard round from `home` (`home < shards`, `k < shards`: no division).
             let shard = if home + k < shards { home + k } else { home + k - shards };
-            match self.service.schedule_routed(Err(shard), |_| tick, WakeTask::new(waker)) {
+            match self.service.service().schedule_routed(Err(shard), |_| tick, WakeTask::new(waker)) {
                 Ok(timeout) => return self.registered(timeout, waker),
                 Err(again) => refused = again,
             }
@@ -532,7 +543,7 @@ impl Sleep {
     }
 }
 
-impl Future for Sleep {
+impl<H: Holder> Future for Sleep<H> {
     type Output = ();
 
     /// # Panics
@@ -549,7 +560,7 @@ impl Future for Sleep {
     }
 }
 
-impl Drop for Sleep {
+impl<H: Holder> Drop for Sleep<H> {
     /// Cancels a registered sleep: one compare-and-swap, which drops the waker unwoken. If
     /// the shard had already filed the cell, it is told to take it out (as any
     /// [`Timeout::cancel`]); otherwise the shard never hears of it.
@@ -560,12 +571,12 @@ impl Drop for Sleep {
     }
 }
 
-impl fmt::Debug for Sleep {
+impl<H: Holder> fmt::Debug for Sleep<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let phase = match &self.phase {
             Phase::Idle(_) => "idle",
             Phase::Armed(_) => "registered",
-            Phase::Stopped(_) if self.service.is_stopped() => "stopped",
+            Phase::Stopped(_) if self.service.service().is_stopped() => "stopped",
             Phase::Stopped(_) => "done",
         };
         f.debug_struct("Sleep")

@@ -1,0 +1,102 @@
+//! `tokio::time`'s calls, ambient: [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`],
+//! [`interval`] and [`interval_at`], with tokio's [`Instant`], [`Sleep`], [`Timeout`],
+//! [`Interval`], [`MissedTickBehavior`] and [`error::Elapsed`], on a process-wide default
+//! service: no handle to thread through a program's layers.
+//!
+//! Code written against `tokio::time` moves here by its `use` lines:
+//!
+//! ```
+//! // use tokio::time::{self, Duration, Instant};
+//! use shardwheel::time::{self, Duration, Instant};
+//!
+//! async fn read_with_deadline() -> Result<u32, time::error::Elapsed> {
+//!     time::timeout(Duration::from_secs(5), async { 42 }).await
+//! }
+//!
+//! # futures_executor::block_on(async {
+//! assert_eq!(read_with_deadline().await, Ok(42));
+//! let start = Instant::now();
+//! time::sleep(Duration::from_millis(5)).await;
+//! assert!(start.elapsed() >= Duration::from_millis(5));
+//! # });
+//! ```
+//!
+//! They work under any executor (tokio's runtimes of either flavour, smol,
+//! `futures::executor`): the default service's shard threads fire the timers and wake the
+//! tasks, so nothing depends on a runtime's timer driver.
+//!
+//! # The default service
+//!
+//! The first ambient call starts it: [`TimerService::new`](crate::TimerService::new)'s
+//! shape, a shard per core, each pinned. [`configure`] sets it up otherwise, once, before
+//! that first call; after it, `configure` says [`AlreadyStarted`](error::ConfigureError).
+//! It is never stopped, so a future of it never meets a stopped service: it lives until the
+//! process exits. A program that wants a service of its own, to stop and to take its
+//! timeouts back, builds a [`TimerService`](crate::TimerService) and uses its methods.
+//!
+//! # Cost
+//!
+//! The futures hold the default service by a `&'static` reference, never by a handle clone:
+//! a `sleep` or `timeout` made and then dropped, or completed before its first `Pending`
+//! poll, reads the clock once and touches no memory another thread writes (no reference
+//! count, no shard). Registration, on the first pending poll, is one arm on the polling
+//! thread's stage; a drop after it, one compare-and-swap.
+//!
+//! # Where it differs from tokio
+//!
+//! - The futures are `Unpin`; tokio's `Sleep` is not (pinned code works unchanged).
+//! - [`interval`] with a zero period clamps it to one tick of the service (tokio panics):
+//!   bad input here is never a panic.
+//! - A timer completes at the first tick boundary at or after its deadline (the default
+//!   tick is a millisecond, as tokio's resolution), on a shard thread: never early.
+
+mod default;
+pub mod error;
+mod instant;
+mod interval;
+mod sleep;
+mod timeout;
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use instant::Instant;
+pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
+pub use sleep::{Sleep, sleep, sleep_until};
+pub use std::time::Duration;
+pub use timeout::{Timeout, timeout, timeout_at};
+
+use crate::builder::Builder;
+use crate::stats::Stats;
+
+/// Sets up the default service from `builder`, before its first use; an error says why not
+/// (it has started already, or the builder's settings are refused), and the default service
+/// is then as it was.
+///
+/// ```
+/// use shardwheel::{time, TimerService};
+///
+/// // At the top of `main`, before any ambient call:
+/// let configured = time::configure(TimerService::builder().shards(2).pin_threads(false));
+/// # let _ = configured; // in a doc test another test may have started it first
+/// ```
+pub fn configure(builder: Builder) -> Result<(), error::ConfigureError> {
+    default::configure(builder)
+}
+
+/// The default service's counts, summed over its shards (all zero if it has not started;
+/// this does not start it).
+///
+/// ```
+/// use shardwheel::time::{self, Duration};
+///
+/// # futures_executor::block_on(async {
+/// time::sleep(Duration::from_millis(1)).await;
+/// let stats = time::stats();
+/// assert!(stats.scheduled >= 1 && stats.expired >= 1);
+/// # });
+/// ```
+#[must_use]
+pub fn stats() -> Stats {
+    default::started().map(|s| s.stats()).unwrap_or_default()
+}

@@ -1,0 +1,173 @@
+//! [`Sleep`], [`sleep`] and [`sleep_until`]: `tokio::time`'s, on the default service.
+
+use super::{Instant, default};
+use crate::future;
+use crate::missed::saturating_add;
+use crate::service::TimerService;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Waits until `duration` has passed, as `tokio::time::sleep`: the deadline is counted from
+/// this call (one clock read), and the sleep registers with a shard only when first polled,
+/// so one dropped or never awaited costs no timer. It completes at the first tick boundary of
+/// the default service at or after the deadline, never before.
+///
+/// ```
+/// use shardwheel::time::{self, Duration, Instant};
+///
+/// # futures_executor::block_on(async {
+/// let start = Instant::now();
+/// time::sleep(Duration::from_millis(10)).await;
+/// assert!(start.elapsed() >= Duration::from_millis(10), "never early");
+/// # });
+/// ```
+///
+/// A duration too long for the platform's instants waits for a century (it never completes
+/// in practice), as tokio's waits for thirty years.
+///
+/// # Panics
+///
+/// As [`Sleep`]'s poll.
+#[inline]
+pub fn sleep(duration: Duration) -> Sleep {
+    let service = default::service();
+    // The TSC estimate where there is one (never behind `Instant::now()`, so never early);
+    // a zero delay reads the real clock, as `Clock::deadline_after` says why.
+    let now = if duration.is_zero() { std::time::Instant::now() } else { service.clock().now_for_deadline() };
+    on(service, Instant::from_std(saturating_add(now, duration)))
+}
+
+/// Waits until `deadline`, as `tokio::time::sleep_until`. Reads no clock; a deadline
+/// already past completes by the next tick boundary.
+///
+/// ```
+/// use shardwheel::time::{self, Duration, Instant};
+///
+/// # futures_executor::block_on(async {
+/// let deadline = Instant::now() + Duration::from_millis(10);
+/// time::sleep_until(deadline).await;
+/// assert!(Instant::now() >= deadline);
+/// # });
+/// ```
+///
+/// # Panics
+///
+/// As [`Sleep`]'s poll.
+#[inline]
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    on(default::service(), deadline)
+}
+
+#[inline]
+fn on(service: &'static TimerService, deadline: Instant) -> Sleep {
+    let tick = service.clock().deadline_at(deadline.into_std());
+    Sleep { inner: future::Sleep::on(service, tick), deadline }
+}
+
+/// The future of [`sleep`] and [`sleep_until`], as `tokio::time::Sleep`: one timeout of the
+/// default service whose task is the waker, registered on the first poll and cancelled (one
+/// compare-and-swap) when dropped.
+///
+/// It holds the default service by a `&'static` reference, so a sleep made and dropped, or
+/// completed, before it registers does no atomic read-modify-write at all. Unlike tokio's,
+/// it is `Unpin`: no `pin!` is needed to poll it by `&mut` (pinned code works the same).
+///
+/// ```
+/// use shardwheel::time::{self, Duration, Instant};
+///
+/// # futures_executor::block_on(async {
+/// let sleep = time::sleep(Duration::from_secs(60));
+/// tokio::pin!(sleep);
+/// let sooner = Instant::now() + Duration::from_millis(5);
+/// sleep.as_mut().reset(sooner); // as tokio's: through `Pin<&mut Sleep>`
+/// sleep.await;
+/// assert!(Instant::now() >= sooner);
+/// # });
+/// ```
+///
+/// # Panics
+///
+/// Polled from a task on one of the default service's own shard threads (only that thread
+/// could wake it), or when its shard is full: a default service configured with
+/// [`max_pending_per_shard`](crate::Builder::max_pending_per_shard) at that many, or a wheel
+/// near its limit of 2³² timeouts, as tokio's `Sleep` panics at its timer's capacity (see
+/// [`crate::Sleep`]). The default service is never stopped, so it never panics for that.
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    inner: future::Sleep<&'static TimerService>,
+    /// The deadline as asked (the wheel's is rounded up to its tick).
+    deadline: Instant,
+}
+
+impl Sleep {
+    /// The deadline, as asked (the sleep completes at the first tick boundary at or after
+    /// it).
+    ///
+    /// ```
+    /// use shardwheel::time::{self, Duration, Instant};
+    ///
+    /// let at = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(time::sleep_until(at).deadline(), at);
+    /// ```
+    #[must_use]
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the deadline has come and the shard has fired the sleep (even if it has not
+    /// been polled since); `false` before the first poll.
+    #[must_use]
+    pub fn is_elapsed(&self) -> bool {
+        self.inner.is_elapsed()
+    }
+
+    /// Moves the deadline to `deadline`, as tokio's. A registered sleep still pending keeps
+    /// its cell (a later deadline is one compare-and-swap); one that has completed waits
+    /// again, and registers on its next poll.
+    ///
+    /// ```
+    /// use shardwheel::time::{self, Duration, Instant};
+    ///
+    /// # futures_executor::block_on(async {
+    /// let mut sleep = time::sleep(Duration::from_millis(1));
+    /// (&mut sleep).await;
+    /// let again = Instant::now() + Duration::from_millis(5);
+    /// std::pin::Pin::new(&mut sleep).reset(again);
+    /// assert!(!sleep.is_elapsed());
+    /// sleep.await;
+    /// assert!(Instant::now() >= again);
+    /// # });
+    /// ```
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = Pin::into_inner(self);
+        this.deadline = deadline;
+        this.inner.reset(deadline.into_std());
+    }
+
+    /// Lets go of the registration (see `future::Sleep::disarm`): for a [`Timeout`] whose
+    /// future won.
+    ///
+    /// [`Timeout`]: super::Timeout
+    #[inline]
+    pub(super) fn disarm(&mut self) {
+        self.inner.disarm();
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.inner).poll(cx)
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep").field("deadline", &self.deadline).field("inner", &self.inner).finish()
+    }
+}

@@ -1,0 +1,30 @@
+//! The ambient futures' unit tests: what they hold.
+
+use super::{Duration, Instant, default};
+
+/// An ambient future holds the default service by reference: making, polling to completion
+/// and dropping one moves no reference count (a `TimerService::sleep` clones its handle).
+#[test]
+fn an_ambient_future_holds_no_handle_of_the_service() {
+    let service = default::service();
+    let handles = service.handles();
+    let sleep = super::sleep(Duration::from_secs(60));
+    let until = super::sleep_until(Instant::now() + Duration::from_secs(60));
+    let limited = super::timeout(Duration::from_secs(60), async { 1 });
+    let every = super::interval(Duration::from_secs(60));
+    assert_eq!(service.handles(), handles, "no clone made");
+    assert_eq!(futures_executor::block_on(limited), Ok(1));
+    drop((sleep, until, every));
+    assert_eq!(service.handles(), handles);
+    let own = service.sleep(Duration::from_secs(60));
+    assert_eq!(service.handles(), handles + 1, "the explicit service's sleep holds a clone");
+    drop(own);
+}
+
+/// What a pending ambient sleep costs the task that holds it: the explicit `Sleep` (48 B:
+/// `future/sleep/tests.rs`) and the deadline as asked, 16 B; its cell is apart, in the pool.
+#[test]
+fn an_ambient_sleep_is_the_explicit_one_and_its_deadline() {
+    assert_eq!(size_of::<super::Sleep>(), size_of::<crate::Sleep>() + size_of::<Instant>());
+    assert_eq!(size_of::<super::Sleep>(), 64);
+}
