@@ -292,6 +292,36 @@ impl Clock {
         self.nanos_since_start(at).unwrap_or(u64::MAX)
     }
 
+    /// For a deadline `delay` from now: the deadline in nanoseconds since the start
+    /// (saturating), and its tick, as [`Clock::deadline_after`] gives it (the same clock
+    /// read: the TSC estimate unless the delay is zero). For the ambient sleep, which keeps
+    /// its deadline as asked without `Instant` arithmetic on the way.
+    #[inline]
+    pub(crate) fn deadline_after_exact(&self, delay: Duration) -> (u64, u64) {
+        let now = match self.fast_now() {
+            Some(now) if !delay.is_zero() => now,
+            _ => self.nanos_at(self.now()),
+        };
+        let at = now.saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
+        (at, self.deadline_nanos(u128::from(now), u128::from(at)))
+    }
+
+    /// `at` in nanoseconds from the start, negative before it (saturating at ±292 years).
+    pub(crate) fn offset_of(&self, at: Instant) -> i64 {
+        match at.checked_duration_since(self.start) {
+            Some(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
+            None => i64::try_from((self.start - at).as_nanos()).map_or(i64::MIN, |n| -n),
+        }
+    }
+
+    /// The instant `offset` nanoseconds from the start ([`Clock::offset_of`]'s inverse), or
+    /// the nearest the platform can represent.
+    pub(crate) fn at_offset(&self, offset: i64) -> Instant {
+        let span = Duration::from_nanos(offset.unsigned_abs());
+        let at = if offset >= 0 { self.start.checked_add(span) } else { self.start.checked_sub(span) };
+        at.unwrap_or(self.start)
+    }
+
     /// The tick for a deadline `delay` after `now_nanos` (nanoseconds since the start, as
     /// [`Clock::nanos_at`] gives): the first tick at or after it, as [`Clock::deadline_at`],
     /// with no `Instant` arithmetic and no clock read.

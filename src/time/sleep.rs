@@ -2,7 +2,6 @@
 
 use super::{Instant, default};
 use crate::future;
-use crate::missed::saturating_add;
 use crate::service::TimerService;
 use std::fmt;
 use std::future::Future;
@@ -34,10 +33,10 @@ use std::time::Duration;
 #[inline]
 pub fn sleep(duration: Duration) -> Sleep {
     let service = default::service();
-    // The TSC estimate where there is one (never behind `Instant::now()`, so never early);
-    // a zero delay reads the real clock, as `Clock::deadline_after` says why.
-    let now = if duration.is_zero() { std::time::Instant::now() } else { service.clock().now_for_deadline() };
-    on(service, Instant::from_std(saturating_add(now, duration)))
+    // One clock read (the TSC estimate where there is one: never behind `Instant::now()`),
+    // and the deadline and its tick in integer nanoseconds from the clock's start.
+    let (at, tick) = service.clock().deadline_after_exact(duration);
+    Sleep { inner: future::Sleep::on(service, tick), deadline: i64::try_from(at).unwrap_or(i64::MAX) }
 }
 
 /// Waits until `deadline`, as `tokio::time::sleep_until`. Reads no clock; a deadline
@@ -63,8 +62,9 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 
 #[inline]
 fn on(service: &'static TimerService, deadline: Instant) -> Sleep {
-    let tick = service.clock().deadline_at(deadline.into_std());
-    Sleep { inner: future::Sleep::on(service, tick), deadline }
+    let clock = service.clock();
+    let tick = clock.deadline_at(deadline.into_std());
+    Sleep { inner: future::Sleep::on(service, tick), deadline: clock.offset_of(deadline.into_std()) }
 }
 
 /// The future of [`sleep`] and [`sleep_until`], as `tokio::time::Sleep`: one timeout of the
@@ -98,8 +98,9 @@ fn on(service: &'static TimerService, deadline: Instant) -> Sleep {
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     inner: future::Sleep<&'static TimerService>,
-    /// The deadline as asked (the wheel's is rounded up to its tick).
-    deadline: Instant,
+    /// The deadline as asked (the wheel's is rounded up to its tick), in nanoseconds from
+    /// the service clock's start (`Clock::offset_of`): 8 bytes, where an `Instant` takes 16.
+    deadline: i64,
 }
 
 impl Sleep {
@@ -114,7 +115,7 @@ impl Sleep {
     /// ```
     #[must_use]
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        Instant::from_std(self.inner.service().clock().at_offset(self.deadline))
     }
 
     /// Whether the deadline has come and the shard has fired the sleep (even if it has not
@@ -143,7 +144,7 @@ impl Sleep {
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = Pin::into_inner(self);
-        this.deadline = deadline;
+        this.deadline = this.inner.service().clock().offset_of(deadline.into_std());
         this.inner.reset(deadline.into_std());
     }
 
@@ -168,6 +169,6 @@ impl Future for Sleep {
 
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sleep").field("deadline", &self.deadline).field("inner", &self.inner).finish()
+        f.debug_struct("Sleep").field("deadline", &self.deadline()).field("inner", &self.inner).finish()
     }
 }

@@ -22,9 +22,31 @@ fn an_ambient_future_holds_no_handle_of_the_service() {
 }
 
 /// What a pending ambient sleep costs the task that holds it: the explicit `Sleep` (48 B:
-/// `future/sleep/tests.rs`) and the deadline as asked, 16 B; its cell is apart, in the pool.
+/// `future/sleep/tests.rs`) and the deadline as asked, 8 B of nanoseconds from the clock's
+/// start; its cell is apart, in the pool.
 #[test]
 fn an_ambient_sleep_is_the_explicit_one_and_its_deadline() {
-    assert_eq!(size_of::<super::Sleep>(), size_of::<crate::Sleep>() + size_of::<Instant>());
-    assert_eq!(size_of::<super::Sleep>(), 64);
+    assert_eq!(size_of::<super::Sleep>(), size_of::<crate::Sleep>() + size_of::<i64>());
+    assert_eq!(size_of::<super::Sleep>(), 56);
+}
+
+/// The deadline as asked comes back exactly, after, before and long before the clock's
+/// start, and from a delay.
+#[test]
+fn a_deadline_comes_back_as_asked() {
+    let service = default::service();
+    let now = Instant::now();
+    for at in [
+        now,
+        now + Duration::from_nanos(1_234_567),
+        now - Duration::from_secs(3600),
+        now + Duration::from_secs(86_400 * 365),
+    ] {
+        assert_eq!(super::sleep_until(at).deadline(), at);
+    }
+    let before = Instant::now();
+    let sleep = super::sleep(Duration::from_millis(7));
+    assert!(sleep.deadline() >= before + Duration::from_millis(7), "never before the call plus the delay");
+    assert!(sleep.deadline() <= Instant::now() + Duration::from_millis(7) + Duration::from_micros(100));
+    assert_eq!(service.clock().at_offset(service.clock().offset_of(before.into_std())), before.into_std());
 }
