@@ -90,8 +90,11 @@ pub(crate) use const_thread_local;
 ///   (`clock/tsc/`, not built under loom);
 /// - the `Arc`/`Weak` pair that holds the service's own record (`TimerService`,
 ///   `WeakTimerService`): its count decides only when the last user handle is gone, which
-///   closes the mailboxes (a protocol loom does see); loom's `Arc` has no `Weak`.
+///   closes the mailboxes (a protocol loom does see); loom's `Arc` has no `Weak`;
+/// - the ambient calls' paused scopes (`time/paused.rs`): a test's clock, its relay wakers
+///   and its auto-advance thread, above the service, which the loom models never build.
 pub(crate) mod plain {
-    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use std::sync::{Arc, Weak};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Arc, Mutex, Weak};
+    pub(crate) use std::thread;
 }

@@ -330,6 +330,14 @@ impl<H: Holder> Sleep<H> {
         }
     }
 
+    /// The registration, if the sleep has one: the cell that holds its waker.
+    pub(crate) fn registration(&self) -> Option<&Timeout> {
+        match &self.phase {
+            Phase::Armed(timeout) => Some(timeout),
+            _ => None,
+        }
+    }
+
     /// The service this sleep waits on.
     pub(crate) fn service(&self) -> &TimerService {
         self.service.service()

@@ -1,5 +1,6 @@
 //! The process-wide default service that the ambient calls use: started on first use (a
 //! shard per core, as [`TimerService::new`]), configurable once before that, never stopped.
+//! A thread that paused its clock (`paused.rs`) uses its scope's service instead.
 //!
 //! It lives in a `static` and is never dropped, so a future can hold it as a
 //! `&'static TimerService` (`future/holder.rs`): reading it is one `Acquire` load of the
@@ -21,6 +22,10 @@ static DEFAULT: OnceLock<TimerService> = OnceLock::new();
 /// there is no runtime is the same kind).
 #[inline]
 pub(crate) fn service() -> &'static TimerService {
+    if let Some(scope) = super::paused::current() {
+        scope.touch();
+        return scope.service();
+    }
     match DEFAULT.get() {
         Some(service) => service,
         None => start(),

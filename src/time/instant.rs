@@ -25,7 +25,8 @@ pub struct Instant {
 }
 
 impl Instant {
-    /// Now.
+    /// Now: the real clock's, or, on a thread that [paused](super::pause) its clock, the
+    /// paused clock's.
     ///
     /// ```
     /// use shardwheel::time::Instant;
@@ -36,7 +37,10 @@ impl Instant {
     #[inline]
     #[must_use]
     pub fn now() -> Instant {
-        Instant { std: std::time::Instant::now() }
+        match super::paused::current() {
+            None => Instant { std: std::time::Instant::now() },
+            Some(scope) => Instant { std: scope.now() },
+        }
     }
 
     /// The same instant as `std`'s.

@@ -54,6 +54,7 @@ mod default;
 pub mod error;
 mod instant;
 mod interval;
+mod paused;
 mod sleep;
 mod timeout;
 
@@ -82,6 +83,87 @@ use crate::stats::Stats;
 /// ```
 pub fn configure(builder: Builder) -> Result<(), error::ConfigureError> {
     default::configure(builder)
+}
+
+/// Pauses the calling thread's clock for the ambient calls, as `tokio::time::pause`: from
+/// now on its `Instant::now()` stands still, moved only by [`advance`] (and by auto-advance,
+/// below), and its `sleep`, `timeout` and `interval` run on that clock, on a service of the
+/// thread's own. Other threads are not affected: tests running in parallel each pause their
+/// own (the tasks of a current-thread runtime, as `#[tokio::test]` builds, run on the test's
+/// thread). Already paused: nothing changes.
+///
+/// Auto-advance, on unless [`auto_advance`] turns it off (as tokio's, which cannot be): once
+/// the thread is blocked (its runtime parked, or `block_on` waiting) and has made no ambient
+/// call for a millisecond, with a sleep of the clock registered, the clock moves to the
+/// earliest such deadline. So a test that awaits a one-hour sleep finishes at once, and
+/// never sees a timer fire early.
+///
+/// ```
+/// use shardwheel::time::{self, Duration, Instant};
+///
+/// # futures_executor::block_on(async {
+/// time::pause();
+/// let start = Instant::now();
+/// time::sleep(Duration::from_secs(3600)).await; // auto-advanced: at once
+/// assert_eq!(start.elapsed(), Duration::from_secs(3600));
+/// time::advance(Duration::from_secs(5)).await;
+/// assert_eq!(start.elapsed(), Duration::from_secs(3605));
+/// # time::resume();
+/// # });
+/// ```
+///
+/// # Panics
+///
+/// If the paused clock's service cannot start (the system refused a thread).
+pub fn pause() {
+    paused::pause();
+}
+
+/// Leaves the paused clock, as `tokio::time::resume`: the thread's ambient calls use the
+/// default service and the real clock again (its `Instant::now()` is the real time: time
+/// moved by [`advance`] is not carried over). Futures made while paused stay on the paused
+/// clock, which nothing moves any more. Not paused: nothing changes.
+pub fn resume() {
+    paused::resume();
+}
+
+/// Moves the calling thread's paused clock `duration` forward, as `tokio::time::advance`,
+/// and returns once the tasks whose timers came due have been woken and (under a
+/// current-thread runtime, or the same `block_on`) polled: it wakes them on this thread, then
+/// yields once.
+///
+/// # Panics
+///
+/// If the thread has not [paused](pause) its clock, as tokio's.
+pub async fn advance(duration: Duration) {
+    let scope =
+        paused::current().expect("shardwheel::time::advance: time is not paused on this thread (time::pause() first)");
+    scope.advance(duration);
+    YieldOnce(false).await;
+}
+
+/// Turns the paused clock's auto-advance on or off, on the calling thread (see [`pause`]).
+/// Not paused: nothing changes.
+pub fn auto_advance(on: bool) {
+    if let Some(scope) = paused::current() {
+        scope.set_auto(on);
+    }
+}
+
+/// Returns `Pending` once, waking its task: the tasks woken before it run first.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 /// The default service's counts, summed over its shards (all zero if it has not started;

@@ -1,6 +1,6 @@
 //! [`Sleep`], [`sleep`] and [`sleep_until`]: `tokio::time`'s, on the default service.
 
-use super::{Instant, default};
+use super::{Instant, default, paused};
 use crate::future;
 use crate::service::TimerService;
 use std::fmt;
@@ -163,6 +163,12 @@ impl Future for Sleep {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // A sleep of the calling thread's paused scope goes through its relay (`paused.rs`).
+        if let Some(scope) = paused::current() {
+            if std::ptr::eq(scope.service(), self.inner.service()) {
+                return scope.poll(&mut self.inner, cx);
+            }
+        }
         Pin::new(&mut self.inner).poll(cx)
     }
 }

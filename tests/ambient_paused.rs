@@ -1,0 +1,118 @@
+//! `time::pause`, `advance`, `resume` and auto-advance for the ambient calls: scoped to the
+//! thread that paused (tests in parallel each see their own clock), `advance` returning once
+//! the tasks it woke have been polled, no `settle()` needed.
+
+use shardwheel::time::{self, Duration, Instant};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn a_paused_clock_moves_only_by_advance_and_never_fires_early() {
+    futures_executor::block_on(async {
+        time::pause();
+        time::auto_advance(false);
+        let start = Instant::now();
+        std::thread::sleep(ms(5));
+        assert_eq!(Instant::now(), start, "real time does not move it");
+        let mut sleep = pin!(time::sleep(ms(100)));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        time::advance(ms(99)).await;
+        assert!(sleep.as_mut().poll(&mut cx).is_pending(), "never early");
+        time::advance(ms(1)).await;
+        assert!(sleep.is_elapsed(), "fired by the time advance returned");
+        assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(start.elapsed(), ms(100));
+        time::resume();
+    });
+}
+
+/// Under a current-thread runtime: tasks woken by an advance have run when it returns.
+#[test]
+fn advance_returns_after_the_tasks_it_woke_have_run() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        time::pause();
+        time::auto_advance(false);
+        let done = Arc::new(AtomicUsize::new(0));
+        for i in 1..=10u64 {
+            let done = done.clone();
+            tokio::spawn(async move {
+                time::sleep(ms(10 * i)).await;
+                done.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        tokio::task::yield_now().await; // they register
+        for i in 1..=10 {
+            time::advance(ms(10)).await;
+            assert_eq!(done.load(Ordering::SeqCst), i, "after {} ms", 10 * i);
+        }
+        time::resume();
+    });
+}
+
+/// Auto-advance: a task that awaits a long sleep on a paused clock finishes at once, the
+/// clock exactly at its deadline.
+#[test]
+fn auto_advance_jumps_to_the_earliest_deadline() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let real = std::time::Instant::now();
+    rt.block_on(async {
+        time::pause();
+        let start = Instant::now();
+        time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(3600));
+        let limited = time::timeout(Duration::from_secs(60), std::future::pending::<()>()).await;
+        assert!(limited.is_err());
+        assert_eq!(start.elapsed(), Duration::from_secs(3660));
+        let mut every = time::interval(Duration::from_secs(10));
+        for k in 0..5 {
+            assert_eq!(every.tick().await, start + Duration::from_secs(3660 + 10 * k));
+        }
+        time::resume();
+    });
+    assert!(real.elapsed() < Duration::from_secs(30), "in real time, at once: {:?}", real.elapsed());
+}
+
+/// Each thread's clock is its own: one paused, one not, side by side.
+#[test]
+fn a_paused_clock_is_the_pausing_threads_alone() {
+    let paused = std::thread::spawn(|| {
+        time::pause();
+        time::auto_advance(false);
+        let start = Instant::now();
+        futures_executor::block_on(time::advance(Duration::from_secs(60)));
+        start.elapsed()
+    });
+    let real = std::thread::spawn(|| {
+        let start = Instant::now();
+        futures_executor::block_on(time::sleep(ms(20)));
+        start.elapsed()
+    });
+    assert_eq!(paused.join().unwrap(), Duration::from_secs(60));
+    let took = real.join().unwrap();
+    assert!(took >= ms(20) && took < Duration::from_secs(30), "the other thread's clock is real: {took:?}");
+}
+
+#[test]
+fn resume_returns_to_the_real_clock() {
+    time::pause();
+    time::resume();
+    time::resume(); // not paused: nothing
+    let start = Instant::now();
+    std::thread::sleep(ms(2));
+    assert!(start.elapsed() >= ms(2));
+}
+
+#[test]
+#[should_panic(expected = "time is not paused")]
+fn advance_without_pause_says_so() {
+    futures_executor::block_on(time::advance(ms(1)));
+}
