@@ -6,7 +6,7 @@
 
 use shardwheel::time::{self, Duration, Instant, MissedTickBehavior};
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 
 fn ms(n: u64) -> Duration {
@@ -139,48 +139,57 @@ fn an_interval_ticks_on_its_grid_the_first_at_once() {
     });
 }
 
-/// Falls behind by `stall` after the first tick; returns the first tick, the instants just
-/// before and just after the late tick was taken, and the next two ticks.
-fn behind(behavior: MissedTickBehavior, period: Duration, stall: Duration) -> [Instant; 5] {
+/// On a paused clock (exact instants): falls `stall` behind after the first tick, then
+/// takes the next ticks as soon as each is due; returns the first tick and the three after
+/// the late one, with the clock's time when the late one was taken.
+fn behind(behavior: MissedTickBehavior, period: Duration, stall: Duration) -> (Instant, Instant, [Instant; 3]) {
     futures_executor::block_on(async {
+        time::pause();
+        time::auto_advance(false);
         let mut every = time::interval(period);
         every.set_missed_tick_behavior(behavior);
         let first = every.tick().await;
-        std::thread::sleep(stall);
-        let taking = Instant::now();
-        let late = every.tick().await;
+        time::advance(stall).await;
         let taken = Instant::now();
-        assert_eq!(late, first + period, "the late tick is the one that was due");
-        let a = every.tick().await;
-        let b = every.tick().await;
-        assert!(Instant::now() >= b, "never early");
-        [first, taking, taken, a, b]
+        assert_eq!(every.tick().await, first + period, "the late tick is the one that was due");
+        let mut after = [first; 3];
+        for tick in &mut after {
+            // Move the clock to the next tick's deadline, a millisecond at a time.
+            loop {
+                let mut next = pin!(every.tick());
+                if let Poll::Ready(due) = next.as_mut().poll(&mut Context::from_waker(std::task::Waker::noop())) {
+                    assert!(Instant::now() >= due, "never early");
+                    *tick = due;
+                    break;
+                }
+                time::advance(ms(1)).await;
+            }
+        }
+        time::resume();
+        (first, taken, after)
     })
 }
 
 #[test]
 fn burst_takes_the_missed_ticks_at_once() {
     let p = ms(20);
-    let [first, _, _, a, b] = behind(MissedTickBehavior::Burst, p, ms(75));
-    assert_eq!((a, b), (first + p * 2, first + p * 3), "every missed tick, on the grid");
+    let (first, _, after) = behind(MissedTickBehavior::Burst, p, ms(75));
+    assert_eq!(after, [first + p * 2, first + p * 3, first + p * 4], "every missed tick, on the grid");
 }
 
 #[test]
 fn delay_moves_the_grid_to_a_period_after_the_late_tick() {
     let p = ms(20);
-    let [_, taking, taken, a, b] = behind(MissedTickBehavior::Delay, p, ms(75));
-    assert!(a >= taking + p && a <= taken + p, "a period after the late tick was taken");
-    assert_eq!(b, a + p, "then on the new grid");
+    let (_, taken, after) = behind(MissedTickBehavior::Delay, p, ms(75));
+    assert_eq!(after, [taken + p, taken + p * 2, taken + p * 3], "a period after the late tick, then on");
 }
 
 #[test]
 fn skip_drops_the_missed_ticks_and_stays_on_the_grid() {
     let p = ms(20);
-    let [first, taking, taken, a, b] = behind(MissedTickBehavior::Skip, p, ms(75));
-    assert_eq!((a - first).as_nanos() % p.as_nanos(), 0, "on the original grid");
-    assert!(a > taking && a <= taken + p, "the first grid point after the late tick was taken");
-    assert!(a >= first + p * 4, "75 ms behind, the ticks at 40 and 60 ms are dropped");
-    assert_eq!(b, a + p);
+    let (first, _, after) = behind(MissedTickBehavior::Skip, p, ms(75));
+    // Taken at 75 ms: 40 and 60 are dropped, 80 is the first of the grid still ahead.
+    assert_eq!(after, [first + p * 4, first + p * 5, first + p * 6]);
 }
 
 #[test]
@@ -224,10 +233,18 @@ fn an_interval_resets() {
     });
 }
 
+/// As tokio's: a zero period is a bug in the caller, said at once.
 #[test]
-fn a_zero_period_is_clamped_to_a_tick_not_a_panic() {
-    let every = time::interval(Duration::ZERO);
-    assert!(every.period() > Duration::ZERO);
+#[should_panic(expected = "`period` must be non-zero.")]
+fn a_zero_period_panics_as_tokios() {
+    let _ = time::interval(Duration::ZERO);
+}
+
+/// A period under the tick is kept as asked (the ticks come no faster than the tick).
+#[test]
+fn a_period_under_the_tick_is_kept() {
+    let every = time::interval(Duration::from_nanos(10));
+    assert_eq!(every.period(), Duration::from_nanos(10));
 }
 
 /// Under tokio's multi-thread runtime, each task on a worker of its own: 200 tasks each

@@ -296,13 +296,17 @@ impl Clock {
     /// (saturating), and its tick, as [`Clock::deadline_after`] gives it (the same clock
     /// read: the TSC estimate unless the delay is zero). For the ambient sleep, which keeps
     /// its deadline as asked without `Instant` arithmetic on the way.
+    /// A deadline past 584 years from the start (`u64` nanoseconds) is `far` from now
+    /// instead: tokio's far future, never reached in practice but by a paused clock, whose
+    /// time stops at the same 584 years and could then never reach a saturated deadline.
     #[inline]
-    pub(crate) fn deadline_after_exact(&self, delay: Duration) -> (u64, u64) {
+    pub(crate) fn deadline_after_exact(&self, delay: Duration, far: Duration) -> (u64, u64) {
         let now = match self.fast_now() {
             Some(now) if !delay.is_zero() => now,
             _ => self.nanos_at(self.now()),
         };
-        let at = now.saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
+        let after = |d: Duration| u64::try_from(d.as_nanos()).ok().and_then(|d| now.checked_add(d));
+        let at = after(delay).or_else(|| after(far)).unwrap_or(u64::MAX);
         (at, self.deadline_nanos(u128::from(now), u128::from(at)))
     }
 

@@ -1,7 +1,7 @@
 //! [`Interval`], [`interval`], [`interval_at`] and [`MissedTickBehavior`]: `tokio::time`'s,
 //! on the default service, tick for tick.
 
-use super::{Instant, Sleep, default, sleep_until};
+use super::{Instant, Sleep, sleep_until};
 use crate::missed::saturating_add;
 use std::fmt;
 use std::future::Future;
@@ -28,15 +28,18 @@ const LATE: Duration = Duration::from_millis(5);
 /// # });
 /// ```
 ///
-/// A period shorter than the default service's tick, zero included, is clamped to one tick
-/// (tokio's panics at zero): bad input here is never a panic, and the wheel cannot tell
-/// shorter periods apart.
+/// # Panics
+///
+/// If `period` is zero, as tokio's: an interval that ticks without end at one instant is a
+/// bug in the caller, and a drop-in must not turn it into a loop that spins at the service's
+/// tick. (`TimerService::interval`, whose callers are not porting tokio code, clamps it to a
+/// tick instead.) A period shorter than the tick is kept: the ticks come no faster than the
+/// tick, each reported at its due instant, as tokio's come no faster than its millisecond.
 pub fn interval(period: Duration) -> Interval {
     interval_at(Instant::now(), period)
 }
 
-/// Ticks every `period`, the first at `start`, as `tokio::time::interval_at` (a zero period
-/// as [`interval`] says).
+/// Ticks every `period`, the first at `start`, as `tokio::time::interval_at`.
 ///
 /// ```
 /// use shardwheel::time::{self, Duration, Instant};
@@ -47,8 +50,12 @@ pub fn interval(period: Duration) -> Interval {
 /// assert_eq!(every.tick().await, start);
 /// # });
 /// ```
+///
+/// # Panics
+///
+/// If `period` is zero, as [`interval`].
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    let period = period.max(default::service().tick());
+    assert!(period > Duration::ZERO, "`period` must be non-zero.");
     Interval { delay: sleep_until(start), period, missed_tick_behavior: MissedTickBehavior::default() }
 }
 
@@ -152,7 +159,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is due one period from now.
     pub fn reset(&mut self) {
-        self.reset_at(saturating_add(std::time::Instant::now(), self.period).into());
+        self.reset_at(saturating_add(Instant::now().into_std(), self.period).into());
     }
 
     /// Restarts the schedule: the next tick is due at once.
@@ -162,7 +169,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is due `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(saturating_add(std::time::Instant::now(), after).into());
+        self.reset_at(saturating_add(Instant::now().into_std(), after).into());
     }
 
     /// Restarts the schedule: the next tick is due at `deadline`, then every period.
@@ -181,7 +188,7 @@ impl Interval {
         self.missed_tick_behavior = behavior;
     }
 
-    /// The period (after clamping to the default service's tick).
+    /// The period, as asked.
     #[must_use]
     pub fn period(&self) -> Duration {
         self.period

@@ -45,8 +45,7 @@
 //! # Where it differs from tokio
 //!
 //! - The futures are `Unpin`; tokio's `Sleep` is not (pinned code works unchanged).
-//! - [`interval`] with a zero period clamps it to one tick of the service (tokio panics):
-//!   bad input here is never a panic.
+//! - A sleep made outside a runtime works (tokio's panics: it needs its runtime's timer).
 //! - A timer completes at the first tick boundary at or after its deadline (the default
 //!   tick is a millisecond, as tokio's resolution), on a shard thread: never early.
 

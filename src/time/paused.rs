@@ -28,9 +28,10 @@
 //!   they run before it continues. Relays are kept per task waker, so a task's sleep sees the
 //!   same waker on every poll and registers once.
 //! - **Auto-advance** (on by default, as tokio's; [`auto_advance`](super::auto_advance)
-//!   switches it): when no ambient call has been made on the scope's thread for a millisecond
-//!   of real time and some sleep of the scope is still registered, a thread of the scope moves
-//!   the clock to the earliest such deadline. tokio advances when its runtime has no work,
+//!   switches it): when the scope's thread has made no ambient call and has been blocked (in
+//!   the kernel, as a parked runtime or `block_on` is) at two looks a millisecond apart, not in
+//!   an `advance` of its own, and some sleep of the scope is still registered, a thread of the
+//!   scope moves the clock to the earliest such deadline. tokio advances when its runtime has no work,
 //!   which only the runtime knows; this reads the quiet of the timers instead, so a task
 //!   that computes for over a millisecond without a timer call may see time jump to the next
 //!   deadline (never past it: nothing fires early, and nothing between is skipped).
@@ -64,6 +65,9 @@ pub(crate) struct Scope {
     woken: Mutex<Vec<Waker>>,
     /// A relay waker per task waker (by identity) that polled a sleep of the scope.
     relays: Mutex<HashMap<(usize, usize), Waker>>,
+    /// Held while the clock moves: the scope's thread, waiting in its `advance` for the shard,
+    /// looks blocked and quiet, and auto-advance must not take that for idleness.
+    moving: Mutex<()>,
     /// The scope's registered sleeps, for auto-advance to find the earliest.
     registered: Mutex<Vec<Timeout>>,
     /// Ambient calls on the scope's thread, counted: unchanged for `QUIET`, the thread waits.
@@ -114,6 +118,7 @@ pub(crate) fn pause() {
         clock,
         advancing: AtomicBool::new(false),
         woken: Mutex::new(Vec::new()),
+        moving: Mutex::new(()),
         relays: Mutex::new(HashMap::new()),
         registered: Mutex::new(Vec::new()),
         activity: AtomicU64::new(0),
@@ -196,6 +201,13 @@ impl Scope {
     /// Moves the clock `by`; wakes, on this thread, the tasks the move woke.
     pub(crate) fn advance(&self, by: Duration) {
         self.touch();
+        let _moving = self.moving.lock().unwrap_or_else(|e| e.into_inner());
+        self.move_clock(by);
+        self.touch();
+    }
+
+    /// [`Scope::advance`]'s move, with `moving` held.
+    fn move_clock(&self, by: Duration) {
         self.advancing.store(true, Ordering::SeqCst);
         self.clock.advance(by);
         self.advancing.store(false, Ordering::SeqCst);
@@ -216,20 +228,26 @@ impl Scope {
     /// clock to the earliest registered deadline once the scope's thread has made no ambient
     /// call for `QUIET` and is blocked (`waiter`).
     fn auto_advance(&self, waiter: Waiting) {
-        let mut seen = u64::MAX;
+        // The activity count at the last look, and how many looks in a row found the thread
+        // quiet and blocked: two (`QUIET` twice) before the clock moves.
+        let (mut seen, mut idle) = (u64::MAX, 0);
         while !self.ended.load(Ordering::Relaxed) {
             thread::sleep(QUIET);
             let now = self.activity.load(Ordering::Relaxed);
-            let quiet = now == seen;
+            idle = if now == seen && waiter.is_blocked() { idle + 1 } else { 0 };
             seen = now;
-            if !quiet || !self.auto.load(Ordering::Relaxed) || !waiter.is_blocked() {
+            if idle < 2 || !self.auto.load(Ordering::Relaxed) {
+                continue;
+            }
+            // Not while the scope's thread moves the clock itself; and still quiet once the
+            // move is ours (its `advance` counts activity before it waits for `moving`).
+            let Ok(_moving) = self.moving.try_lock() else { continue };
+            if self.activity.load(Ordering::Relaxed) != seen {
                 continue;
             }
             if let Some(deadline) = self.earliest() {
-                let by = deadline.saturating_duration_since(self.clock.now());
-                self.advance(by);
-                // The scope's thread will answer the wakes: count the move as its activity.
-                seen = self.activity.load(Ordering::Relaxed);
+                self.move_clock(deadline.saturating_duration_since(self.clock.now()));
+                idle = 0;
             }
         }
     }

@@ -9,6 +9,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+/// tokio's far future (`Instant::far_future`): thirty years.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// Waits until `duration` has passed, as `tokio::time::sleep`: the deadline is counted from
 /// this call (one clock read), and the sleep registers with a shard only when first polled,
 /// so one dropped or never awaited costs no timer. It completes at the first tick boundary of
@@ -24,8 +27,9 @@ use std::time::Duration;
 /// # });
 /// ```
 ///
-/// A duration too long for the platform's instants waits for a century (it never completes
-/// in practice), as tokio's waits for thirty years.
+/// A duration whose deadline is past 584 years from the service's start waits thirty years
+/// instead, as tokio's does past the platform's last instant: never in practice, yet a paused
+/// clock gets there.
 ///
 /// # Panics
 ///
@@ -35,7 +39,7 @@ pub fn sleep(duration: Duration) -> Sleep {
     let service = default::service();
     // One clock read (the TSC estimate where there is one: never behind `Instant::now()`),
     // and the deadline and its tick in integer nanoseconds from the clock's start.
-    let (at, tick) = service.clock().deadline_after_exact(duration);
+    let (at, tick) = service.clock().deadline_after_exact(duration, FAR_FUTURE);
     Sleep { inner: future::Sleep::on(service, tick), deadline: i64::try_from(at).unwrap_or(i64::MAX) }
 }
 
