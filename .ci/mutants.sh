@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Mutation testing with cargo-mutants (https://mutants.rs): does a test fail when the code is
+# broken? Each mutant is one small bug (an operator flipped, a body replaced by a default, a
+# match arm deleted, a condition negated); the mutant is caught when a test fails, and it
+# survives when every test still passes. The configuration is `.cargo/mutants.toml`: where
+# mutants are made, and the exclusions (each one with the reason it cannot be caught).
+#
+#   bash .ci/mutants.sh [BASE]     a change's author runs this: it mutates only the lines
+#                                  changed since BASE (default: the commit of the last recorded
+#                                  run), in the library (src/) and the server (httpd/src/),
+#                                  untracked files included; it fails on a survivor, and on
+#                                  success it records the run in .ci/mutants/last-run.
+#   bash .ci/mutants.sh --check    CI runs this (no build): the recorded run covers the sources
+#                                  as they are. It fails if they changed since, naming the command.
+#   bash .ci/mutants.sh --sample K/N   the whole library, one round-robin slice of N (the
+#                                  library's score; survivors are listed, not a failure).
+#
+# Two passes a package, to fit a small machine: each mutant is first run against the few test
+# targets that reach its file (the unit tests, and for the futures and the ambient calls their
+# own integration tests: seconds); only the survivors of that pass are run against every test
+# of the package (unit and integration: `--lib --tests`, about a minute), and a survivor of
+# that pass is a survivor. The loom models are not run per mutant (minutes each):
+# `loom-tests/mutations.py` holds the concurrency mutations they catch. A survivor that only
+# a loom model catches goes in the exclusions with the model's name.
+set -euo pipefail
+# No pathname expansion: the globs below are cargo-mutants', passed on as they are.
+set -f
+cd "$(dirname "$0")/.."
+
+VERSION=27.1.0
+RECORD=.ci/mutants/last-run
+OUT=target/mutants
+SCOPE=(src httpd/src)
+
+# The sources the record covers: every file under the mutated directories, and the
+# configuration. Any change to them makes the record stale.
+fingerprint() {
+  find "${SCOPE[@]}" .cargo/mutants.toml -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
+}
+
+if [[ "${1:-}" == "--check" ]]; then
+  if [[ ! -f $RECORD ]]; then
+    echo "error: no recorded mutation run ($RECORD): run 'bash .ci/mutants.sh'"
+    exit 1
+  fi
+  recorded=$(sed -n 's/^fingerprint //p' "$RECORD")
+  if [[ "$recorded" != "$(fingerprint)" ]]; then
+    echo "error: src/ or httpd/src/ changed since the last recorded mutation run ($RECORD):"
+    echo "       run 'bash .ci/mutants.sh' (it mutates only what changed) and commit its record"
+    exit 1
+  fi
+  echo "the recorded mutation run covers today's sources:"
+  sed 's/^/  /' "$RECORD"
+  exit 0
+fi
+
+if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
+  cargo install cargo-mutants --locked --version "$VERSION"
+fi
+mkdir -p "$OUT"
+
+# count FILE: the lines of a mutants.out list (0 if absent).
+count() { if [[ -f $1 ]]; then grep -c . "$1" || true; else echo 0; fi; }
+
+# An anchored regex matching exactly the mutants named in a file, one a line.
+names_regex() {
+  python3 -c 'import re,sys; print("|".join("^" + re.escape(l.rstrip("\n")) + "$" for l in open(sys.argv[1]) if l.strip()))' "$1"
+}
+
+# run_package NAME PACKAGE FULL_TESTS ARGS...: the two passes over one package. The first
+# pass runs once per entry of the global array GROUPS, "FILES|TESTS": the mutants of the files
+# FILES selects (cargo-mutants' `-f GLOB` and `-e GLOB`) against the test targets TESTS,
+# the few that reach them; the second runs the first's survivors against FULL_TESTS. ARGS go
+# to both (features, the change), FIRST_ONLY (a global array) to the first only (a slice:
+# the second pass takes the first's survivors by name). Prints a summary line; returns
+# non-zero if a mutant survives both.
+FIRST_ONLY=()
+GROUPS=()
+run_package() {
+  local name=$1 package=$2 full=$3
+  shift 3
+  local dir="$OUT/$name"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  : >"$dir/first-survivors.txt"
+  local total=0 caught=0 timeout=0 unviable=0 k=0 status baseline=run
+  for group in "${GROUPS[@]}"; do
+    local files fast
+    IFS='|' read -r files fast <<<"$group"
+    k=$((k + 1))
+    status=0
+    # A hang is caught by the timeout: these tests take seconds, so 30 s is generous and a
+    # mutant that hangs them costs no more than that. The unmutated tree is tested once.
+    # shellcheck disable=SC2086
+    cargo mutants -p "$package" --copy-target=true --no-shuffle --timeout 30 --baseline "$baseline" \
+      --output "$dir/first-$k" $files "$@" "${FIRST_ONLY[@]}" -- $fast || status=$?
+    baseline=skip
+    # Exit 2: some survived (the second pass decides); 3: some timed out (a hang the test run
+    # caught); 0: all caught, or none to test.
+    case $status in 0 | 2 | 3) ;; *)
+      echo "error: cargo mutants failed ($status) on $package's first pass ($files)"
+      return 1
+      ;;
+    esac
+    local out="$dir/first-$k/mutants.out"
+    caught=$((caught + $(count "$out/caught.txt")))
+    timeout=$((timeout + $(count "$out/timeout.txt")))
+    unviable=$((unviable + $(count "$out/unviable.txt")))
+    total=$((total + $(count "$out/caught.txt") + $(count "$out/missed.txt") + $(count "$out/timeout.txt") + $(count "$out/unviable.txt")))
+    if [[ -f "$out/missed.txt" ]]; then cat "$out/missed.txt" >>"$dir/first-survivors.txt"; fi
+  done
+  local missed=0 by_full=0
+  if [[ $(count "$dir/first-survivors.txt") -gt 0 ]]; then
+    status=0
+    # shellcheck disable=SC2086
+    cargo mutants -p "$package" --copy-target=true --no-shuffle --baseline skip --timeout 600 \
+      --output "$dir/full" --re "$(names_regex "$dir/first-survivors.txt")" "$@" -- $full || status=$?
+    case $status in 0 | 2 | 3) ;; *)
+      echo "error: cargo mutants failed ($status) on $package's second pass"
+      return 1
+      ;;
+    esac
+    local full_out="$dir/full/mutants.out"
+    by_full=$(($(count "$full_out/caught.txt") + $(count "$full_out/timeout.txt")))
+    missed=$(count "$full_out/missed.txt")
+    if [[ $missed -gt 0 ]]; then
+      cp "$full_out/missed.txt" "$dir/survivors.txt"
+    fi
+  fi
+  local line="$name: $total mutants: $((caught + by_full + timeout)) caught ($caught by the first pass's tests, $by_full more by all the package's, $timeout by a hang), $unviable unviable, $missed survived"
+  echo "$line" | tee "$dir/summary.txt"
+  if [[ $missed -gt 0 ]]; then
+    echo "survivors ($dir/survivors.txt):"
+    sed 's/^/  /' "$dir/survivors.txt"
+    return 2
+  fi
+}
+
+# The first pass's test targets for each part of the library: the futures' and the ambient
+# calls' own tests where those are (the unit tests reach little of them), the unit tests
+# elsewhere. The second pass: every unit and integration test of the package.
+TIME_TESTS="--lib --test ambient --test ambient_paused --test ambient_lazy --test ambient_configure --test tokio_time_sleep --test tokio_time_timeout --test tokio_time_interval"
+LIB_GROUPS=(
+  "-f src/time/**|$TIME_TESTS"
+  "-f src/future/**|$TIME_TESTS --test sleep --test stopped --test interval --test test_clock"
+  "-e src/time/** -e src/future/**|--lib"
+)
+LIB_FULL="--lib --tests"
+HTTPD_GROUPS=("|--bins")
+HTTPD_FULL="--bins --tests"
+
+if [[ "${1:-}" == "--sample" ]]; then
+  slice=${2:?"--sample K/N"}
+  set +e
+  FIRST_ONLY=(--shard "$slice" --sharding round-robin)
+  GROUPS=("|--lib")
+  run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper
+  echo "(a sample: survivors are reported, not a failure)"
+  exit 0
+fi
+
+base=${1:-$(sed -n 's/^head \([0-9a-f]*\).*/\1/p' "$RECORD" 2>/dev/null || true)}
+if [[ -z "$base" ]]; then
+  echo "error: no base: name the commit the change starts from ('bash .ci/mutants.sh BASE')"
+  exit 1
+fi
+git rev-parse --verify --quiet "$base^{commit}" >/dev/null || {
+  echo "error: $base is not a commit here"
+  exit 1
+}
+
+# The change: tracked files against BASE, and untracked ones whole (git diff leaves them out).
+diff="$OUT/change.diff"
+git diff --no-color "$base" -- "${SCOPE[@]}" >"$diff"
+while IFS= read -r -d '' file; do
+  git diff --no-color --no-index /dev/null "$file" >>"$diff" || true
+done < <(git ls-files -z --others --exclude-standard -- "${SCOPE[@]}")
+echo "the change since $(git log -1 --format='%h %s' "$base" | cut -c1-80): $(grep -c '^+[^+]' "$diff" || true) lines added or changed"
+
+started=$SECONDS
+failed=0
+summaries=()
+for name in library httpd; do
+  if [[ $name == library ]]; then
+    # shellcheck disable=SC2054 # one argument, "offload,hyper"
+    package=shardwheel features=(--features offload,hyper) full=$LIB_FULL
+    GROUPS=("${LIB_GROUPS[@]}")
+  else
+    package=shardwheel-httpd features=() full=$HTTPD_FULL
+    GROUPS=("${HTTPD_GROUPS[@]}")
+  fi
+  if [[ -z "$(cargo mutants -p "$package" --list --in-diff "$diff" "${features[@]}" 2>/dev/null)" ]]; then
+    summaries+=("$name: no mutant in the change")
+    echo "${summaries[-1]}"
+    continue
+  fi
+  status=0
+  run_package "$name" "$package" "$full" --in-diff "$diff" "${features[@]}" || status=$?
+  [[ $status -eq 0 ]] || failed=1
+  summaries+=("$(cat "$OUT/$name/summary.txt" 2>/dev/null || echo "$name: failed")")
+done
+
+if [[ $failed -ne 0 ]]; then
+  echo
+  echo "error: mutants survived. For each, add a test that fails with it (the class of bug it"
+  echo "       is, not just this instance), or, for an equivalent mutant, list it in"
+  echo "       .cargo/mutants.toml's exclude_re with the reason; then run this again."
+  exit 1
+fi
+
+mkdir -p "$(dirname "$RECORD")"
+head=$(git rev-parse HEAD)
+if [[ -n "$(git status --porcelain -- "${SCOPE[@]}" .cargo/mutants.toml)" ]]; then
+  head="$head (and uncommitted changes)"
+fi
+{
+  echo "fingerprint $(fingerprint)"
+  echo "base $(git rev-parse "$base")"
+  echo "head $head"
+  echo "date $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "took $((SECONDS - started)) s"
+  printf '%s\n' "${summaries[@]}"
+} >"$RECORD"
+echo
+echo "recorded in $RECORD:"
+cat "$RECORD"
