@@ -52,9 +52,10 @@
 //!   keeps its shard alive through a handle counted per (thread, shard), so no call writes a
 //!   counter another producer writes. What the producers of one shard do share is its
 //!   mailbox, for the messages they must send it (a stage that came due earlier, the cancel
-//!   of a timeout it has filed, an earlier deadline), and the queue through which it hands
-//!   cells back to be freed on the threads that allocated them: a `schedule` that finds
-//!   one there frees it, moving that queue's head with a CAS.
+//!   of a timeout it has filed, an earlier deadline). A timeout's cell comes from its arming
+//!   thread's pool of pages; a cell freed on another thread (the shard's, after it fired)
+//!   goes onto its page's own stack with one CAS, and the owner takes the whole stack back
+//!   with one swap when it runs short.
 //! - **One state word.** Each timeout's state and deadline share one `AtomicU64`, so
 //!   [`Timeout::cancel`], [`Timeout::reset`] and the shard's expiry are each one CAS, and
 //!   exactly one of cancel and expire wins. A reset to a later deadline is nothing but that
@@ -62,9 +63,13 @@
 //!
 //! # Beyond callbacks
 //!
-//! - **Futures** for any executor: [`TimerService::sleep`], [`TimerService::sleep_until`],
-//!   [`TimerService::timeout`] and [`TimerService::interval`]. With the `hyper` cargo feature,
-//!   [`TimerService`] is a `hyper::rt::Timer`.
+//! - **`tokio::time`'s calls, ambient**: [`time::sleep`], [`time::timeout`],
+//!   [`time::interval`], [`time::Instant`], [`time::pause`] and the rest, on a process-wide
+//!   default service: code written against `tokio::time` moves by its `use` lines, and
+//!   tokio's own time tests pass on it.
+//! - **Futures** for any executor on a service of your own: [`TimerService::sleep`],
+//!   [`TimerService::sleep_until`], [`TimerService::timeout`] and [`TimerService::interval`].
+//!   With the `hyper` cargo feature, [`TimerService`] is a `hyper::rt::Timer`.
 //! - **Periodic timers**: [`TimerService::schedule_repeating`], one handle for the series;
 //!   its lock-free `cancel()` returning `true` means no run that had not started calls the
 //!   closure again (one already under way, at most one, may still be calling it when

@@ -10,9 +10,12 @@ use crossbeam_utils::CachePadded;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Timeouts accepted by `schedule*`. Each is, at any moment, pending or ended in exactly
-    /// one way, so this is counted as `expired + cancelled + unfired + pending`: no counter
-    /// is written for it on the arm path.
+    /// Timeouts accepted by `schedule*`, and the futures' registrations: each `Sleep`,
+    /// `timeout` or `Interval` tick that waited registered one (one more each time a sleep
+    /// moves to another task's waker); a future ready at once, or dropped before its first
+    /// poll, none. Each is, at any moment, pending or ended in exactly one way, so this is
+    /// counted as `expired + cancelled + unfired + pending`: no counter is written for it on
+    /// the arm path.
     pub scheduled: u64,
     /// Timeouts whose task the shard committed to run.
     pub expired: u64,
