@@ -14,6 +14,8 @@
 #                                  as they are. It fails if they changed since, naming the command.
 #   bash .ci/mutants.sh --sample K/N   the whole library, one round-robin slice of N (the
 #                                  library's score; survivors are listed, not a failure).
+#   bash .ci/mutants.sh --check-config   CI runs this (seconds, no build): every exclusion in
+#                                  .cargo/mutants.toml still names a mutant.
 #
 # Two passes a package, to fit a small machine: each mutant is first run against the few test
 # targets that reach its file (the unit tests, and for the futures and the ambient calls their
@@ -37,6 +39,31 @@ SCOPE=(src httpd/src)
 fingerprint() {
   find "${SCOPE[@]}" .cargo/mutants.toml -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
 }
+
+if [[ "${1:-}" == "--check-config" ]]; then
+  # CI: no exclusion is stale. Each `exclude_re` of .cargo/mutants.toml must still name a
+  # mutant the library or the server has (listed without the configuration: seconds, no
+  # build); one that names none excludes nothing now and would hide the next mutant its
+  # pattern happens to fit.
+  if ! cargo mutants --version >/dev/null 2>&1; then
+    cargo install cargo-mutants --locked --version "$VERSION"
+  fi
+  all=$(mktemp)
+  cargo mutants --list --no-config -p shardwheel --features offload,hyper >"$all"
+  cargo mutants --list --no-config -p shardwheel-httpd >>"$all"
+  python3 - "$all" <<'PY'
+import re, sys, tomllib
+names = open(sys.argv[1]).read().splitlines()
+config = tomllib.load(open(".cargo/mutants.toml", "rb"))
+stale = [p for p in config.get("exclude_re", []) if not any(re.search(p, n) for n in names)]
+print(f"{len(names)} mutants listed; {len(config.get('exclude_re', []))} exclusions, each names one or more" if not stale else "")
+for p in stale:
+    print(f"error: exclude_re {p!r} names no mutant: take it out of .cargo/mutants.toml")
+sys.exit(1 if stale else 0)
+PY
+  rm -f "$all"
+  exit 0
+fi
 
 if [[ "${1:-}" == "--check" ]]; then
   if [[ ! -f $RECORD ]]; then

@@ -263,7 +263,9 @@ impl<T> LocalWheel<T> {
     /// sleep), else the time until the next deadline (reads the clock once). For that
     /// sleep, remote threads know what the owner sleeps until: a remote arm or reset earlier
     /// than it calls the wheel's notifier, which must end the sleep (an eventfd, a
-    /// `mio::Waker`, `Thread::unpark`). The announcement is taken back when `sleep`
+    /// `mio::Waker`, `Thread::unpark`). A wheel with a [`remote`](LocalWheel::remote) handle
+    /// and no notifier ([`LocalBuilder::notifier`](crate::LocalBuilder::notifier)) sleeps
+    /// one tick at most, so that it sees a remote command within a tick of its sending. The announcement is taken back when `sleep`
     /// returns, and `sleep` cannot touch the wheel, so the loop below cannot get the order
     /// wrong.
     ///
@@ -316,7 +318,20 @@ impl<T> LocalWheel<T> {
                 return Some(Duration::ZERO);
             }
             self.announced = true;
+            if !self.shared.has_notifier() {
+                // Nothing can end the sleep for a remote arm or reset earlier than it: sleep a
+                // tick at most, so the owner sees such a command within a tick of its
+                // sending, not at its own next deadline (give the wheel a notifier to sleep
+                // until that deadline, woken only when a remote command needs it).
+                let tick = self.clock.tick();
+                return Some(next.map_or(tick, |t| self.until(t).min(tick)));
+            }
         }
-        next.map(|tick| self.clock.instant_of(tick).saturating_duration_since(Instant::now()))
+        next.map(|tick| self.until(tick))
+    }
+
+    /// How long from now (read here) until tick `tick` begins.
+    fn until(&self, tick: u64) -> Duration {
+        self.clock.instant_of(tick).saturating_duration_since(Instant::now())
     }
 }

@@ -129,6 +129,11 @@ impl<T> Shared<T> {
         }
     }
 
+    /// Whether remote arms earlier than the owner's sleep can end it (a notifier was given).
+    pub(super) fn has_notifier(&self) -> bool {
+        self.notifier.is_some()
+    }
+
     /// Owner only: the next command, if any.
     pub(super) fn pop(&self) -> Option<Command<T>> {
         self.queue.pop()
