@@ -28,7 +28,10 @@
 //!   read behind a blocked response are not a slow head, nor is the wait idle); firing
 //!   then, they are armed again from the moment the output is all sent. If it fires, the connection is reset (`SO_LINGER` 0: the kernel drops what the
 //!   peer never took). A peer that pipelines requests and never reads is closed by it; a
-//!   connection whose writes never block never arms it.
+//!   connection whose writes never block never arms it. Each stall (a write that would
+//!   block, the first since bytes last went through) is counted, and so is its end (bytes
+//!   through, or the close): `/stats` has `send_stalls`, and the ones not over,
+//!   `waiting_for_peer`.
 //! - **Half-close**: a peer that shuts down its sending side has its requests answered
 //!   first: a `/delay/` in hand, and whole requests behind it; then, with every response
 //!   sent, the connection closes. (A partial head at the end of the stream is dropped.)
@@ -214,6 +217,9 @@ pub struct Conn {
     delay: Option<(Timer, u64, bool)>,
     /// Runs while a response waits for the peer to take its next bytes.
     send: Option<Timer>,
+    /// A write would block and no bytes went through since: a stall, counted in
+    /// `send_stalls` when it began, in `send_stalls_ended` when it ends.
+    stalled: bool,
 }
 
 impl Conn {
@@ -235,6 +241,7 @@ impl Conn {
             idle: None,
             delay: None,
             send: None,
+            stalled: false,
         };
         conn.enter_head_at(accepted, ctx);
         conn
@@ -340,6 +347,7 @@ impl Conn {
         ctx.cancel(self.idle.take());
         ctx.cancel(self.delay.take().map(|(t, ..)| t));
         ctx.cancel(self.send.take());
+        self.unstall(ctx);
         if why == Close::SendTimeout {
             let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
         }
@@ -479,6 +487,14 @@ impl Conn {
         self.header = Some(ctx.arm(self.id, TimerKind::Header, deadline));
     }
 
+    /// Ends a stall, if one is on: bytes went through, or the connection closes.
+    fn unstall(&mut self, ctx: &mut Ctx<'_>) {
+        if self.stalled {
+            self.stalled = false;
+            bump(&ctx.stats.counters.send_stalls_ended);
+        }
+    }
+
     /// Writes what the socket takes. A write that would block starts the send timer (or
     /// pushes it out, if the peer took bytes since it started); once the output is all
     /// sent, the send timer is cancelled, and a connection whose idle or header timer fired
@@ -491,8 +507,13 @@ impl Conn {
                 Ok(n) => {
                     self.written += n;
                     took = true;
+                    self.unstall(ctx);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !self.stalled {
+                        self.stalled = true;
+                        bump(&ctx.stats.counters.send_stalls);
+                    }
                     if took || self.send.is_none() {
                         let deadline = Instant::now() + ctx.timeouts.send;
                         ctx.push_out(&mut self.send, self.id, TimerKind::Send, deadline);
@@ -514,5 +535,174 @@ impl Conn {
             _ => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Shutdown, TcpListener};
+
+    /// How many `GET /`s the client pipelines: some 140 KiB of answers, many times what the
+    /// kernel's small buffers below hold, and over the output's cap.
+    const REQUESTS: usize = 1000;
+
+    /// A thread's wheel and counters, as a `Worker` lends them to its connections.
+    struct Thread {
+        wheel: LocalWheel<ConnTimer>,
+        stats: Vec<ThreadStats>,
+    }
+
+    impl Thread {
+        fn new() -> Thread {
+            Thread { wheel: LocalWheel::new(), stats: vec![ThreadStats::default()] }
+        }
+
+        /// The timeouts far off: none of them fires during a test.
+        fn ctx(&mut self) -> Ctx<'_> {
+            let long = Duration::from_secs(60);
+            Ctx {
+                wheel: &mut self.wheel,
+                stats: &self.stats[0],
+                all: &self.stats,
+                timeouts: Timeouts { header: long, idle: long, send: long },
+                now: Instant::now(),
+            }
+        }
+    }
+
+    /// A connection on loopback and its client, the client's receive buffer and the server's
+    /// send buffer small: the kernel holds a few KiB of the answers, the rest waits in the
+    /// connection's output until the client reads.
+    fn connection(thread: &mut Thread) -> (Conn, std::net::TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        let client: std::net::TcpStream = socket.into();
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        socket2::SockRef::from(&stream).set_send_buffer_size(4096).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let conn = Conn::accept(0, TcpStream::from_std(stream), Instant::now(), &mut thread.ctx());
+        (conn, client)
+    }
+
+    /// The socket's event once the peer's end of stream is there.
+    const CLOSED: Ready = Ready { readable: true, closed: true };
+
+    /// Drives `conn` on the end of stream's event until it has seen it (the client
+    /// half-closed: the end is on its way), each turn answering `Ok`; then its answers must
+    /// still wait for the client, or the test would not reach what it is for.
+    fn until_the_end_is_seen(conn: &mut Conn, thread: &mut Thread) {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !conn.eof {
+            let driven = conn.drive(CLOSED, &mut thread.ctx());
+            let waiting = conn.output.len() - conn.written;
+            assert_eq!(driven, Ok(()), "closed with {waiting} bytes of answers the half-closed client never got");
+            assert!(Instant::now() < until, "the client's end of stream never came");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!conn.output.is_empty(), "the end of stream was seen with the answers all sent: nothing to test");
+        assert_eq!(Totals::of(&thread.stats).waiting_for_peer(), 1, "answers waiting, not counted as a stall");
+    }
+
+    /// The client reads as the connection writes on (each turn a writable event, the end of
+    /// stream seen already) until the connection closes: with every answer sent, as the peer's
+    /// close. Then the client must have them all, and the end of stream.
+    fn read_to_the_close(mut conn: Conn, mut client: std::net::TcpStream, thread: &mut Thread) {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 64 * 1024];
+        client.set_nonblocking(true).unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let why = loop {
+            loop {
+                match client.read(&mut chunk) {
+                    Ok(n) => {
+                        assert!(n > 0, "the end of stream while the connection is open");
+                        got.extend_from_slice(&chunk[..n]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("{e} while the client read"),
+                }
+            }
+            if let Err(why) = conn.drive(Ready::default(), &mut thread.ctx()) {
+                break why;
+            }
+            assert!(Instant::now() < until, "the answers never all went out");
+            std::thread::yield_now();
+        };
+        let waiting = conn.output.len() - conn.written;
+        assert_eq!(why, Close::Peer);
+        assert_eq!(waiting, 0, "closed with {waiting} bytes of answers the half-closed client never got");
+        conn.close(why, &mut thread.ctx());
+        let totals = Totals::of(&thread.stats);
+        assert!(totals.send_stalls > 0 && totals.waiting_for_peer() == 0, "stalls counted: {totals:?}");
+        client.set_nonblocking(false).unwrap();
+        client.read_to_end(&mut got).expect("the rest, then the end of stream");
+        let text = String::from_utf8(got).expect("text");
+        let answered = text.matches("HTTP/1.1 200 OK\r\n").count();
+        assert_eq!(answered, REQUESTS, "answers the half-closed client got");
+        assert!(text.ends_with("hello from shardwheel-httpd\n"), "the last answer cut short");
+    }
+
+    /// A client that pipelines more answers than the kernel's buffers take and half-closes
+    /// gets every answer, then the close, when the turn that reads its requests reads its end
+    /// of stream too (and so does every later turn, on writable events, the end seen already).
+    #[test]
+    fn a_half_closed_client_gets_every_answer_when_its_end_comes_with_its_requests() {
+        let mut thread = Thread::new();
+        let (mut conn, mut client) = connection(&mut thread);
+        client.write_all("GET / HTTP/1.1\r\nHost: t\r\n\r\n".repeat(REQUESTS).as_bytes()).unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        until_the_end_is_seen(&mut conn, &mut thread);
+        read_to_the_close(conn, client, &mut thread);
+    }
+
+    /// As above, its end of stream read in a later turn, with the answers already waiting.
+    #[test]
+    fn a_half_closed_client_gets_every_answer_when_its_end_comes_after_they_wait() {
+        let mut thread = Thread::new();
+        let (mut conn, mut client) = connection(&mut thread);
+        client.write_all("GET / HTTP/1.1\r\nHost: t\r\n\r\n".repeat(REQUESTS).as_bytes()).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while conn.input.is_empty() && conn.output.is_empty() {
+            assert_eq!(conn.drive(Ready { readable: true, closed: false }, &mut thread.ctx()), Ok(()));
+            assert!(Instant::now() < until, "the requests never came");
+        }
+        assert!(!conn.eof && !conn.output.is_empty(), "the answers do not wait for the client");
+        client.shutdown(Shutdown::Write).unwrap();
+        until_the_end_is_seen(&mut conn, &mut thread);
+        read_to_the_close(conn, client, &mut thread);
+    }
+
+    /// As above, with a `/delay/` in hand when the end of stream is read (the answers
+    /// behind it not yet written): its timer answers it, and the requests behind it, in a turn
+    /// with the end seen already; their answers wait for the client, and all come, then the
+    /// close.
+    #[test]
+    fn a_half_closed_client_gets_every_answer_when_its_end_comes_behind_a_delay() {
+        let mut thread = Thread::new();
+        let (mut conn, mut client) = connection(&mut thread);
+        let requests = "GET / HTTP/1.1\r\nHost: t\r\n\r\n".repeat(REQUESTS - 1);
+        client.write_all(format!("GET /delay/0 HTTP/1.1\r\nHost: t\r\n\r\n{requests}").as_bytes()).unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while !conn.eof {
+            assert_eq!(conn.drive(CLOSED, &mut thread.ctx()), Ok(()), "closed with a /delay/ in hand");
+            assert!(Instant::now() < until, "the client's end of stream never came");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(conn.phase, Phase::Delay);
+        // The `/delay/0` timer: due at once (at the wheel's next tick).
+        std::thread::sleep(Duration::from_millis(5));
+        let mut ctx = thread.ctx();
+        let (key, timer) = ctx.wheel.poll_expired(Instant::now()).expect("the /delay/ timer");
+        assert_eq!(timer, ConnTimer::Conn { id: 0, kind: TimerKind::Delay });
+        let fired = conn.on_timer(TimerKind::Delay, key, &mut ctx);
+        let waiting = conn.output.len() - conn.written;
+        assert_eq!(fired, Ok(()), "closed with {waiting} bytes of answers the half-closed client never got");
+        assert!(waiting > 0, "the answers behind the /delay/ do not wait for the client: nothing to test");
+        read_to_the_close(conn, client, &mut thread);
     }
 }

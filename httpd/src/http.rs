@@ -231,4 +231,65 @@ mod tests {
         assert_eq!(parsed(&long), Parsed::Reject(Status::HeadersTooLarge));
         assert_eq!(parsed(&format!("{long}\r\n\r\n")), Parsed::Reject(Status::HeadersTooLarge));
     }
+
+    /// A `GET /` head of exactly `len` bytes, whole (ending in `\r\n\r\n`) or, unless
+    /// `whole`, cut short of its end (`len` bytes of a longer head, no blank line in them).
+    fn head_of(len: usize, whole: bool) -> String {
+        let start = "GET / HTTP/1.1\r\nX-Pad: ";
+        let end = if whole { "\r\n\r\n" } else { "" };
+        let head = format!("{start}{}{end}", "a".repeat(len - start.len() - end.len()));
+        assert_eq!(head.len(), len);
+        head
+    }
+
+    /// A whole head of `MAX_HEADER_BYTES` is served, one byte more is a `431`: at the limit,
+    /// one below and one above, alone and with the next request pipelined behind it (the
+    /// limit is the head's length, not the input's).
+    #[test]
+    fn a_whole_head_of_exactly_the_limit_is_served() {
+        for len in [MAX_HEADER_BYTES - 1, MAX_HEADER_BYTES] {
+            for behind in ["", "GET / HTTP/1.1\r\n\r\n"] {
+                let text = format!("{}{behind}", head_of(len, true));
+                match parsed(&text) {
+                    Parsed::Request(req) => assert_eq!((req.len, req.route), (len, Route::Root), "{len} bytes"),
+                    other => panic!("a head of {len} bytes (of the limit's {MAX_HEADER_BYTES}): {other:?}"),
+                }
+            }
+        }
+        for behind in ["", "GET / HTTP/1.1\r\n\r\n"] {
+            let text = format!("{}{behind}", head_of(MAX_HEADER_BYTES + 1, true));
+            assert_eq!(parsed(&text), Parsed::Reject(Status::HeadersTooLarge), "a head of the limit and a byte");
+        }
+    }
+
+    /// A head not yet whole waits for more while its bytes are within the limit, and is a
+    /// `431` once they are past it: below the limit, at it, and one byte over. (At exactly the
+    /// limit it could only end past it, yet the local stack waits for the byte that proves it;
+    /// hyper's `max_header_size` rejects a partial head at the limit at once: both answer
+    /// `431`, hyper a byte sooner. `both_stacks.rs` checks each.)
+    #[test]
+    fn a_partial_head_waits_up_to_the_limit() {
+        for len in [MAX_HEADER_BYTES - 1, MAX_HEADER_BYTES] {
+            assert_eq!(parsed(&head_of(len, false)), Parsed::Partial, "{len} bytes of a head, no end yet");
+        }
+        let over = head_of(MAX_HEADER_BYTES + 1, false);
+        assert_eq!(parsed(&over), Parsed::Reject(Status::HeadersTooLarge), "the limit and a byte of a head");
+    }
+
+    /// `MAX_HEADERS` headers are served, one more is a `431`: below the limit, at it, and one
+    /// over; with the head whole, and with it cut short after its last header.
+    #[test]
+    fn exactly_max_headers_are_served() {
+        let head = |n: usize| format!("GET / HTTP/1.1\r\n{}", "X: y\r\n".repeat(n));
+        for n in [MAX_HEADERS - 1, MAX_HEADERS] {
+            match parsed(&format!("{}\r\n", head(n))) {
+                Parsed::Request(req) => assert_eq!(req.route, Route::Root, "{n} headers"),
+                other => panic!("{n} headers (of the limit's {MAX_HEADERS}): {other:?}"),
+            }
+            assert_eq!(parsed(&head(n)), Parsed::Partial, "{n} headers, no end yet");
+        }
+        let over = head(MAX_HEADERS + 1);
+        assert_eq!(parsed(&format!("{over}\r\n")), Parsed::Reject(Status::HeadersTooLarge), "one header too many");
+        assert_eq!(parsed(&over), Parsed::Reject(Status::HeadersTooLarge), "one header too many, no end yet");
+    }
 }

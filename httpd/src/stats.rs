@@ -50,6 +50,14 @@ pub struct Counters {
     pub bad_request_closes: AtomicU64,
     /// Connections closed by the graceful stop.
     pub shutdown_closes: AtomicU64,
+    /// Stalls: a write that would block (the peer is not taking the bytes), the first since
+    /// bytes last went through on its connection. A stall ends when bytes go through again
+    /// or the connection closes; the ones not ended are the responses waiting for the peer
+    /// now. (The hyper stack may end a stall on another worker than began it: only the sums
+    /// of the two counts over the workers mean anything.)
+    pub send_stalls: AtomicU64,
+    /// Stalls that ended.
+    pub send_stalls_ended: AtomicU64,
     /// Timers armed, cancelled, pushed out (`reset_at`) and fired on this thread's wheel.
     pub timers_armed: AtomicU64,
     pub timers_cancelled: AtomicU64,
@@ -152,6 +160,8 @@ pub struct Totals {
     pub answered_closes: u64,
     pub bad_request_closes: u64,
     pub shutdown_closes: u64,
+    pub send_stalls: u64,
+    pub send_stalls_ended: u64,
     pub timers_armed: u64,
     pub timers_cancelled: u64,
     pub timers_reset: u64,
@@ -168,6 +178,9 @@ impl Totals {
         let mut t = Totals::default();
         let mut buckets = vec![0u64; BUCKETS];
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        // The stalls' ends before their beginnings: a stall counted as ended was counted as
+        // begun first, so that `waiting_for_peer` does not read low while stalls come and go.
+        t.send_stalls_ended = threads.iter().map(|s| load(&s.counters.send_stalls_ended)).sum();
         for s in threads {
             let c = &s.counters;
             t.connections += load(&c.connections);
@@ -181,6 +194,7 @@ impl Totals {
             t.answered_closes += load(&c.answered_closes);
             t.bad_request_closes += load(&c.bad_request_closes);
             t.shutdown_closes += load(&c.shutdown_closes);
+            t.send_stalls += load(&c.send_stalls);
             t.timers_armed += load(&c.timers_armed);
             t.timers_cancelled += load(&c.timers_cancelled);
             t.timers_reset += load(&c.timers_reset);
@@ -198,6 +212,11 @@ impl Totals {
     /// Connections accepted: served, or closed at once.
     pub fn accepted(&self) -> u64 {
         self.connections + self.rejected
+    }
+
+    /// Responses waiting for the peer now: stalls not ended.
+    pub fn waiting_for_peer(&self) -> u64 {
+        self.send_stalls.saturating_sub(self.send_stalls_ended)
     }
 
     /// Connections closed, for every reason (closed at once included).
@@ -228,6 +247,8 @@ impl Totals {
             "closed_after_connection_close": self.answered_closes,
             "closed_after_bad_request": self.bad_request_closes,
             "closed_by_shutdown": self.shutdown_closes,
+            "send_stalls": self.send_stalls,
+            "waiting_for_peer": self.waiting_for_peer(),
             "timers_armed": self.timers_armed,
             "timers_cancelled": self.timers_cancelled,
             "timers_reset": self.timers_reset,

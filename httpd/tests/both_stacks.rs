@@ -183,11 +183,15 @@ fn queues(local: SocketAddr, peer: SocketAddr) -> Option<(u32, u32)> {
 /// nothing (and acknowledges at once: a byte received and not yet acknowledged is counted at
 /// both ends), every byte the server has written.
 fn held_by_the_kernel(client: &Client) -> u64 {
-    let closed = "the server closed the connection while its answers waited for the peer";
-    let (local, peer) = (client.stream.local_addr().unwrap(), client.stream.peer_addr().expect(closed));
-    let (_, unacknowledged) = queues(peer, local).expect(closed);
-    let (unread, _) = queues(local, peer).expect(closed);
-    u64::from(unacknowledged) + u64::from(unread)
+    kernel_holds(client).expect("the server closed the connection while its answers waited for the peer")
+}
+
+/// [`held_by_the_kernel`]; `None` once the connection is closed.
+fn kernel_holds(client: &Client) -> Option<u64> {
+    let (local, peer) = (client.stream.local_addr().ok()?, client.stream.peer_addr().ok()?);
+    let (_, unacknowledged) = queues(peer, local)?;
+    let (unread, _) = queues(local, peer)?;
+    Some(u64::from(unacknowledged) + u64::from(unread))
 }
 
 /// The size of the server's answer to a keep-alive `GET /` (the same every time).
@@ -196,12 +200,10 @@ fn size_of_an_answer(server: &Server) -> u64 {
     (response.head.len() + response.body.len()) as u64
 }
 
-/// A connection whose client never reads, with a small receive buffer and a small MSS (the
-/// kernel sizes the server's send buffer by the MSS; even so, some 1,400 to 1,700 answers of
-/// about 140 bytes fill the buffers on loopback), and `GET /`s sent one at a time, each once the kernel holds the whole answer (`size` bytes)
-/// to the one before, until it does not: the server's write of the last answer would block,
-/// and no request is in hand. How many were sent, and when the last was.
-fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u64, Instant) {
+/// A connection with a small receive buffer and a small MSS (the kernel sizes the server's
+/// send buffer by the MSS): what the kernel holds of the server's answers while the client
+/// does not read is some 200 KiB at most on loopback.
+fn small_window(server: &Server) -> Client {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     socket.set_tcp_mss(536).unwrap();
@@ -209,19 +211,73 @@ fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u6
     let stream: std::net::TcpStream = socket.into();
     stream.set_write_timeout(Some(common::READ_TIMEOUT)).unwrap();
     stream.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
-    let mut client = Client::from(stream);
+    Client::from(stream)
+}
+
+/// The responses the server reports waiting for the peer now: its writes that would block,
+/// with no bytes through since (`waiting_for_peer` in `/stats`).
+fn waiting_for_peer(server: &Server) -> u64 {
+    let stats = server.stats();
+    stats["waiting_for_peer"].as_u64().unwrap_or_else(|| panic!("no waiting_for_peer: {stats}"))
+}
+
+/// A connection whose client never reads, [`small_window`] (some 1,400 to 1,700 answers of
+/// about 140 bytes fill the buffers on loopback), and `GET /`s sent one at a time, each once
+/// the kernel holds the whole answer (`size` bytes) to the one before, until it does not and
+/// the server reports that its write of the last answer would block: no request in hand, and
+/// an answer waiting for the peer. How many were sent, and the instant before the last was
+/// sent (the server answered it, and armed its send timer, after that).
+///
+/// Between an answer the kernel took whole and the next request the connection is idle: a
+/// client slower than the idle timeout there (on a loaded machine) has it closed, which is
+/// not what the tests here are about; the fill starts again on a new connection then (ten
+/// times at most: on a machine loaded with the library's timer tests, one test's fills were
+/// closed so up to three times).
+fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u64, Instant) {
+    for _ in 0..10 {
+        let idle_closes = server.stats()["closed_by_idle_timeout"].clone();
+        if let Some(filled) = fill(server, size) {
+            return filled;
+        }
+        let stats = server.stats_when(|s| s["closed_by_idle_timeout"] != idle_closes);
+        assert_ne!(stats["closed_by_idle_timeout"], idle_closes, "closed during the fill, not as idle: {stats}");
+        eprintln!("closed as idle during the fill (a slow client): filling again");
+    }
+    panic!("the server closed the connection as idle during ten fills in a row: the client is that slow");
+}
+
+/// One try of [`until_an_answer_waits_for_the_peer`]: `None` if the server closed the
+/// connection while no answer waited for the peer.
+///
+/// The server says when its write blocked: the count of bytes the kernel holds standing still
+/// for a while said so before, and read a server that was slow to answer (a loaded machine)
+/// as one whose write blocked. The count must still stand still for 300 ms once the server
+/// said so: by then the kernel's ACKs still owed have come, and the server's kernel takes
+/// nothing more unless the server writes again.
+fn fill(server: &Server, size: u64) -> Option<(Client, u64, Instant)> {
+    let mut client = small_window(server);
+    // An ACK at once for what comes, and for what came if one is owed (sent now): bytes not
+    // yet acknowledged count twice, at the server and at the client, and a delayed ACK
+    // (some 40 ms, or hundreds when the kernel's timer runs late on a loaded machine) kept
+    // the count above the answers' until the server closed the connection as idle.
+    let quickack = |client: &Client| {
+        let _ = socket2::SockRef::from(&client.stream).set_tcp_quickack(true);
+    };
     for sent in 1..=5000 {
-        // An ACK at once for what comes (not one delayed some 40 ms, while the kernel
-        // counts those bytes twice: at the server, not yet acknowledged, and at the client).
-        socket2::SockRef::from(&client.stream).set_tcp_quickack(true).unwrap();
-        client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        quickack(&client);
+        // Before the write: the server may answer, and its write block, before the client's
+        // next instruction (on a loaded machine the client may not run for a while after
+        // its write), and the send timeout is measured from here.
         let at = Instant::now();
-        // Until the kernel holds the whole answer, or the count stands still for 300 ms:
-        // the server's write blocked. (It answers a `GET /` in microseconds: not that late,
-        // even on a loaded machine.) The queues are read again at once, then after yields,
-        // then a millisecond apart.
-        let (mut held, mut since) = (held_by_the_kernel(&client), Instant::now());
-        let mut looks = 0u32;
+        if client.stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").is_err() {
+            return None; // closed as idle since the last answer went through
+        }
+        // Until the kernel holds the whole answer, or the server says its write of it
+        // blocked and the count then stands still for 300 ms. The queues are read again at
+        // once, then after yields, then a millisecond apart; the server is asked (`/stats`,
+        // a connection of its own) every 10 ms while the count stands still.
+        let (mut held, mut since) = (kernel_holds(&client)?, Instant::now());
+        let (mut looks, mut blocked, mut asked) = (0u32, false, Instant::now());
         while held != sent * size {
             looks += 1;
             if looks > 100 {
@@ -229,13 +285,27 @@ fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u6
             } else {
                 std::thread::yield_now();
             }
-            let now = held_by_the_kernel(&client);
+            quickack(&client);
+            let ten = Duration::from_millis(10);
+            if !blocked && since.elapsed() > ten && asked.elapsed() > ten {
+                blocked = waiting_for_peer(server) == 1;
+                asked = Instant::now();
+                since = asked;
+            }
+            let Some(now) = kernel_holds(&client) else {
+                assert!(!blocked, "the server closed the connection while its answers waited for the peer");
+                return None;
+            };
             if now != held {
                 (held, since) = (now, Instant::now());
-            } else if since.elapsed() > Duration::from_millis(300) {
+            } else if blocked && since.elapsed() > Duration::from_millis(300) {
                 assert!(held < sent * size, "{held} bytes in the kernel, more than the {sent} answers");
-                return (client, sent, at);
+                return Some((client, sent, at));
             }
+            assert!(
+                at.elapsed() < common::READ_TIMEOUT,
+                "answer {sent} neither in the kernel nor waiting in the server"
+            );
         }
     }
     panic!("the kernel took the answers to 5000 requests: its buffers are larger than thought");
@@ -247,6 +317,19 @@ fn until_an_answer_waits_for_the_peer(server: &Server, size: u64) -> (Client, u6
 /// idle timeout from there); so does one that pipelines more requests behind them first;
 /// one that half-closes and reads late gets them all too, and then the close; one that never
 /// reads is closed at the send timeout, not before.
+///
+/// (It failed now and then on a loaded machine, where the fill closed as idle: an answer
+/// the kernel took whole counts twice until the client's kernel acknowledges it, and the
+/// client's ACK, delayed (TCP's delayed ACK, its timer late under load) for more than the
+/// idle timeout, kept the fill waiting for the count to come down while the server, its
+/// answer sent, closed the connection as idle. The client now sends an ACK it owes at once,
+/// and a fill closed as idle (a client that slow) starts again. Two more ways it could fail:
+/// the instant of the last request was read after its write, and the server, run in
+/// between, could answer it, block and arm its send timer first, so that its close at the
+/// send timeout came "before" the timeout, measured from that instant (the margin was 0.15
+/// to 3 ms under load); and a count of bytes in the kernel standing still for 300 ms was
+/// taken for a blocked write, where it could be a server slow to answer. The instant is now
+/// read before the write, and the server says when its write blocked.)
 fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
     // The send timeout seconds past the idle one, so that a loaded machine's scheduling
     // delays (a late read) cannot reach it.
@@ -256,9 +339,12 @@ fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
     let size = size_of_an_answer(&server);
     for (half_close, pipelined) in [(false, false), (false, true), (true, false)] {
         let (mut client, mut sent, last) = until_an_answer_waits_for_the_peer(&server, size);
+        // The last answer the server wrote (or tried to): the idle timeout runs from it.
+        let mut answered = last;
         // 200 more requests behind them: more answers than any slack the kernel's buffers
         // have left (it may take a write's worth more once asked).
         if pipelined {
+            answered = Instant::now();
             client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n".repeat(200));
             sent += 200;
         }
@@ -267,16 +353,16 @@ fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
         if half_close {
             client.stream.shutdown(std::net::Shutdown::Write).unwrap();
         }
-        // Past the idle timeout by 500 ms, measured from the last request (before the last
-        // answer's write); well short of the send timeout, measured from that write.
-        std::thread::sleep((last + idle + Duration::from_millis(500)).saturating_duration_since(Instant::now()));
+        // Past the idle timeout by 500 ms, measured from the last requests sent (before the
+        // server's answers to them); well short of the send timeout, measured from the first
+        // write that blocked.
+        std::thread::sleep((answered + idle + Duration::from_millis(500)).saturating_duration_since(Instant::now()));
         if !half_close {
+            // The server still has answers waiting for the peer, past the idle timeout (and
+            // the connection is open: a close ends the wait).
+            let waiting = waiting_for_peer(&server);
             let held = held_by_the_kernel(&client);
-            assert!(
-                held < sent * size,
-                "the last answer no longer waits for the peer ({held} of {} bytes)",
-                sent * size
-            );
+            assert_eq!(waiting, 1, "the last answer no longer waits for the peer ({held} of {} bytes)", sent * size);
         }
         let reading = Instant::now();
         assert!(reading + Duration::from_millis(500) < last + send, "too late to test: {:?}", reading - last);
@@ -301,9 +387,104 @@ fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
     let (client, _, last) = until_an_answer_waits_for_the_peer(&server, size);
     let ended = client.ended_unread(last + send + SLACK).expect("the connection was never closed");
     assert!(ended >= last + send, "closed {:?} after the last request, before the send timeout", ended - last);
-    let stats = server.stats_when(|s| s["closed_by_send_timeout"] == 1);
+    let stats = server.stats_when(|s| s["closed_by_send_timeout"] == 1 && s["waiting_for_peer"] == 0);
     assert_eq!(stats["closed_by_send_timeout"], 1, "{stats}");
     assert_eq!(stats["closed_by_header_timeout"], 0, "{stats}");
+    assert_eq!(stats["waiting_for_peer"], 0, "the answer still waits for the peer of a closed connection: {stats}");
+}
+
+/// A client that pipelines requests whose answers are many times what the kernel's buffers
+/// hold, half-closes, and only then reads, gets every answer, then the close: the server
+/// sees the end of stream while answers wait in it (the local stack reads it with the
+/// requests' bytes, its input under the cap), and sends them all before it closes. (In the
+/// half-closing case above, a byte or so of the last answer waits, and the kernel takes it in
+/// the turn that reads the end of stream, before the end is looked at: a close at the end of
+/// stream that dropped the answers waiting would lose nothing there.)
+fn a_client_that_half_closes_gets_every_answer_waiting_for_it(stack: &[&str]) {
+    let server = start(stack, 10_000, 10_000, 10_000, &["--threads", "1"]);
+    let mut client = small_window(&server);
+    // 1,000 `GET /stats`: 33 KB of requests, which the server's kernel takes whether the
+    // server reads them or not; some 700 KB of answers, three times what the kernel's
+    // buffers hold.
+    let n = 1000;
+    client.send("GET /stats HTTP/1.1\r\nHost: t\r\n\r\n".repeat(n));
+    client.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    // Time for the server to see the end of stream before the client takes anything (if it
+    // sees it later, it still has most of the answers to send: the test only tests less).
+    std::thread::sleep(Duration::from_millis(200));
+    for k in 1..=n {
+        let response = client.try_response().unwrap_or_else(|| panic!("closed after {} of {n} answers", k - 1));
+        assert_eq!(response.status, 200, "{}", response.head);
+    }
+    client.assert_closed_now("a half-closed client, every answer sent");
+}
+
+/// The head-size limit, `http::MAX_HEADER_BYTES`.
+const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// The header-count limit, `http::MAX_HEADERS`.
+const MAX_HEADERS: usize = 64;
+
+/// A `GET /` head of `len` bytes (the request line and headers, and the blank line that ends
+/// them unless not `whole`).
+fn head_of(len: usize, whole: bool) -> String {
+    let start = "GET / HTTP/1.1\r\nHost: t\r\nX-Pad: ";
+    let end = if whole { "\r\n\r\n" } else { "" };
+    let head = format!("{start}{}{end}", "a".repeat(len - start.len() - end.len()));
+    assert_eq!(head.len(), len);
+    head
+}
+
+/// The head limits, alike on both stacks: a head of exactly 8 KiB is served, as is one a
+/// byte under; one a byte over is a `431` and a close; so with 64 headers, 63 and 65. A
+/// head cut short at exactly the limit could only end past it: hyper's `max_header_size`
+/// answers it `431` at once (it rejects a partial head at the limit), the local stack waits
+/// for the byte that proves it over (it rejects a partial head past the limit); both answer
+/// it `431` once that byte comes.
+fn the_head_limits_are_exact(stack: &[&str]) {
+    let server = start(stack, 10_000, 10_000, 10_000, &[]);
+    let served = |head: String, what: &str| {
+        let mut client = server.connect();
+        client.send(&head);
+        let response = client.response();
+        assert_eq!(response.status, 200, "{what}: {}", response.head);
+        assert!(!response.closes(), "{what}: {}", response.head);
+        assert_eq!(client.get("/").status, 200, "{what}: the connection goes on");
+    };
+    let refused = |head: String, what: &str| {
+        let mut client = server.connect();
+        client.send_lossy(&head);
+        let response = client.response();
+        assert_eq!(response.status, 431, "{what}: {}", response.head);
+        client.assert_closed_now(what);
+    };
+    served(head_of(MAX_HEADER_BYTES - 1, true), "a head a byte under the limit");
+    served(head_of(MAX_HEADER_BYTES, true), "a head of exactly the limit");
+    refused(head_of(MAX_HEADER_BYTES + 1, true), "a head a byte over the limit");
+    let headers = |n: usize| format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(n));
+    served(headers(MAX_HEADERS - 1), "a header under the limit");
+    served(headers(MAX_HEADERS), "exactly the limit of headers");
+    refused(headers(MAX_HEADERS + 1), "a header over the limit");
+
+    // A head cut short: the limit's bytes, then one more.
+    let mut client = server.connect();
+    client.send(head_of(MAX_HEADER_BYTES, false));
+    if stack.contains(&"hyper") {
+        assert_eq!(client.response().status, 431, "hyper: a partial head of exactly the limit");
+        client.assert_closed_now("hyper: 431 to a partial head of exactly the limit");
+    } else {
+        // Nothing within 300 ms (the header timeout is 10 s): it waits for more.
+        client.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut byte = [0u8; 1];
+        let early = std::io::Read::read(&mut client.stream, &mut byte);
+        assert!(
+            early.as_ref().is_err_and(|e| matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+            "local: answered a partial head of exactly the limit ({early:?})"
+        );
+        client.stream.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+        client.send("a");
+        assert_eq!(client.response().status, 431, "local: a partial head a byte over the limit");
+        client.assert_closed_now("local: 431 to a partial head a byte over the limit");
+    }
 }
 
 /// Bad input: the same answers on both stacks.
@@ -493,6 +674,8 @@ macro_rules! for_each_stack {
 
 for_each_stack!(
     a_client_that_half_closes_has_its_request_in_hand_answered,
+    a_client_that_half_closes_gets_every_answer_waiting_for_it,
+    the_head_limits_are_exact,
     bad_input_gets_the_same_answers,
     max_conns_holds_exactly_that_many,
     every_connection_lands_in_exactly_one_close_reason;

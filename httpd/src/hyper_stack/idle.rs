@@ -22,10 +22,12 @@
 //! The send timeout, as nginx's `send_timeout`: when a write would block (the peer is not
 //! taking the bytes), a second sleep on the same timer is armed for `--send-timeout-ms`
 //! from then; each write that goes through ends it, and the next write that blocks arms it
-//! afresh. If it completes first, the write fails (`TimedOut`), hyper ends the connection,
-//! and the socket is reset on close (`SO_LINGER` 0: the kernel drops what the peer never
-//! took). Without it, a peer that pipelines requests and never reads held its connection
-//! (and a `--max-conns` slot) for ever: hyper waits on the write, and no other timer runs.
+//! afresh (each such wait, a stall, is counted in the stats: `send_stalls`, and those not
+//! over, `waiting_for_peer`, in `/stats`). If it completes first, the write fails
+//! (`TimedOut`), hyper ends the connection, and the socket is reset on close (`SO_LINGER` 0:
+//! the kernel drops what the peer never took). Without it, a peer that pipelines requests and
+//! never reads held its connection (and a `--max-conns` slot) for ever: hyper waits on the
+//! write, and no other timer runs.
 
 use crate::stats::{ThreadStats, bump_shared};
 use hyper::rt::{Sleep, Timer};
@@ -166,6 +168,20 @@ impl<T> IdleIo<T> {
         self.timed_out = true;
         true
     }
+
+    /// A stall ended: bytes went through, or the IO is dropped during one.
+    fn stall_ended(&self) {
+        bump_shared(&self.stats[super::worker_slot(self.stats.len())].counters.send_stalls_ended);
+    }
+}
+
+impl<T> Drop for IdleIo<T> {
+    fn drop(&mut self) {
+        // The connection ends during a stall (at its send timeout, say): so does the stall.
+        if self.send_deadline.is_some() {
+            self.stall_ended();
+        }
+    }
 }
 
 impl<T: AsFd> IdleIo<T> {
@@ -176,6 +192,9 @@ impl<T: AsFd> IdleIo<T> {
         match result {
             Poll::Ready(Ok(n)) => {
                 if n > 0 {
+                    if self.send_deadline.is_some() {
+                        self.stall_ended();
+                    }
                     self.send_deadline = None;
                     self.send_armed = false;
                 }
@@ -193,7 +212,14 @@ impl<T: AsFd> IdleIo<T> {
     /// A write would block: polls the send timer (arming it for a new wait); `true` if it
     /// fired, counted, and the socket set to reset on close.
     fn send_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let deadline = *self.send_deadline.get_or_insert_with(|| Instant::now() + self.send_timeout);
+        let deadline = match self.send_deadline {
+            Some(deadline) => deadline,
+            None => {
+                // A stall begins: counted once, until bytes go through or the IO is dropped.
+                bump_shared(&self.stats[super::worker_slot(self.stats.len())].counters.send_stalls);
+                *self.send_deadline.insert(Instant::now() + self.send_timeout)
+            }
+        };
         if !self.send_armed {
             match &mut self.send_sleep {
                 Some(sleep) => self.timer.reset(sleep, deadline),
@@ -270,6 +296,7 @@ impl<T: AsyncWrite + AsFd + Unpin> AsyncWrite for IdleIo<T> {
 mod tests {
     use super::*;
     use crate::conn::Timeouts;
+    use crate::stats::Totals;
     use std::future::poll_fn;
 
     /// A response waiting for the peer is not idle, even when the connection's reader waits
@@ -310,5 +337,85 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
         assert!(blocked.elapsed() >= send, "failed after {:?}", blocked.elapsed());
         assert!(track.send_closed.load(Ordering::Relaxed));
+    }
+
+    /// Writes `chunk` until a write would block (the peer's buffers are full), and says
+    /// when the write that blocked was begun: its stall's send timeout counts from then or
+    /// later. The first write waits until it goes through: tokio learns that a socket is
+    /// writable again (a fresh one, or one whose peer read) on the runtime's next turn, and
+    /// until then a write returns `Pending` with room in the buffers.
+    async fn until_a_write_blocks<T: AsyncWrite + AsFd + Unpin>(io: &mut IdleIo<T>, chunk: &[u8]) -> Instant {
+        let wrote = poll_fn(|cx| Pin::new(&mut *io).poll_write(cx, chunk)).await;
+        assert!(wrote.as_ref().is_ok_and(|&n| n > 0), "{wrote:?} with room in the buffers");
+        loop {
+            let begun = Instant::now();
+            match poll_fn(|cx| Poll::Ready(Pin::new(&mut *io).poll_write(cx, chunk))).await {
+                Poll::Ready(Ok(n)) => assert!(n > 0),
+                Poll::Ready(Err(e)) => panic!("{e} before the buffers filled"),
+                Poll::Pending => return begun,
+            }
+        }
+    }
+
+    /// Every stall of a response gets a whole send timeout from its own start, however many
+    /// came before it: a write blocks, the peer takes everything most of a send timeout
+    /// later, and the next stall is held as long, past the instant the stall before it would
+    /// have timed out; three times; then a fourth stall, never taken, fails the write a whole
+    /// send timeout after it began (not at a deadline left by an earlier one).
+    #[tokio::test]
+    async fn every_stall_gets_a_whole_send_timeout_from_its_start() {
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+        ours.set_nonblocking(true).unwrap();
+        peer.set_nonblocking(true).unwrap();
+        let ours = tokio::net::UnixStream::from_std(ours).expect("a tokio socket");
+        // Each stall is held 70 % of the send timeout: 30 % of it (300 ms) short of its own
+        // deadline, and 40 % past the deadline of the stall before it (which began a
+        // hold and a drain earlier), margins a loaded machine's late wake-ups do not cross.
+        let send = Duration::from_millis(1000);
+        let hold = send * 7 / 10;
+        let timeouts = Timeouts { header: Duration::from_secs(10), idle: Duration::from_secs(10), send };
+        let stats: Arc<[ThreadStats]> = Arc::from(vec![ThreadStats::default()]);
+        let track = Arc::new(Track::default());
+        let timer = Arc::new(hyper_util::rt::TokioTimer::new());
+        let mut io = IdleIo::new(ours, timer, timeouts, Instant::now(), track.clone(), stats.clone());
+        let counted = || Totals::of(&stats);
+        let chunk = [b'x'; 16 * 1024];
+        for stall in 1..=3 {
+            let begun = until_a_write_blocks(&mut io, &chunk).await;
+            assert_eq!(counted().waiting_for_peer(), 1, "stall {stall} not counted as waiting for the peer");
+            let waiting = poll_fn(|cx| Pin::new(&mut io).poll_write(cx, &chunk));
+            let held = tokio::time::timeout(hold, waiting).await;
+            assert!(
+                held.is_err(),
+                "stall {stall}: the write ended ({held:?}) {:?} after it blocked, before its {send:?} send timeout",
+                begun.elapsed()
+            );
+            // The peer takes everything: the next write goes through, and the one after the
+            // buffers fill again begins the next stall.
+            let mut sink = [0u8; 64 * 1024];
+            loop {
+                match std::io::Read::read(&mut peer, &mut sink) {
+                    Ok(n) => assert!(n > 0, "the socket closed"),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("{e} while the peer read"),
+                }
+            }
+        }
+        // The fourth stall, never taken: the write fails at its own send timeout, not before
+        // (bounded, so that a stall never timed out fails here too).
+        let begun = until_a_write_blocks(&mut io, &chunk).await;
+        let waiting = poll_fn(|cx| Pin::new(&mut io).poll_write(cx, &chunk));
+        let failed = tokio::time::timeout(send * 3, waiting).await.expect("the fourth stall never timed out");
+        let error = failed.expect_err("the peer never read");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        assert!(begun.elapsed() >= send, "the fourth stall failed {:?} after it began", begun.elapsed());
+        assert!(track.send_closed.load(Ordering::Relaxed));
+        assert!(!track.idle_closed.load(Ordering::Relaxed), "counted as an idle close");
+        // The last stall waits until the connection ends. (More than four were counted: a
+        // write that tokio answers `Pending` until its next turn is a stall to the wrapper.)
+        assert_eq!(counted().waiting_for_peer(), 1);
+        assert!(counted().send_stalls >= 4, "{:?}", counted());
+        drop(io);
+        assert_eq!(counted().waiting_for_peer(), 0, "the stall outlived the connection");
     }
 }
