@@ -287,6 +287,39 @@ fn a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_i
     assert!(timers.stop().unwrap().is_empty());
 }
 
+/// `threads` threads each arm `each` far timeouts (task `task(n)` for the `n`th of all) and
+/// exit together, so that every arm read the gate open (the wheel empty) and they reach the
+/// shard at once; returns their timeouts once the shard's backstop has refused all past the
+/// limit.
+fn past_the_limit_at_once<T: TimerTask>(
+    timers: &TimerService,
+    threads: usize,
+    each: usize,
+    task: impl Fn(usize) -> T + Send + Sync + 'static,
+) -> Vec<Timeout> {
+    let task = Arc::new(task);
+    // Every arm before any thread exits: then every one read the gate open.
+    let armed = Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (timers, armed, task) = (timers.clone(), armed.clone(), task.clone());
+            std::thread::spawn(move || {
+                let mine: Vec<_> = (0..each).map(|i| timers.schedule(FAR, task(t * each + i)).ok().unwrap()).collect();
+                armed.wait();
+                mine
+            })
+        })
+        .collect();
+    let all: Vec<Timeout> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let refused = threads * each - LIMIT;
+    let deadline = Instant::now() + PATIENCE;
+    while all.iter().filter(|t| t.is_cancelled()).count() < refused {
+        assert!(Instant::now() < deadline, "the backstop refuses what is past the limit");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    all
+}
+
 /// (4) The backstop with many in flight: threads whose arms all read the gate open (the
 /// wheel empty) and reach the shard together as they exit. The first 64 are filed (the
 /// wheel's limit); each one past it is cancelled by the shard and its task dropped exactly
@@ -298,27 +331,9 @@ fn the_backstop_refuses_what_was_in_flight_past_the_limit_and_the_shard_goes_on(
     const EACH: usize = 60;
     let timers = service();
     let drops = Arc::new(AtomicUsize::new(0));
-    // Every arm before any thread exits: then every one read the gate open.
-    let armed = Arc::new(std::sync::Barrier::new(THREADS));
-    let threads: Vec<_> = (0..THREADS)
-        .map(|n| {
-            let (timers, drops, armed) = (timers.clone(), drops.clone(), armed.clone());
-            std::thread::spawn(move || {
-                let mine: Vec<_> = (0..EACH)
-                    .map(|i| timers.schedule(FAR, Holding((n * EACH + i) as u64, drops.clone())).unwrap())
-                    .collect();
-                armed.wait();
-                mine
-            })
-        })
-        .collect();
-    let all: Vec<Timeout> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let task_drops = drops.clone();
+    let all = past_the_limit_at_once(&timers, THREADS, EACH, move |i| Holding(i as u64, task_drops.clone()));
     let refused = THREADS * EACH - LIMIT;
-    let deadline = Instant::now() + PATIENCE;
-    while all.iter().filter(|t| t.is_cancelled()).count() < refused {
-        assert!(Instant::now() < deadline, "the backstop refuses what is past the limit");
-        std::thread::sleep(Duration::from_millis(1));
-    }
     assert_eq!(all.iter().filter(|t| t.state() == TimeoutState::Pending).count(), LIMIT);
     assert_eq!(drops.load(Ordering::SeqCst), refused, "each refused task dropped once");
     let stats = timers.stats();
@@ -448,25 +463,9 @@ fn the_backstop_catches_a_refused_tasks_panics_and_their_payloads() {
     const EACH: usize = 40;
     let timers = service();
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let all_armed = Arc::new(std::sync::Barrier::new(THREADS));
-    let threads: Vec<_> = (0..THREADS)
-        .map(|_| {
-            let (timers, armed, all_armed) = (timers.clone(), armed.clone(), all_armed.clone());
-            std::thread::spawn(move || {
-                let mine: Vec<_> =
-                    (0..EACH).map(|_| timers.schedule(FAR, DropPanics(armed.clone())).unwrap()).collect();
-                all_armed.wait();
-                mine
-            })
-        })
-        .collect();
-    let all: Vec<Timeout> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let task_armed = armed.clone();
+    let _all = past_the_limit_at_once(&timers, THREADS, EACH, move |_| DropPanics(task_armed.clone()));
     let refused = THREADS * EACH - LIMIT;
-    let deadline = Instant::now() + PATIENCE;
-    while all.iter().filter(|t| t.is_cancelled()).count() < refused {
-        assert!(Instant::now() < deadline, "the backstop refuses what is past the limit");
-        std::thread::sleep(Duration::from_millis(1));
-    }
     // From here the tasks drop quietly: the 64 filed come back from `stop()`, and a failed
     // assertion unwinds without a second panic (which would abort the whole test binary).
     armed.store(false, Ordering::SeqCst);
