@@ -20,7 +20,8 @@ fn a_sleep_completes_at_its_deadline_never_before() {
             let start = Instant::now();
             let sleep = time::sleep(ms(delay));
             assert!(sleep.deadline() >= start + ms(delay), "the deadline counts from the call");
-            assert!(sleep.deadline() <= Instant::now() + ms(delay));
+            // The TSC estimate may run ahead of `Instant::now()` by tens of microseconds.
+            assert!(sleep.deadline() <= Instant::now() + ms(delay) + Duration::from_micros(100));
             sleep.await;
             assert!(start.elapsed() >= ms(delay), "{delay} ms: woke after {:?}", start.elapsed());
         }
@@ -47,7 +48,7 @@ fn sleep_until_keeps_the_deadline_as_asked() {
 fn the_deadline_counts_from_the_call() {
     let sleep = time::sleep(ms(30));
     let called = Instant::now();
-    assert!(sleep.deadline() <= called + ms(30));
+    assert!(sleep.deadline() <= called + ms(30) + Duration::from_micros(100), "the TSC's lead at most");
     assert!(!sleep.is_elapsed(), "never polled");
     std::thread::sleep(ms(30));
     let polled = Instant::now();
@@ -192,22 +193,22 @@ fn skip_drops_the_missed_ticks_and_stays_on_the_grid() {
     assert_eq!(after, [first + p * 4, first + p * 5, first + p * 6]);
 }
 
+/// tokio's threshold, exactly: a tick taken up to 5 ms after it was due is on time (the next
+/// one on the grid, whatever the behaviour); one taken later is behind.
 #[test]
-fn a_tick_taken_a_little_late_is_followed_by_the_next_on_the_grid() {
-    // Under tokio's 5 ms threshold: on time, whatever the behaviour.
-    for behavior in [MissedTickBehavior::Delay, MissedTickBehavior::Skip] {
-        futures_executor::block_on(async {
-            let mut every = time::interval(ms(30));
-            every.set_missed_tick_behavior(behavior);
-            let first = every.tick().await;
-            let second = every.tick().await;
-            assert_eq!(second, first + ms(30));
-            // Taken at most a few milliseconds late (the tick's own lateness): the grid holds.
-            if Instant::now() < second + ms(4) {
-                assert_eq!(every.tick().await, first + ms(60), "{behavior:?}");
-            }
-        });
+fn a_tick_taken_up_to_5_ms_late_is_on_time() {
+    let p = ms(20);
+    for behavior in [MissedTickBehavior::Delay, MissedTickBehavior::Skip, MissedTickBehavior::Burst] {
+        // Taken at due + 5 ms: on time.
+        let (first, _, after) = behind(behavior, p, p + ms(5));
+        assert_eq!(after[0], first + p * 2, "{behavior:?}: on the grid");
     }
+    // Taken at due + 6 ms: behind, and the behaviour decides.
+    let (first, taken, after) = behind(MissedTickBehavior::Delay, p, p + ms(6));
+    assert_eq!(after[0], taken + p, "Delay: a period after the late tick");
+    assert_ne!(after[0], first + p * 2);
+    let (first, _, after) = behind(MissedTickBehavior::Skip, p, p + ms(6));
+    assert_eq!(after[0], first + p * 2, "Skip: the next of the grid still ahead");
 }
 
 #[test]

@@ -101,18 +101,57 @@ fn a_paused_clock_is_the_pausing_threads_alone() {
     assert!(took >= ms(20) && took < Duration::from_secs(30), "the other thread's clock is real: {took:?}");
 }
 
+/// `resume` lets the clock run with real time from where it stands, as tokio's: `Instant`
+/// never goes back, and a sleep made while paused completes, on the resumed clock, after its
+/// real duration (it neither hangs nor panics).
 #[test]
-fn resume_returns_to_the_real_clock() {
-    time::pause();
-    time::resume();
-    time::resume(); // not paused: nothing
-    let start = Instant::now();
-    std::thread::sleep(ms(2));
-    assert!(start.elapsed() >= ms(2));
+fn resume_runs_the_clock_on_from_where_it_stood() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        time::pause();
+        time::auto_advance(false);
+        time::advance(Duration::from_secs(3600)).await;
+        let frozen = Instant::now();
+        let pending = tokio::spawn(time::sleep(ms(20)));
+        tokio::task::yield_now().await; // it registers
+        let real = std::time::Instant::now();
+        time::resume();
+        pending.await.expect("the sleep completes after resume, no panic");
+        assert!(real.elapsed() >= ms(20), "after its real duration");
+        let now = Instant::now();
+        assert!(now >= frozen + ms(20), "from where it stood: {:?}", now - frozen);
+        assert!(now < frozen + Duration::from_secs(60), "not jumped back to the real clock's time or on");
+        time::pause(); // stands still again
+        let still = Instant::now();
+        std::thread::sleep(ms(5));
+        assert_eq!(Instant::now(), still);
+    });
 }
 
+/// An interval made before the pause stays on the real clock: the pause does not make it
+/// read the paused time (which an hour's advance puts far ahead, where `Delay` would move
+/// its next tick).
 #[test]
-#[should_panic(expected = "time is not paused")]
-fn advance_without_pause_says_so() {
-    futures_executor::block_on(time::advance(ms(1)));
+fn an_interval_made_before_the_pause_keeps_the_real_clock() {
+    futures_executor::block_on(async {
+        let mut every = time::interval(ms(10));
+        every.set_missed_tick_behavior(time::MissedTickBehavior::Delay);
+        every.tick().await;
+        time::pause();
+        time::auto_advance(false);
+        time::advance(Duration::from_secs(3600)).await;
+        // The next two ticks, each within seconds of real time (polled by hand: a timeout on
+        // this thread's paused clock would never end).
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        for k in 1..=2 {
+            let due = loop {
+                if let Poll::Ready(due) = pin!(every.tick()).poll(&mut Context::from_waker(Waker::noop())) {
+                    break due;
+                }
+                assert!(std::time::Instant::now() < give_up, "tick {k} never came on the real clock");
+                std::thread::sleep(ms(1));
+            };
+            assert!(due.into_std() <= std::time::Instant::now(), "tick {k} due on the real clock, not the paused one");
+        }
+    });
 }

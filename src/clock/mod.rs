@@ -296,17 +296,20 @@ impl Clock {
     /// (saturating), and its tick, as [`Clock::deadline_after`] gives it (the same clock
     /// read: the TSC estimate unless the delay is zero). For the ambient sleep, which keeps
     /// its deadline as asked without `Instant` arithmetic on the way.
-    /// A deadline past 584 years from the start (`u64` nanoseconds) is `far` from now
-    /// instead: tokio's far future, never reached in practice but by a paused clock, whose
-    /// time stops at the same 584 years and could then never reach a saturated deadline.
+    /// A deadline past 292 years from the start (`i64` nanoseconds, as the ambient sleep keeps
+    /// it) is `far` from now instead: tokio's far future, never reached in practice but by a
+    /// paused clock, whose time stops at 584 years and could never reach a saturated one.
     #[inline]
     pub(crate) fn deadline_after_exact(&self, delay: Duration, far: Duration) -> (u64, u64) {
         let now = match self.fast_now() {
             Some(now) if !delay.is_zero() => now,
             _ => self.nanos_at(self.now()),
         };
-        let after = |d: Duration| u64::try_from(d.as_nanos()).ok().and_then(|d| now.checked_add(d));
-        let at = after(delay).or_else(|| after(far)).unwrap_or(u64::MAX);
+        // Within `i64` nanoseconds (292 years), where the ambient sleep keeps its deadline.
+        let after = |d: Duration| {
+            u64::try_from(d.as_nanos()).ok().and_then(|d| now.checked_add(d)).filter(|&at| at <= i64::MAX as u64)
+        };
+        let at = after(delay).or_else(|| after(far)).unwrap_or(i64::MAX as u64);
         (at, self.deadline_nanos(u128::from(now), u128::from(at)))
     }
 
@@ -319,11 +322,16 @@ impl Clock {
     }
 
     /// The instant `offset` nanoseconds from the start ([`Clock::offset_of`]'s inverse), or
-    /// the nearest the platform can represent.
+    /// the farthest the platform can represent on the way there.
     pub(crate) fn at_offset(&self, offset: i64) -> Instant {
-        let span = Duration::from_nanos(offset.unsigned_abs());
-        let at = if offset >= 0 { self.start.checked_add(span) } else { self.start.checked_sub(span) };
-        at.unwrap_or(self.start)
+        let mut span = Duration::from_nanos(offset.unsigned_abs());
+        loop {
+            let at = if offset >= 0 { self.start.checked_add(span) } else { self.start.checked_sub(span) };
+            if let Some(at) = at {
+                return at;
+            }
+            span /= 2;
+        }
     }
 
     /// The tick for a deadline `delay` after `now_nanos` (nanoseconds since the start, as

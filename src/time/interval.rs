@@ -146,7 +146,8 @@ impl Interval {
             return Poll::Pending;
         }
         let due = self.delay.deadline();
-        let now = Instant::now();
+        // The delay's own clock: an interval made before a `pause` stays on the real one.
+        let now = self.delay.clock_now();
         let next = if now > saturating_add(due.into_std(), LATE).into() {
             self.missed_tick_behavior.next(due, now, self.period)
         } else {
@@ -159,17 +160,17 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is due one period from now.
     pub fn reset(&mut self) {
-        self.reset_at(saturating_add(Instant::now().into_std(), self.period).into());
+        self.reset_at(saturating_add(self.delay.clock_now().into_std(), self.period).into());
     }
 
     /// Restarts the schedule: the next tick is due at once.
     pub fn reset_immediately(&mut self) {
-        self.reset_at(Instant::now());
+        self.reset_at(self.delay.clock_now());
     }
 
     /// Restarts the schedule: the next tick is due `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(saturating_add(Instant::now().into_std(), after).into());
+        self.reset_at(saturating_add(self.delay.clock_now().into_std(), after).into());
     }
 
     /// Restarts the schedule: the next tick is due at `deadline`, then every period.

@@ -89,7 +89,8 @@ pub fn configure(builder: Builder) -> Result<(), error::ConfigureError> {
 /// below), and its `sleep`, `timeout` and `interval` run on that clock, on a service of the
 /// thread's own. Other threads are not affected: tests running in parallel each pause their
 /// own (the tasks of a current-thread runtime, as `#[tokio::test]` builds, run on the test's
-/// thread). Already paused: nothing changes.
+/// thread; a future made on another thread, or before the pause, stays on its own clock).
+/// Already paused: nothing changes; resumed: the clock stands still again where it is.
 ///
 /// Auto-advance, on unless [`auto_advance`] turns it off (as tokio's, which cannot be): once
 /// the thread is blocked (its runtime parked, or `block_on` waiting) and has made no ambient
@@ -118,10 +119,24 @@ pub fn pause() {
     paused::pause();
 }
 
-/// Leaves the paused clock, as `tokio::time::resume`: the thread's ambient calls use the
-/// default service and the real clock again (its `Instant::now()` is the real time: time
-/// moved by [`advance`] is not carried over). Futures made while paused stay on the paused
-/// clock, which nothing moves any more. Not paused: nothing changes.
+/// Lets the paused clock run again, as `tokio::time::resume`: from where it stands, with real
+/// time (a thread of the scope moves it each millisecond), so `Instant::now()` never goes
+/// back and the futures made while paused come due as on the real clock. Not paused:
+/// nothing changes.
+///
+/// ```
+/// use shardwheel::time::{self, Duration, Instant};
+///
+/// # futures_executor::block_on(async {
+/// time::pause();
+/// time::advance(Duration::from_secs(60)).await;
+/// let before = Instant::now();
+/// let sleep = time::sleep(Duration::from_millis(5));
+/// time::resume();
+/// sleep.await; // on the resumed clock: 5 ms of real time
+/// assert!(Instant::now() >= before + Duration::from_millis(5));
+/// # });
+/// ```
 pub fn resume() {
     paused::resume();
 }

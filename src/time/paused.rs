@@ -5,8 +5,8 @@
 //! `pause()` gives the calling thread a service of its own on a paused clock (one shard, not
 //! pinned, built with `Builder::build_paused`): from then on the thread's ambient calls
 //! (`sleep`, `timeout`, `interval`, `Instant::now`) use it, and other threads are not
-//! affected. The scope lives until the thread exits (its service is then stopped) or
-//! `resume()`.
+//! affected. The scope lives until the thread exits (its service is then stopped);
+//! `resume()` lets its clock run with real time from where it stands, as tokio's does.
 //!
 //! ```text
 //!  test thread                          scope's shard            auto-advance thread
@@ -32,9 +32,12 @@
 //!   the kernel, as a parked runtime or `block_on` is) at two looks a millisecond apart, not in
 //!   an `advance` of its own, and some sleep of the scope is still registered, a thread of the
 //!   scope moves the clock to the earliest such deadline. tokio advances when its runtime has no work,
-//!   which only the runtime knows; this reads the quiet of the timers instead, so a task
-//!   that computes for over a millisecond without a timer call may see time jump to the next
-//!   deadline (never past it: nothing fires early, and nothing between is skipped).
+//!   which only the runtime knows; this reads the thread's state instead. A task that
+//!   computes is running, and holds the clock; but one that blocks its thread (a
+//!   `std::thread::sleep`, a blocking lock or read, waiting on a `spawn_blocking` task, which
+//!   tokio counts as work) looks idle, and the clock may jump to the next deadline: never
+//!   past it (nothing fires early, and no registered deadline is skipped), but sooner than
+//!   tokio would. `auto_advance(false)` holds the clock for such tests.
 //!
 //! Nothing here is on the path of an unpaused thread but the one thread-local load that
 //! finds no scope.
@@ -74,7 +77,14 @@ pub(crate) struct Scope {
     /// Relaxed: a count that only tells "something happened"; it publishes nothing.
     activity: AtomicU64,
     auto: AtomicBool,
-    /// The scope's thread has left it (resumed or exited): the auto-advance thread ends.
+    /// Resumed (`time::resume`): the auto-advance thread moves the clock with real time, from
+    /// where it stood, so that `Instant::now()` never goes back and every sleep of the scope
+    /// comes due as on the real clock (as tokio's `resume`).
+    resumed: AtomicBool,
+    /// The real instant the clock last moved with real time from (or was resumed at): a
+    /// resumed clock moves by the real time since, never by time that passed while paused.
+    since: Mutex<Instant>,
+    /// The scope's thread has exited: the auto-advance thread ends, the service stops.
     ended: AtomicBool,
 }
 
@@ -100,9 +110,12 @@ pub(crate) fn current() -> Option<&'static Scope> {
     SCOPE.try_with(|s| s.0.get()).ok().flatten()
 }
 
-/// Pauses the calling thread's ambient clock (see the module docs); already paused: nothing.
+/// Pauses the calling thread's ambient clock (see the module docs); already paused: nothing;
+/// resumed: stands still again, where it is.
 pub(crate) fn pause() {
-    if current().is_some() {
+    if let Some(scope) = current() {
+        let _moving = scope.moving.lock().unwrap_or_else(|e| e.into_inner());
+        scope.resumed.store(false, Ordering::SeqCst);
         return;
     }
     let (service, clock) = TimerService::builder()
@@ -111,8 +124,9 @@ pub(crate) fn pause() {
         .thread_name("shardwheel-paused")
         .build_paused()
         .unwrap_or_else(|e| panic!("shardwheel::time::pause: its paused service could not start: {e}"));
-    // Leaked: the scope's futures hold its service as `&'static` (as the default's); a
-    // test's scope is a few hundred bytes, and its threads end with it.
+    // Leaked: the scope's futures hold its service as `&'static` (as the default's). What
+    // stays once the thread has exited is the scope's own record (a few hundred bytes): its
+    // threads end, and its lists are emptied (`end`).
     let scope: &'static Scope = Box::leak(Box::new(Scope {
         service,
         clock,
@@ -123,6 +137,8 @@ pub(crate) fn pause() {
         registered: Mutex::new(Vec::new()),
         activity: AtomicU64::new(0),
         auto: AtomicBool::new(true),
+        resumed: AtomicBool::new(false),
+        since: Mutex::new(Instant::now()),
         ended: AtomicBool::new(false),
     }));
     let waiter = Waiting::of_this_thread();
@@ -133,15 +149,13 @@ pub(crate) fn pause() {
     SCOPE.with(|s| s.0.set(Some(scope)));
 }
 
-/// The calling thread leaves its paused scope, if it has one; its ambient calls use the
-/// default service, on the real clock, again.
-pub(crate) fn resume() -> bool {
-    match SCOPE.with(|s| s.0.take()) {
-        Some(scope) => {
-            scope.end();
-            true
-        }
-        None => false,
+/// The calling thread's clock runs again with real time, from where it stands (see
+/// `Scope::resumed`); not paused: nothing.
+pub(crate) fn resume() {
+    if let Some(scope) = current() {
+        let _moving = scope.moving.lock().unwrap_or_else(|e| e.into_inner());
+        *scope.since.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        scope.resumed.store(true, Ordering::SeqCst);
     }
 }
 
@@ -166,9 +180,13 @@ impl Scope {
         self.auto.store(on, Ordering::Relaxed);
     }
 
+    /// The scope's thread exited: nothing will poll its futures again.
     fn end(&self) {
         self.ended.store(true, Ordering::Relaxed);
-        // Its timers can never fire now that no thread moves its clock.
+        // The tasks' wakers and the cells they pin go now, not with the process.
+        self.relays.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.registered.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.woken.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let _ = self.service.stop();
     }
 
@@ -182,8 +200,10 @@ impl Scope {
         self.touch();
         let relay = self.relay(cx.waker());
         let polled = Pin::new(&mut *sleep).poll(&mut Context::from_waker(&relay));
+        let mut registered = self.registered.lock().unwrap_or_else(|e| e.into_inner());
+        // The ended ones go at every poll, so the list holds what waits, not what waited.
+        registered.retain(|t| t.state() == TimeoutState::Pending);
         if let Some(timeout) = sleep.registration() {
-            let mut registered = self.registered.lock().unwrap_or_else(|e| e.into_inner());
             if !registered.iter().any(|t| t.ptr_eq(timeout)) {
                 registered.push(timeout.clone());
             }
@@ -198,23 +218,29 @@ impl Scope {
         relays.entry(id).or_insert_with(|| Waker::from(Arc::new(Relay { scope: self, task: waker.clone() }))).clone()
     }
 
-    /// Moves the clock `by`; wakes, on this thread, the tasks the move woke.
+    /// Moves the clock `by`; wakes, on this thread, the tasks the move woke (after letting go
+    /// of `moving`: a waker that polls in place may advance again).
     pub(crate) fn advance(&self, by: Duration) {
         self.touch();
-        let _moving = self.moving.lock().unwrap_or_else(|e| e.into_inner());
-        self.move_clock(by);
-        self.touch();
-    }
-
-    /// [`Scope::advance`]'s move, with `moving` held.
-    fn move_clock(&self, by: Duration) {
-        self.advancing.store(true, Ordering::SeqCst);
-        self.clock.advance(by);
-        self.advancing.store(false, Ordering::SeqCst);
-        let woken = std::mem::take(&mut *self.woken.lock().unwrap_or_else(|e| e.into_inner()));
+        let woken = {
+            let _moving = self.moving.lock().unwrap_or_else(|e| e.into_inner());
+            self.move_clock(by)
+        };
         for waker in woken {
             waker.wake();
         }
+        self.touch();
+    }
+
+    /// Moves the clock `by`, with `moving` held; returns the wakers the move queued.
+    fn move_clock(&self, by: Duration) -> Vec<Waker> {
+        self.advancing.store(true, Ordering::SeqCst);
+        self.clock.advance(by);
+        // Under `woken`'s lock, as a relay's look at the flag and its push: a relay either
+        // pushed before this takes the queue, or finds the flag down and wakes at once.
+        let mut woken = self.woken.lock().unwrap_or_else(|e| e.into_inner());
+        self.advancing.store(false, Ordering::SeqCst);
+        std::mem::take(&mut *woken)
     }
 
     /// The earliest deadline of a sleep still registered (the others forgotten).
@@ -233,22 +259,48 @@ impl Scope {
         let (mut seen, mut idle) = (u64::MAX, 0);
         while !self.ended.load(Ordering::Relaxed) {
             thread::sleep(QUIET);
+            if self.resumed.load(Ordering::SeqCst) {
+                // Resumed: the clock runs with real time.
+                self.advance_with_real_time();
+                continue;
+            }
             let now = self.activity.load(Ordering::Relaxed);
             idle = if now == seen && waiter.is_blocked() { idle + 1 } else { 0 };
             seen = now;
             if idle < 2 || !self.auto.load(Ordering::Relaxed) {
                 continue;
             }
+            let Some(deadline) = self.earliest() else { continue };
             // Not while the scope's thread moves the clock itself; and still quiet once the
-            // move is ours (its `advance` counts activity before it waits for `moving`).
-            let Ok(_moving) = self.moving.try_lock() else { continue };
+            // move is ours (its `advance` counts activity before it waits for `moving`), so
+            // that no sleep registered since the look is jumped over.
+            let Ok(moving) = self.moving.try_lock() else { continue };
             if self.activity.load(Ordering::Relaxed) != seen {
                 continue;
             }
-            if let Some(deadline) = self.earliest() {
-                self.move_clock(deadline.saturating_duration_since(self.clock.now()));
-                idle = 0;
+            let woken = self.move_clock(deadline.saturating_duration_since(self.clock.now()));
+            drop(moving);
+            for waker in woken {
+                waker.wake();
             }
+            idle = 0;
+        }
+    }
+
+    /// The auto-advance thread's move of a resumed clock: by the real time since the last
+    /// such move, or since the resume.
+    fn advance_with_real_time(&self) {
+        let woken = {
+            let _moving = self.moving.lock().unwrap_or_else(|e| e.into_inner());
+            if !self.resumed.load(Ordering::SeqCst) {
+                return;
+            }
+            let now = Instant::now();
+            let by = now - std::mem::replace(&mut *self.since.lock().unwrap_or_else(|e| e.into_inner()), now);
+            self.move_clock(by)
+        };
+        for waker in woken {
+            waker.wake();
         }
     }
 }
@@ -297,10 +349,13 @@ impl Wake for Relay {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        // The flag read and the push under `woken`'s lock, as the advancer's clear and take.
+        let mut woken = self.scope.woken.lock().unwrap_or_else(|e| e.into_inner());
         if self.scope.advancing.load(Ordering::SeqCst) {
-            self.scope.woken.lock().unwrap_or_else(|e| e.into_inner()).push(self.task.clone());
-        } else {
-            self.task.wake_by_ref();
+            woken.push(self.task.clone());
+            return;
         }
+        drop(woken);
+        self.task.wake_by_ref();
     }
 }

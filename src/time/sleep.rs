@@ -27,7 +27,7 @@ const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 /// # });
 /// ```
 ///
-/// A duration whose deadline is past 584 years from the service's start waits thirty years
+/// A duration whose deadline is past 292 years from the service's start waits thirty years
 /// instead, as tokio's does past the platform's last instant: never in practice, yet a paused
 /// clock gets there.
 ///
@@ -150,6 +150,12 @@ impl Sleep {
         let this = Pin::into_inner(self);
         this.deadline = this.inner.service().clock().offset_of(deadline.into_std());
         this.inner.reset(deadline.into_std());
+    }
+
+    /// Now on the clock of the service this sleep waits on (the default's real clock, or a
+    /// paused scope's): an [`Interval`](super::Interval) judges its lateness by it.
+    pub(super) fn clock_now(&self) -> Instant {
+        Instant::from_std(self.inner.service().clock().now())
     }
 
     /// Lets go of the registration (see `future::Sleep::disarm`): for a [`Timeout`] whose

@@ -1,6 +1,8 @@
 //! `#[test]` for `shardwheel-tokio-shim`: tokio's `#[tokio::test]`, with `start_paused =
 //! true` taken out of its arguments and done instead by `::shardwheel::time::pause();` as the
-//! test's first statement. Plain `proc_macro`: the arguments are a comma-separated list, and
+//! test's first statement (after its inner attributes); with a multi-thread runtime it is an
+//! error, as tokio's. The test's crate names `shardwheel` and `tokio` among its own
+//! dependencies, as the expansion's paths do. Plain `proc_macro`: the arguments are a comma-separated list, and
 //! the body is the item's last brace-delimited group, which is all this needs to read.
 
 use proc_macro::{Delimiter, Group, Punct, Spacing, TokenStream, TokenTree};
@@ -9,13 +11,27 @@ use proc_macro::{Delimiter, Group, Punct, Spacing, TokenStream, TokenTree};
 #[proc_macro_attribute]
 pub fn test(attr: TokenStream, item: TokenStream) -> TokenStream {
     let (args, paused) = without_start_paused(attr);
+    if paused && args.to_string().contains("multi_thread") {
+        // As tokio: a paused clock is a current-thread runtime's (here: the test thread's).
+        return compile_error("start_paused = true needs the current-thread runtime (flavor = \"current_thread\")");
+    }
     let mut item: Vec<TokenTree> = item.into_iter().collect();
     if paused {
         match item.last_mut() {
             Some(TokenTree::Group(body)) if body.delimiter() == Delimiter::Brace => {
-                let pause: TokenStream = "::shardwheel::time::pause();".parse().expect("a statement");
-                let mut stream = pause;
-                stream.extend(body.stream());
+                // After the body's inner attributes (`#![…]`), which must come first.
+                let mut tokens: Vec<TokenTree> = body.stream().into_iter().collect();
+                let mut at = 0;
+                while matches!(tokens.get(at), Some(TokenTree::Punct(p)) if p.as_char() == '#')
+                    && matches!(tokens.get(at + 1), Some(TokenTree::Punct(p)) if p.as_char() == '!')
+                    && matches!(tokens.get(at + 2), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket)
+                {
+                    at += 3;
+                }
+                let rest = tokens.split_off(at);
+                let mut stream = TokenStream::from_iter(tokens);
+                stream.extend("::shardwheel::time::pause();".parse::<TokenStream>().expect("a statement"));
+                stream.extend(rest);
                 let mut group = Group::new(Delimiter::Brace, stream);
                 group.set_span(body.span());
                 *body = group;
