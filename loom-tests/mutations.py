@@ -484,8 +484,8 @@ MUTATIONS = [
             return false; // a response waits for the peer: the send timer has it""",
      "httpd:bin", "hyper_stack::idle::tests::a_response_waiting_for_the_peer_is_not_idle"),
     ("SL1", "a Sleep taken back by a shard that closed without failing registers again on a shard still open (stop() hands it back twice)", "src/future/sleep.rs",
-     """        if stopping || self.service.is_stopped() {""",
-     """        if (stopping && false) || self.service.is_stopped() {""",
+     """        if stopping || self.service.service().is_stopped() {""",
+     """        if (stopping && false) || self.service.service().is_stopped() {""",
      "lib", "future::sleep::tests::a_sleep_taken_back_by_a_closing_shard_ends_and_never_registers_again"),
     ("G1", "the driver never marks its shard FULL (only the backstop refuses, after `schedule` returned Ok)", "src/shard/gate.rs",
      """        mailbox.mark_full();""",
@@ -504,7 +504,7 @@ MUTATIONS = [
      """        if self.mark_at == usize::MAX && len < self.high {""",
      "lib", "shard::gate::tests::schedule_past_the_mark_is_rejected_with_its_task_and_room_comes_back"),
     ("G5", "a Sleep the backstop refused ends as on a stopped service (the old behaviour)", "src/future/sleep.rs",
-     """        if stopping || self.service.is_stopped() {
+     """        if stopping || self.service.service().is_stopped() {
             return Poll::Ready(self.stopped_at(tick));""",
      """        if true {
             return Poll::Ready(self.stopped_at(tick));""",
