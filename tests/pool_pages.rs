@@ -26,6 +26,9 @@ fn pages_released_with_the_spare_full_go_back_to_the_allocator() {
         thread::spawn(move || {
             let armed: Vec<_> =
                 (0..PER_THREAD).map(|_| timers.schedule(Duration::from_secs(3600), || {}).unwrap()).collect();
+            // The count sees the pages that hold them: six at least, this thread's alone.
+            let (blocks, _) = __cell_pool_pages();
+            assert!(blocks >= PER_THREAD.div_ceil(8_188), "{blocks} pages counted with {PER_THREAD} cells live");
             for timeout in armed {
                 assert!(timeout.cancel());
             }
