@@ -76,6 +76,8 @@ pub(crate) struct Scope {
     /// Ambient calls on the scope's thread, counted: unchanged for `QUIET`, the thread waits.
     /// Relaxed: a count that only tells "something happened"; it publishes nothing.
     activity: AtomicU64,
+    /// Auto-advance on. Relaxed (here and at its reads): a setting that publishes nothing;
+    /// the auto-advance thread acts on it at its next look.
     auto: AtomicBool,
     /// Resumed (`time::resume`): the auto-advance thread moves the clock with real time, from
     /// where it stood, so that `Instant::now()` never goes back and every sleep of the scope
@@ -85,6 +87,7 @@ pub(crate) struct Scope {
     /// resumed clock moves by the real time since, never by time that passed while paused.
     since: Mutex<Instant>,
     /// The scope's thread has exited: the auto-advance thread ends, the service stops.
+    /// Relaxed: it only ends the auto-advance thread's loop, which then touches nothing.
     ended: AtomicBool,
 }
 
