@@ -66,7 +66,9 @@
 //! - **`tokio::time`'s calls, ambient**: [`time::sleep`], [`time::timeout`],
 //!   [`time::interval`], [`time::Instant`], [`time::pause`] and the rest, on a process-wide
 //!   default service: code written against `tokio::time` moves by its `use` lines, and
-//!   tokio's own time tests pass on it.
+//!   tokio's own time tests pass on it (what else differs, such as no conversion of
+//!   `Elapsed` into `io::Error` for `?`, and the move from pingora-timeout: the repository's
+//!   `docs/migration.md`).
 //! - **Futures** for any executor on a service of your own: [`TimerService::sleep`],
 //!   [`TimerService::sleep_until`], [`TimerService::timeout`] and [`TimerService::interval`].
 //!   With the `hyper` cargo feature, [`TimerService`] is a `hyper::rt::Timer`.
@@ -80,6 +82,24 @@
 //!   (no thread, no closure, no allocation per timer) and feeds its
 //!   [`next_deadline`](LocalWheel::next_deadline) to `epoll_wait` or io_uring; other threads
 //!   reach it through a [`RemoteWheel`].
+//!
+//! # Cargo features
+//!
+//! None is on by default. Each adds one dependency and the items that need it, which
+//! docs.rs labels with their feature; what a build without it says:
+//!
+//! - **`hyper`**: [`TimerService`] implements `hyper::rt::Timer` (hyper 1.x), for
+//!   `http1::Builder::timer` and hyper's other builders. Without it,
+//!   `.timer(timers.clone())` fails with ``the trait bound `TimerService: Timer` is not
+//!   satisfied``, and the compiler's help names hyper-util's `TokioTimer`, the one
+//!   implementation it can see: the fix is `features = ["hyper"]`, not another timer.
+//! - **`offload`**: `Builder::offload(rayon::ThreadPool)` runs expired tasks on a rayon pool
+//!   instead of the shard thread. Without it: ``no method named `offload` found for struct
+//!   `shardwheel::Builder` in the current scope``, with "private field, not a method" (the
+//!   builder has a private field of that name).
+//! - **`tokio`**: `io::TimeoutStream`, read, write and idle timeouts around any tokio
+//!   `AsyncRead + AsyncWrite`. Without it: `` unresolved import `shardwheel::io` ``, and
+//!   rustc's note says the item is gated behind the `tokio` feature.
 //!
 //! # Guarantees
 //!
@@ -352,3 +372,9 @@ pub mod loom_support {
 #[cfg(all(doctest, feature = "hyper"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The migration guide's programs (`docs/migration.md`), compiled and the shardwheel one run
+/// as doc tests. docs/ is not in the package: this is built only by `cargo test --doc` here.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/migration.md")]
+pub struct MigrationDoctests;

@@ -11,10 +11,11 @@
 //! # Keys
 //!
 //! A [`TimerKey`] is the timer's slot (its node in the wheel's slab) and the slot's
-//! generation. The generation XX, with the
-//! timer's state: every operation by key first checks it, so a stale key finds a vacant
-//! slot or another generation and changes nothing. A slot whose generation has come all
-//! the way round is retired (`Wheel::retire`), so a stale key is never aliased.
+//! generation. The generation sits in the slot's word (`SlotWord`, `src/state.rs`; the words
+//! are in `slots.rs`), with the timer's state: every operation by key first checks it, so a
+//! stale key finds a vacant slot or another generation and changes nothing. A slot whose
+//! generation has come all the way round is retired (`Wheel::retire`), so a stale key is
+//! never aliased.
 //!
 //! # Memory: 32 bytes per pending `u64` timer
 //!
@@ -258,7 +259,9 @@ impl<T> LocalWheel<T> {
     }
 
     /// A handle for other threads: see [`RemoteWheel`]. From the first call on, the owner's
-    /// cancels and expiries are one CAS each (see the module docs).
+    /// cancels and expiries are each one uncontended CAS on the timer's slot word (before it,
+    /// a load and a store, since no other thread can reach the word), so that a remote cancel
+    /// is decided exactly.
     ///
     /// ```
     /// let wheel = shardwheel::LocalWheel::<u64>::new();

@@ -151,10 +151,15 @@ pub(super) fn renew<P: Platform>(platform: &P) -> Option<u64> {
     let nanos = platform.monotonic()?;
     let after = platform.read_after();
     if old.window != 0 && old.at_any(after).is_none_or(|estimate| estimate < u128::from(nanos)) {
-        // The old anchor's estimate fell behind the kernel (or the TSC went back): the
-        // kernel's rate left every bound it allows (the TSC's own rate changed: a VM moved to
-        // another host). Off for the whole process, not this thread alone: every other
-        // thread's anchor has the same scale. Relaxed: a plain flag, read with the scale.
+        // The old anchor's estimate fell behind the kernel (or the TSC went back): over the
+        // cycles since that anchor the kernel's clock gained more than the scale allows, which
+        // its own rates never do. Both sides count TSC cycles, so this is the kernel's clock
+        // no longer the TSC's (its clocksource switched away), a TSC stepped back, or a rate
+        // published late whose step outgrew the old anchor's lead; never a change in the
+        // TSC's own rate (a VM moved to another host), which the kernel's clock follows. Seen
+        // late, at this renewal: the module's docs, "The assumption". Off for the whole
+        // process, not this thread alone: every other thread's anchor has the same scale.
+        // Relaxed: a plain flag, read with the scale.
         process.scale.store(OFF, Ordering::Relaxed);
         platform.set_anchor(Anchor::NONE);
         return Some(nanos);

@@ -1,12 +1,13 @@
 //! A cheaper "now" for deadlines: the CPU's time-stamp counter, scaled from a per-thread
-//! anchor on `Instant`, and never behind `Instant::now()` at any rate the kernel allows.
+//! anchor on `Instant`, and never behind `Instant::now()` at any rate the kernel allows, if
+//! the kernel's readers see each new rate as it is computed (see "The assumption").
 //!
 //! `schedule(delay)`, `sleep(delay)` and `Timeout::reset(delay)` must know now. `Instant::now()`
 //! (the vDSO's `clock_gettime`) costs some 25 ns; `rdtsc` some 10 ns. This module estimates
 //! `Instant::now()` from the TSC so that the estimate is **never below** the real now (a
-//! deadline counted from it is never early), whatever the kernel does to its clock's rate,
-//! and above it by tens of microseconds at most (the bound below). It is used only where the
-//! TSC and `Instant` are one clock: x86_64 Linux whose clocksource is `tsc` (so
+//! deadline counted from it is never early), whatever rate within its limits the kernel gives
+//! its clock, and above it by tens of microseconds at most (the bound below). It is used only
+//! where the TSC and `Instant` are one clock: x86_64 Linux whose clocksource is `tsc` (so
 //! `CLOCK_MONOTONIC` is the TSC times the kernel's scale), with an invariant TSC (CPUID), and
 //! not under Miri. Elsewhere, on a paused `TestClock` and under loom, `Clock` reads
 //! `Instant::now()` as before.
@@ -51,24 +52,38 @@
 //! - **The estimate** at TSC value `t` is `max(I₀ + ⌊(t − t₀)·mult / 2³²⌋ + 1 + SKEW_NANOS,
 //!   floor)` (the skew: see "Ordering" below; the floor: see "Monotonic").
 //! - **A check on every new anchor**: the old anchor's estimate at a TSC value read *after*
-//!   the new `Instant::now()` must not be below it. It can fail only where the kernel's rate
-//!   left the range above, which the kernel does not do but the TSC can (a VM moved to a host
-//!   whose TSC runs at another rate). Then the estimate is switched off for the whole
-//!   process, not for this thread alone (every thread's anchor runs at the one scale): every
-//!   later call on that thread reads `Instant::now()`, and so does every other thread's once
-//!   its own anchor's window is over (a thread does not look at the shared switch inside its
-//!   window, which would put one more shared load on every estimate).
+//!   the new `Instant::now()` (its line carried on past its window, without the floor) must
+//!   not be below it, nor that TSC value below the old anchor's. Both sides count TSC cycles,
+//!   so the check sees only the kernel's clock gaining more over the cycles since the old
+//!   anchor than the scale gives them, its skew and nanosecond included (more than 1.625
+//!   times the raw rate on average), or the counter going back: a kernel clock no longer the
+//!   TSC times a steered scale (the clocksource switched away from `tsc` after the one look
+//!   at it, as the kernel's watchdog does to a TSC it distrusts, and the TSC slow against the
+//!   new one), a TSC written or stepped back, or a rate published late whose step (see "The
+//!   assumption") outgrew the old anchor's lead. It cannot see a change of the TSC's own rate
+//!   (a VM moved to a host whose TSC runs at another rate, without TSC scaling): the kernel's
+//!   clock is the TSC times its scale and changes rate with it, so per cycle nothing changed,
+//!   and the estimate stays as near `Instant::now()` as before, which is all it promises. What
+//!   it sees, it sees late: at the thread's next renewal, after the estimates of the window
+//!   that renewal ends, and against a lead that grows with the time since the old anchor
+//!   (62.5 % of it at the nominal rate, 1.5 % at the fastest): a smaller step passes unseen.
+//!   When it fails, the estimate is switched off for the whole process, not for this thread
+//!   alone (every thread's anchor runs at the one scale): every later call on that thread
+//!   reads `Instant::now()`, and so does every other thread's once its own anchor's window is
+//!   over (a thread does not look at the shared switch inside its window, which would put one
+//!   more shared load on every estimate).
 //!
 //! # Never early: the proof
 //!
-//! Let `f` be the kernel's map from TSC values to `CLOCK_MONOTONIC` nanoseconds: continuous,
-//! increasing, piecewise linear with a slope `m` that moves at any moment but stays within
-//! `r·(1 ± 0.601)` (above). The anchor's `I₀ = f(τ₀)` for the TSC value `τ₀` the vDSO read,
-//! and `t₀ ≤ τ₀` (the `lfence` after reading `t₀` lets no later instruction, the vDSO's read
-//! included, execute before it), so `I₀ ≥ f(t₀)`. A caller that read `I = f(τ)` and then asks
-//! for an estimate gets one from a TSC value `t ≥ τ − E` (see "Ordering"; a `t` below `t₀` is
-//! outside the window and takes a new anchor, whose answer is an `Instant::now()` read after
-//! `τ`). With `s = mult/2³² ≥ r·(1 + 0.625)`:
+//! Let `f` be the kernel's map from TSC values to `CLOCK_MONOTONIC` nanoseconds: continuous
+//! (the kernel's readers see a new rate from the TSC value it was computed at: the assumption
+//! below), increasing, piecewise linear with a slope `m` that moves at any moment but stays
+//! within `r·(1 ± 0.601)` (above). The anchor's `I₀ = f(τ₀)` for the TSC value `τ₀` the vDSO
+//! read, and `t₀ ≤ τ₀` (the `lfence` after reading `t₀` lets no later instruction, the vDSO's
+//! read included, execute before it), so `I₀ ≥ f(t₀)`. A caller that read `I = f(τ)` and then
+//! asks for an estimate gets one from a TSC value `t ≥ τ − E` (see "Ordering"; a `t` below
+//! `t₀` is outside the window and takes a new anchor, whose answer is an `Instant::now()` read
+//! after `τ`). With `s = mult/2³² ≥ r·(1 + 0.625)`:
 //!
 //! `I₀ + ⌊(t − t₀)·s⌋ + 1 + SKEW > f(t₀) + (t − t₀)·s + SKEW ≥ f(t₀) + (t − t₀)·m_max + SKEW
 //! ≥ f(t) + SKEW ≥ f(t + E) ≥ f(τ) = I`
@@ -93,6 +108,36 @@
 //! the kernel; the unit tests check it in place (`never_behind_instant`, many millions of
 //! reads, several threads), and the simulated kernel checks that the skew covers an early
 //! read of 2 µs at the fastest rate.
+//!
+//! # The assumption: a rate published as it is computed
+//!
+//! The proof's `f` is continuous because the kernel makes each new rate start where the old
+//! one left its clock: its tick reads the clocksource, computes the new `mult` so that the
+//! clock is continuous at that reading (`timekeeping_advance`, `kernel/time/timekeeping.c`),
+//! and then writes the vDSO's data. A reader in between still counts at the old rate from the
+//! old base; so the rate is published some time D after the reading it was computed at, and
+//! when it lands `CLOCK_MONOTONIC` steps forward by D times the rate's increase (a decrease
+//! steps the other way, which never makes an estimate early). D is the few instructions
+//! between the two with interrupts off, but an SMI, or a host that deschedules the vCPU
+//! there, stretches it: at D = 100 µs a move from the nominal rate to chrony's largest slew
+//! (83,333 ppm) is a step of 8.3 µs; at D = 1 ms, into the tick's +10 %, 100 µs.
+//!
+//! Nothing here is set aside for that step. The margins are spent on what the proof covers
+//! (the scale's 62.5 % over the kernel's 60.1 %, the skew on an early `rdtsc`, one
+//! nanosecond of rounding), and a step is absorbed only by what the moment leaves of them: at
+//! the nominal rate and with no early read, the skew's 3.25 µs and the lead the window has
+//! gathered (up to 12.6 µs at its end); at the fastest rate, just after a new anchor, with a
+//! read early by the CPU's whole bound, a few hundred nanoseconds (the anchor's bracket:
+//! `an_early_read_at_the_fastest_rate_is_covered_by_the_skew`). The rest of the step puts the
+//! estimate behind `Instant::now()` until the thread's next anchor (a window at most): a review
+//! that drove the estimate with a kernel publishing its rate increases late measured up to
+//! 0.67 µs behind at D = 100 µs under chrony's slew, 75.7 µs at D = 1 ms under the kernel's
+//! largest. The check on a new anchor (above) sees such a step only if it outgrew the old
+//! anchor's lead by then, and only after the fact: it then turns the estimate off for the
+//! process. So "never behind `Instant::now()`" holds for a kernel whose readers see a new
+//! rate from the reading it was computed at, and the README's guarantee says so. The
+//! simulated kernel (`sim.rs`) publishes each rate that way (`Kernel::set_ppm` keeps its
+//! clock continuous), so its tests do not reach this case.
 //!
 //! # Monotonic
 //!

@@ -332,8 +332,9 @@ fn an_early_read_at_the_fastest_rate_is_covered_by_the_skew() {
     }
 }
 
-/// A failed check (the kernel's rate beyond what it allows: the TSC slowed under it, as
-/// when a VM moves) switches the estimate off for the whole process: a thread that takes
+/// A failed check (the kernel's clock gaining on the TSC faster than any rate it allows, as
+/// it can once it is not the TSC's: a clocksource switched away from a TSC that runs slow
+/// against the new one) switches the estimate off for the whole process: a thread that takes
 /// its first anchor after the check failed elsewhere gets none, and the thread that found it
 /// gets no new one. Were it this thread's anchor alone, the other would anchor at the
 /// failed scale and fall behind within its window.
