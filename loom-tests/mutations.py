@@ -169,7 +169,7 @@ MUTATIONS = [
      """        if !timeout.cancel() {
             return match timeout.state() {
                 TimeoutState::Expired => Poll::Ready(Ok(())),
-                _ => this.taken_back(tick, cx.waker()),
+                _ => this.taken_back(tick, cx.waker(), on_stop),
             };
         }""",
      """        if !timeout.cancel() {
@@ -505,10 +505,10 @@ MUTATIONS = [
      "lib", "shard::gate::tests::schedule_past_the_mark_is_rejected_with_its_task_and_room_comes_back"),
     ("G5", "a Sleep the backstop refused ends as on a stopped service (the old behaviour)", "src/future/sleep.rs",
      """        if stopping || self.service.service().is_stopped() {
-            return Poll::Ready(self.stopped_at(tick));""",
+            return self.stopped_at(tick, waker, on_stop);""",
      """        if true {
-            return Poll::Ready(self.stopped_at(tick));""",
-     "lib", "shard::gate::tests::a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_is_room"),
+            return self.stopped_at(tick, waker, on_stop);""",
+     "lib", "shard::gate::tests::a_sleep_at_the_limit_overflows_and_completes_at_its_deadline"),
     ("G6", "the gate's cold path reads FULL as closed (Shutdown, not Rejected)", "src/shard/gate.rs",
      """        return Some(Refusal::Full);""",
      """        return Some(Refusal::Closed);""",
@@ -517,6 +517,33 @@ MUTATIONS = [
      """        if len >= self.mark_at {""",
      """        if len >= self.mark_at && false {""",
      "lib", "shard::gate::tests::the_backstop_refuses_what_was_in_flight_past_the_limit_and_the_shard_goes_on"),
+    ("G8", "a draining shard takes new timeouts (the graceful stop refuses nothing)", "src/shard/gate.rs",
+     """    if gate & DRAINING != 0 {
+        return Some(Refusal::Closed);
+    }""",
+     """    if gate & DRAINING != 0 && false {
+        return Some(Refusal::Closed);
+    }""",
+     "lib", "shard::gate::tests::the_cold_path_reads_draining_before_full_and_for_the_driver_too"),
+    # The overflow timer (loom-tests/overflow.rs, src/future/overflow.rs).
+    ("O1", "a poll on the overflow timer keeps the old waker (the task that polled last is never woken)",
+     "src/future/overflow.rs",
+     """                if !held.will_wake(waker) {
+                    held.clone_from(waker);
+                }""",
+     """                if !held.will_wake(waker) {
+                    let _ = waker;
+                }""",
+     "loom_overflow", "overflow_poll_with_a_new_waker_races_the_timers_turn"),
+    ("O2", "a dropped sleep's overflow entry stays (its task is woken at the deadline for nothing)",
+     "src/future/overflow.rs",
+     """        let removed = self.waiting().timers.remove(&key);""",
+     """        let removed = self.waiting().timers.get(&key).map(|_| ());""",
+     "lib", "future::overflow::tests::a_new_waker_is_the_one_woken_and_a_cancel_wakes_none"),
+    ("O3", "the overflow timer fires an entry before its deadline", "src/future/overflow.rs",
+     """            if entry.key().at > now {""",
+     """            if entry.key().at > now + std::time::Duration::from_millis(1) {""",
+     "lib", "future::overflow::tests::fires_in_deadline_order_and_never_before"),
 ]
 
 

@@ -388,6 +388,25 @@ impl fmt::Display for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
+/// An `io::Error` of kind [`TimedOut`](std::io::ErrorKind::TimedOut), as tokio's `Elapsed`
+/// converts: so `timeout(d, io).await??` works in a function that returns `io::Result`.
+///
+/// ```
+/// use shardwheel::time::{self, Duration};
+///
+/// async fn read_within(d: Duration) -> std::io::Result<u8> {
+///     let byte = time::timeout(d, std::future::pending::<std::io::Result<u8>>()).await??;
+///     Ok(byte)
+/// }
+/// let err = futures_executor::block_on(read_within(Duration::from_millis(1))).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+/// ```
+impl From<Elapsed> for std::io::Error {
+    fn from(elapsed: Elapsed) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)
+    }
+}
+
 /// The service a [`Sleep`](crate::Sleep), [`Interval`](crate::Interval) or
 /// [`WithTimeout`](crate::WithTimeout) waits on was stopped before its deadline: no timer is
 /// left to end the wait, and completing now would be early.

@@ -7,12 +7,11 @@
 //! again and moves its deadline ([`Sleep::reset`]: one compare-and-swap for a later
 //! deadline) instead of boxing a new one.
 //!
-//! hyper's `Timer` has no way to say "no": a sleep whose shard refuses it for being full
-//! (`ScheduleError::Rejected`: a service built with `max_pending_per_shard` at that many, or
-//! a shard's wheel near its limit of 2³² timeouts, ~128 GB) panics when hyper polls it, as
-//! any [`Sleep`]'s poll does, and the panic unwinds into that connection's task alone. So
-//! do not give hyper a service built with `max_pending_per_shard` below what its connections
-//! may hold; the wheel's own limit is out of a real server's reach.
+//! hyper's `Timer` has no way to say "no", and needs none: a sleep whose shards all refuse
+//! it (full: `max_pending_per_shard`, or a wheel near its limit of 2³² timeouts; or the
+//! service stopping or stopped) waits on the overflow timer and completes at its deadline, as
+//! any [`Sleep`] does (its "Full, stopping, stopped"), so a connection's timeouts keep time
+//! and its task never panics for it. `Stats::overflowed` counts them.
 
 use crate::future::Sleep;
 use crate::service::TimerService;

@@ -211,6 +211,23 @@ pub mod loom_support {
         crate::periodic::loom_ends::under_way()
     }
 
+    /// The overflow timer's turn (its thread's, which loom does not run): wakes every sleep
+    /// waiting there whose deadline `Instant::now()` has reached, or, with `all`, every one
+    /// (as a turn far in the future would). Returns how many it woke.
+    pub fn fire_overflow(all: bool) -> usize {
+        let now = std::time::Instant::now();
+        let now = if all { now + std::time::Duration::from_secs(100 * 365 * 86_400) } else { now };
+        let (due, _) = crate::future::overflow::timer().fire_due(now);
+        let woken = due.len();
+        due.into_iter().for_each(std::task::Waker::wake);
+        woken
+    }
+
+    /// Sleeps waiting on the overflow timer.
+    pub fn overflow_len() -> usize {
+        crate::future::overflow::timer().len()
+    }
+
     /// Timeout entries allocated and not yet freed.
     pub fn live_entries() -> isize {
         crate::loom_live::get()

@@ -7,12 +7,13 @@
 //!   `u64::MAX` for "until woken") and set back to [`AWAKE`] when it runs. A producer that
 //!   claims a wake-up also sets it to `AWAKE`, with a CAS, so that of many producers only one
 //!   pays for the `unpark` syscall.
-//! - `flags` holds two bits. [`CLOSED`] is set once, by `stop` (or the service's drop, or a
-//!   failing driver), and never cleared. [`FULL`] is set and cleared by the driver alone, as
-//!   its wheel crosses its marks (`shard/gate.rs`). Each bit moves with a `fetch_or` or
-//!   `fetch_and` of its own, so that neither ever writes the other: clearing FULL can never
-//!   clear CLOSED. The arm path reads the word once ([`Mailbox::gate`]): zero, it goes on;
-//!   anything else, a cold path tells the two apart.
+//! - `flags` holds three bits. [`CLOSED`] is set once, by `stop` (or the service's drop, or
+//!   a failing driver), and never cleared; [`DRAINING`] likewise, by `stop_gracefully`,
+//!   which refuses new timeouts while the shard runs on. [`FULL`] is set and cleared by the
+//!   driver alone, as its wheel crosses its marks (`shard/gate.rs`). Each bit moves with a
+//!   `fetch_or` or `fetch_and` of its own, so that none ever writes another: clearing FULL
+//!   can never clear CLOSED or DRAINING. The arm path reads the word once
+//!   ([`Mailbox::gate`]): zero, it goes on; anything else, a cold path tells them apart.
 //!
 //! Two Dekker-style handshakes, each a store, a `SeqCst` fence and a load on both sides:
 //!
@@ -56,6 +57,10 @@ pub(crate) const CLOSED: u8 = 1;
 /// [`Mailbox::gate`]: the shard's wheel is near its limit; schedules are refused with
 /// `ScheduleError::Rejected` (`shard/gate.rs`).
 pub(crate) const FULL: u8 = 2;
+/// [`Mailbox::gate`]: the service is stopping gracefully (`TimerService::stop_gracefully`):
+/// new timeouts are refused with `ScheduleError::Shutdown`; the shard runs on, firing and
+/// cancelling what it holds, until the stop closes it.
+pub(crate) const DRAINING: u8 = 4;
 
 /// A sleeping shard is woken once this many commands wait for it, whatever their deadlines,
 /// so cancels piling up while it sleeps for a far deadline cannot grow without bound.
@@ -228,6 +233,18 @@ impl Mailbox {
     pub(crate) fn wake(&self) {
         self.sleep_until.store(AWAKE, Ordering::SeqCst);
         self.unpark();
+    }
+
+    /// Refuses new timeouts from now on ([`DRAINING`]); the driver runs on. SeqCst, as
+    /// `close`: a schedule that reads the gate after this refuses; one that read it before
+    /// is pending, and the stop that follows waits for it or hands it back.
+    pub(crate) fn drain(&self) {
+        self.flags.fetch_or(DRAINING, Ordering::SeqCst);
+    }
+
+    /// Whether the mailbox refuses new timeouts: closed, or draining.
+    pub(crate) fn is_refusing(&self) -> bool {
+        self.flags.load(Ordering::SeqCst) & (CLOSED | DRAINING) != 0
     }
 
     pub(crate) fn is_closed(&self) -> bool {

@@ -430,7 +430,7 @@ impl TimerService {
     ) -> Result<Timeout, ScheduleError<F>> {
         let index = self.route();
         let shard = self.shard_at(index);
-        if shard.mailbox.is_closed() {
+        if shard.mailbox.is_refusing() {
             return Err(shard.closed_error(task));
         }
         // The handle's place under `max_pending_per_shard`; given back by its cancel.

@@ -316,6 +316,64 @@ impl TimerService {
         Ok(self.inner.stop())
     }
 
+    /// Stops gracefully: refuses new timeouts at once, lets every pending one fire or be
+    /// cancelled until `grace` has passed, then stops as [`stop`](TimerService::stop) does,
+    /// handing back what is still pending (empty if everything ended in time). For a
+    /// server's shutdown: its connections' timers go on keeping time while it drains them,
+    /// and what it never reached comes back rather than being lost.
+    ///
+    /// From the call on:
+    ///
+    /// - `schedule*` fails with [`ScheduleError::Shutdown`], the task handed back (a
+    ///   repeating series ends at its next run, whose re-arm is refused);
+    /// - a timeout already pending fires at its deadline, or is cancelled, as before; a
+    ///   schedule racing the call either is refused or is pending (and then fires, is
+    ///   cancelled, or comes back in the list);
+    /// - a future ([`Sleep`](crate::Sleep), a `timeout`, an `Interval`, hyper's sleeps)
+    ///   already registered completes on its shard at its deadline; one that must register
+    ///   (first polled, reset, or moved to another task) waits on the overflow timer
+    ///   instead, and completes at its deadline just the same: never early, never a panic
+    ///   (see [`Sleep`](crate::Sleep)'s "Full, stopping, stopped"). So does a future still
+    ///   waiting at the end, once its task polls it again (ending the handed-back timeout
+    ///   wakes it).
+    ///
+    /// Blocks the calling thread for up to `grace` (checking every millisecond): from async
+    /// code, call it where blocking is allowed (`tokio::task::spawn_blocking`). From a task
+    /// on one of this service's shard threads it would wait for itself, and returns
+    /// [`StopError::OnTimerThread`].
+    ///
+    /// ```
+    /// use shardwheel::{ScheduleError, TimerService};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let timers = TimerService::new()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// timers.schedule(Duration::from_millis(20), move || tx.send("fired").unwrap())?;
+    /// let far = timers.schedule(Duration::from_secs(3600), || ())?;
+    /// let started = Instant::now();
+    /// let unfired = timers.stop_gracefully(Duration::from_millis(200))?;
+    /// assert_eq!(rx.try_recv(), Ok("fired"), "what was due within the grace fired");
+    /// assert!(unfired.len() == 1 && unfired[0].timeout().ptr_eq(&far), "the rest came back");
+    /// assert!(started.elapsed() >= Duration::from_millis(200));
+    /// assert!(matches!(timers.schedule(Duration::ZERO, || ()), Err(ScheduleError::Shutdown(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stop_gracefully(&self, grace: Duration) -> Result<Vec<Unfired>, StopError> {
+        if routing::driving(self.inner.id).is_some() {
+            return Err(StopError::OnTimerThread);
+        }
+        for shard in self.inner.shards.iter() {
+            shard.mailbox.drain();
+        }
+        let give_up = Instant::now().checked_add(grace);
+        while self.pending() > 0 && give_up.is_none_or(|at| Instant::now() < at) {
+            let left = give_up.map_or(Duration::from_millis(1), |at| at.saturating_duration_since(Instant::now()));
+            // std's: the facade's thread is loom's under loom, where this is never called.
+            std::thread::sleep(left.min(Duration::from_millis(1)));
+        }
+        Ok(self.inner.stop())
+    }
+
     /// Whether `stop` has been called (or the service is being dropped).
     ///
     /// ```

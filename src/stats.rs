@@ -49,6 +49,13 @@ pub struct Stats {
     /// A sleeping shard is woken before this grows past a high-water mark (1024 per shard),
     /// whatever the commands' deadlines. Arms still on their thread's stage are not counted.
     pub queued: u64,
+    /// Futures (`Sleep`, `timeout`, `Interval` ticks, hyper's sleeps) that no shard would
+    /// take, which wait on the process's overflow timer instead (a thread and a map under a
+    /// lock): every shard full (at `max_pending_per_shard`, or its wheel near its limit), or
+    /// the service stopping or stopped. A future never panics for it, and still completes at
+    /// its deadline, never before; a count that grows says the service is past what it was
+    /// sized for. Not in `scheduled`: no shard holds them.
+    pub overflowed: u64,
 }
 
 /// Per-shard counters. Producers write the first group (rarely: their arms and cancels are
@@ -70,6 +77,7 @@ struct RemoteCounters {
     armed: AtomicU64,
     cancelled: AtomicU64,
     rejected: AtomicU64,
+    overflowed: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +103,9 @@ impl Counters {
     pub(crate) fn rejected(&self) {
         bump(&self.remote.rejected, 1);
     }
+    pub(crate) fn overflowed(&self) {
+        bump(&self.remote.overflowed, 1);
+    }
     pub(crate) fn expired(&self, by: u64) {
         bump(&self.local.expired, by);
     }
@@ -117,6 +128,7 @@ impl Counters {
     pub(crate) fn add_to(&self, stats: &mut Stats) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         stats.rejected += get(&self.remote.rejected);
+        stats.overflowed += get(&self.remote.overflowed);
         stats.expired += get(&self.local.expired);
         stats.panicked += get(&self.local.panicked);
         stats.unfired += get(&self.local.unfired);

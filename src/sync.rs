@@ -12,10 +12,10 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::Arc;
-    pub(crate) use std::sync::Mutex;
     pub(crate) use std::sync::atomic::{
         AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
     };
+    pub(crate) use std::sync::{Mutex, MutexGuard};
     pub(crate) use std::thread;
 
     /// Starts a shard thread with a name.
@@ -50,7 +50,7 @@ mod imp {
     pub(crate) use loom::sync::atomic::{
         AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
     };
-    pub(crate) use loom::sync::{Arc, Mutex};
+    pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
     pub(crate) use loom::thread;
 
     /// Starts a shard thread; loom's threads have no names.
@@ -92,9 +92,15 @@ pub(crate) use const_thread_local;
 ///   `WeakTimerService`): its count decides only when the last user handle is gone, which
 ///   closes the mailboxes (a protocol loom does see); loom's `Arc` has no `Weak`;
 /// - the ambient calls' paused scopes (`time/paused.rs`): a test's clock, its relay wakers
-///   and its auto-advance thread, above the service, which the loom models never build.
+///   and its auto-advance thread, above the service, which the loom models never build;
+/// - the overflow timer's thread and the condition variable that rings it
+///   (`future/overflow.rs`): its map's lock is the facade's, and its model
+///   (`loom-tests/overflow.rs`) runs the thread's turn as a step of its own.
 pub(crate) mod plain {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::{Arc, Mutex, Weak};
+    /// The overflow timer's ring; its thread is not run under loom, so neither is this.
+    #[cfg(not(loom))]
+    pub(crate) use std::sync::Condvar;
     pub(crate) use std::thread;
 }

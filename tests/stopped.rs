@@ -1,7 +1,9 @@
-//! The futures on a stopped service: never early, and loud. A `Sleep`, `timeout` or
-//! `Interval` whose service stops before its deadline panics when awaited (the `try_` forms
-//! return `Stopped`), under each executor; one whose deadline has passed completes. And a
-//! `Sleep` awaited on one of its own service's shard threads panics instead of hanging it.
+//! The futures on a stopped service: never early, never a panic, never a hang. A `Sleep`,
+//! `timeout` or `Interval` whose service stops before its deadline waits on the overflow
+//! timer and completes at its deadline when awaited (the `try_` forms return `Stopped`),
+//! under each executor; one whose deadline has passed completes at once. And a `Sleep`
+//! awaited on one of its own service's shard threads panics instead of hanging it (a bug in
+//! the caller, the one panic left).
 
 use shardwheel::{Elapsed, Stopped, TimerService};
 use std::any::Any;
@@ -38,33 +40,48 @@ fn tokio_catching<F: Future<Output: Send + 'static> + Send + 'static>(fut: F) ->
     rt.block_on(async { tokio::spawn(fut).await.map_err(|e| message(e.into_panic())) })
 }
 
-/// Asserts that `outcome` is a panic that names the stop.
-fn assert_stopped_panic<T: std::fmt::Debug>(outcome: Result<T, String>, what: &str) {
-    match outcome {
-        Err(m) => assert!(m.contains(&Stopped::new().to_string()), "{what}: panicked, but with {m:?}"),
-        Ok(v) => panic!("{what}: completed ({v:?}) on a stopped service, before its deadline"),
-    }
+/// Asserts that `outcome` completed, no panic, and not before `deadline`.
+fn assert_on_time<T: std::fmt::Debug>(outcome: Result<T, String>, deadline: Instant, what: &str) -> T {
+    let now = Instant::now();
+    let value = outcome.unwrap_or_else(|m| panic!("{what}: panicked on a stopped service: {m}"));
+    assert!(now >= deadline, "{what}: completed {:?} before its deadline", deadline - now);
+    value
 }
 
-/// A task that sleeps a second, again and again, counting each sleep that completed.
-fn sleeps_forever(timers: &TimerService, done: &Arc<AtomicUsize>) -> impl Future<Output = ()> + Send + 'static {
+/// A task that sleeps `each` `times` times in a row, counting each sleep that completed, and
+/// returns when the last was due at the earliest.
+fn sleeps(
+    timers: &TimerService,
+    each: Duration,
+    times: u32,
+    done: &Arc<AtomicUsize>,
+) -> impl Future<Output = Instant> + Send + 'static {
     let (timers, done) = (timers.clone(), done.clone());
     async move {
-        loop {
-            timers.sleep(Duration::from_secs(1)).await;
+        let start = Instant::now();
+        for _ in 0..times {
+            timers.sleep(each).await;
             done.fetch_add(1, Ordering::SeqCst);
         }
+        start + each * times
     }
 }
 
-/// A task that awaits an interval's ticks, again and again.
-fn ticks_forever(timers: &TimerService) -> impl Future<Output = ()> + Send + 'static {
+/// A task that awaits `times` ticks of a `period` interval; returns the first tick's due
+/// time and when the last one came.
+fn ticking(
+    timers: &TimerService,
+    period: Duration,
+    times: u32,
+) -> impl Future<Output = (Instant, Instant)> + Send + 'static {
     let timers = timers.clone();
     async move {
-        let mut every = timers.interval(Duration::from_millis(5));
-        loop {
+        let mut every = timers.interval(period);
+        let first = every.tick().await;
+        for _ in 1..times {
             every.tick().await;
         }
+        (first, Instant::now())
     }
 }
 
@@ -79,33 +96,45 @@ impl Wake for Flag {
 }
 
 #[test]
-fn a_sleep_first_polled_after_stop_is_loud_under_each_executor() {
+fn a_sleep_first_polled_after_stop_completes_at_its_deadline_under_each_executor() {
     let timers = service();
     timers.stop().unwrap();
     let mut sleep = pin!(timers.sleep(Duration::from_secs(1)));
     let mut cx = Context::from_waker(Waker::noop());
-    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())));
+    assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())), "`try_poll` says so");
     assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())), "and stays so");
     assert!(!sleep.is_elapsed(), "a second from now has not come");
+    assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Pending, "a poll as a future waits: no panic");
+    assert_eq!(timers.stats().overflowed, 1, "on the overflow timer");
 
-    // The loop of 1 s sleeps that ran 212 000 times in 200 ms: not one completes.
+    // The loop of sleeps that once panicked at its first poll: each completes, on time.
     let done = Arc::new(AtomicUsize::new(0));
-    assert_stopped_panic(block_on_catching(sleeps_forever(&timers, &done)), "futures-executor");
-    assert_stopped_panic(tokio_catching(sleeps_forever(&timers, &done)), "tokio");
-    assert_eq!(done.load(Ordering::SeqCst), 0, "a sleep completed early");
+    let due = assert_on_time(
+        block_on_catching(sleeps(&timers, Duration::from_millis(15), 3, &done)),
+        Instant::now(),
+        "futures-executor",
+    );
+    assert!(Instant::now() >= due, "never early");
+    let due =
+        assert_on_time(tokio_catching(sleeps(&timers, Duration::from_millis(15), 3, &done)), Instant::now(), "tokio");
+    assert!(Instant::now() >= due, "never early");
+    assert_eq!(done.load(Ordering::SeqCst), 6);
+    assert_eq!(timers.stats().overflowed, 7);
+    assert_eq!(timers.pending(), 0, "none of them on a shard");
 }
 
 #[test]
-fn a_sleep_pending_at_stop_is_woken_and_then_loud() {
+fn a_sleep_pending_at_stop_is_woken_and_then_completes_at_its_deadline() {
     // Handed back by `stop()`, and ended each way a user can end it: each wakes the sleep,
-    // whose next poll says the service stopped.
+    // whose next poll waits on the overflow timer (`try_poll` says the service stopped).
     let ways: [fn(shardwheel::Unfired); 3] = [drop, |u| u.into_task().run(), |u| u.into_task().cancelled()];
     for end in ways {
         let timers = service();
         let flag = Arc::new(Flag::default());
         let waker = Waker::from(flag.clone());
         let mut cx = Context::from_waker(&waker);
-        let mut sleep = pin!(timers.sleep(Duration::from_secs(60)));
+        let deadline = Instant::now() + Duration::from_millis(40);
+        let mut sleep = pin!(timers.sleep_until(deadline));
         assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
         let mut unfired = timers.stop().unwrap();
         assert_eq!(unfired.len(), 1);
@@ -114,24 +143,28 @@ fn a_sleep_pending_at_stop_is_woken_and_then_loud() {
         assert_eq!(flag.0.load(Ordering::SeqCst), 1, "ending the handed-back task wakes the sleep");
         assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())));
         assert!(!sleep.is_elapsed());
-        let panicked = catch_unwind(AssertUnwindSafe(|| sleep.as_mut().poll(&mut cx))).map_err(message);
-        assert_stopped_panic(panicked, "a poll after the wake-up");
+        let polled = catch_unwind(AssertUnwindSafe(|| sleep.as_mut().poll(&mut cx))).map_err(message);
+        assert_eq!(polled, Ok(Poll::Pending), "a poll after the wake-up waits, no panic");
+        assert!(common_wait(|| flag.0.load(Ordering::SeqCst) == 2), "the overflow timer wakes it");
+        assert!(Instant::now() >= deadline, "not before its deadline");
+        assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 
-    // A task awaiting a sleep when the service stops: it panics, it neither completes nor
-    // hangs. Under tokio, and under futures-executor on a thread of its own.
+    // A task awaiting a sleep when the service stops: it completes at its deadline, it
+    // neither panics nor hangs. Under tokio, and under futures-executor on a thread of its own.
     let timers = service();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let deadline = Instant::now() + Duration::from_millis(300);
     let t = timers.clone();
-    let task = rt.spawn(async move { t.sleep(Duration::from_secs(3600)).await });
+    let task = rt.spawn(async move { t.sleep_until(deadline).await });
     let t = timers.clone();
-    let thread = std::thread::spawn(move || block_on_catching(t.sleep(Duration::from_secs(3600))));
+    let thread = std::thread::spawn(move || block_on_catching(t.sleep_until(deadline)));
     assert!(common_wait(|| timers.pending() == 2), "both sleeps register");
     drop(timers.stop().unwrap());
     let joined = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await });
     let joined = joined.expect("the task ends: it does not hang");
-    assert_stopped_panic(joined.map_err(|e| message(e.into_panic())), "tokio");
-    assert_stopped_panic(thread.join().unwrap(), "futures-executor");
+    assert_on_time(joined.map_err(|e| message(e.into_panic())), deadline, "tokio");
+    assert_on_time(thread.join().unwrap(), deadline, "futures-executor");
 }
 
 /// Polls `cond` every millisecond for up to ten seconds.
@@ -162,20 +195,30 @@ fn a_sleep_whose_deadline_has_passed_completes_after_stop() {
 fn a_timeout_on_a_stopped_service_never_says_elapsed_early() {
     let timers = service();
     timers.stop().unwrap();
-    // `timeout(1 h, pending())` said `Elapsed` at once.
+    // `timeout(1 h, pending())` once said `Elapsed` at once, then panicked: now it waits for
+    // its deadline, on the overflow timer.
+    let deadline = Instant::now() + Duration::from_millis(30);
     let t = timers.clone();
-    assert_stopped_panic(
-        block_on_catching(async move { t.timeout(Duration::from_secs(3600), std::future::pending::<()>()).await }),
-        "futures-executor",
-    );
+    let outcome = block_on_catching(async move { t.timeout_at(deadline, std::future::pending::<()>()).await });
+    assert_eq!(assert_on_time(outcome, deadline, "futures-executor"), Err(Elapsed::new()));
+    let deadline = Instant::now() + Duration::from_millis(30);
     let t = timers.clone();
-    assert_stopped_panic(
-        tokio_catching(async move { t.timeout(Duration::from_secs(3600), std::future::pending::<()>()).await }),
-        "tokio",
-    );
+    let outcome = tokio_catching(async move { t.timeout_at(deadline, std::future::pending::<()>()).await });
+    assert_eq!(assert_on_time(outcome, deadline, "tokio"), Err(Elapsed::new()));
     let mut limited = pin!(timers.timeout(Duration::from_secs(3600), std::future::pending::<()>()));
     let mut cx = Context::from_waker(Waker::noop());
     assert_eq!(limited.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())));
+    // The request a stopped timer wraps is not lost: it finishes, and wins.
+    let t = timers.clone();
+    let request = async move {
+        t.timeout(Duration::from_secs(3600), async {
+            std::thread::sleep(Duration::from_millis(5));
+            tokio::task::yield_now().await;
+            "answered"
+        })
+        .await
+    };
+    assert_eq!(tokio_catching(request), Ok(Ok("answered")));
     // A future that is ready wins, stopped or not; a deadline already past is on time.
     assert_eq!(block_on_catching(timers.timeout(Duration::from_secs(3600), async { 7 })), Ok(Ok(7)));
     let past = Instant::now() - Duration::from_millis(50);
@@ -183,11 +226,11 @@ fn a_timeout_on_a_stopped_service_never_says_elapsed_early() {
 }
 
 #[test]
-fn an_interval_ticks_no_more_after_stop_even_when_woken_by_another_branch() {
+fn an_interval_after_stop_ticks_on_time_and_try_tick_says_stopped() {
     let timers = service();
     let t = timers.clone();
     // The select loop that ticked 19 times in 100 ms at a 5 ms period after the stop: a
-    // branch that wakes the task every millisecond, beside the interval.
+    // branch that wakes the task every millisecond, beside the interval. `try_tick` ends it.
     let outcome = tokio_catching(async move {
         let mut every = t.interval(Duration::from_millis(5));
         every.tick().await;
@@ -212,11 +255,15 @@ fn an_interval_ticks_no_more_after_stop_even_when_woken_by_another_branch() {
         }
     });
     let (ticks, _wakes, _) = outcome.expect("no panic").expect("infallible");
-    assert_eq!(ticks, 0, "the interval ticked after the stop");
+    assert_eq!(ticks, 0, "`try_tick` ticked after the stop");
 
-    // Awaited plainly, a tick after the stop panics, under each executor; `try_tick` says so.
-    assert_stopped_panic(block_on_catching(ticks_forever(&timers)), "futures-executor");
-    assert_stopped_panic(tokio_catching(ticks_forever(&timers)), "tokio");
+    // Awaited plainly, the ticks go on after the stop, paced: never faster than the period.
+    let period = Duration::from_millis(5);
+    let (first, last) =
+        assert_on_time(block_on_catching(ticking(&timers, period, 5)), Instant::now(), "futures-executor");
+    assert!(last >= first + period * 4, "four periods after the first tick: {:?}", last - first);
+    let (first, last) = assert_on_time(tokio_catching(ticking(&timers, period, 5)), Instant::now(), "tokio");
+    assert!(last >= first + period * 4, "four periods after the first tick: {:?}", last - first);
     let mut every = timers.interval(Duration::from_secs(1));
     assert_eq!(futures_executor::block_on(every.try_tick()), Err(Stopped::new()));
     let mut cx = Context::from_waker(Waker::noop());

@@ -2,6 +2,7 @@
 
 use crate::error::Stopped;
 use crate::future::Sleep;
+use crate::future::sleep::OnStop;
 use crate::missed::{Missed, saturating_add};
 use crate::service::TimerService;
 use std::fmt;
@@ -39,10 +40,10 @@ use std::time::{Duration, Instant};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// On a [stopped](TimerService::stop) service an interval ticks no more, and says so: a
-/// tick polled after the stop panics with [`Stopped`]'s message (as a [`Sleep`] does), so a
-/// loop around `tick` neither spins nor hangs in silence; [`try_tick`](Interval::try_tick)
-/// returns the error instead.
+/// On a [stopped](TimerService::stop) (or stopping) service, `tick` goes on ticking on time,
+/// paced by the overflow timer (as a [`Sleep`] waits there: its "Full, stopping, stopped"),
+/// and never panics; [`try_tick`](Interval::try_tick) returns the error instead, for a loop
+/// that should end with the service.
 pub struct Interval {
     sleep: Sleep,
     /// When the next tick is due.
@@ -128,14 +129,17 @@ impl Interval {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
+    /// On a stopped service the ticks go on, paced by the overflow timer
+    /// ([`try_poll_tick`](Interval::try_poll_tick) returns [`Stopped`] instead).
+    ///
     /// # Panics
     ///
-    /// On a stopped service (see [`Stopped`]; [`try_poll_tick`](Interval::try_poll_tick)
-    /// returns the error instead), and as a [`Sleep`]'s poll does.
+    /// As a [`Sleep`]'s poll does: only on one of its own service's shard threads.
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        match self.try_poll_tick(cx) {
+        match self.poll_tick_with(cx, OnStop::Overflow) {
             Poll::Ready(Ok(due)) => Poll::Ready(due),
-            Poll::Ready(Err(stopped)) => panic!("shardwheel Interval: {stopped}"),
+            // `OnStop::Overflow` never reports a stop.
+            Poll::Ready(Err(_)) => Poll::Ready(self.next),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -176,13 +180,20 @@ impl Interval {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Result<Instant, Stopped>> {
+        self.poll_tick_with(cx, OnStop::Report)
+    }
+
+    /// The poll behind `try_poll_tick` (`OnStop::Report`) and `poll_tick`
+    /// (`OnStop::Overflow`: the ticks go on, paced by the overflow timer, and it never
+    /// returns `Err`).
+    fn poll_tick_with(&mut self, cx: &mut Context<'_>, on_stop: OnStop) -> Poll<Result<Instant, Stopped>> {
         if self.now() < self.next {
-            match Pin::new(&mut self.sleep).try_poll(cx) {
+            match Pin::new(&mut self.sleep).poll_with(cx, on_stop) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(stopped)) => return Poll::Ready(Err(stopped)),
                 Poll::Ready(Ok(())) => {}
             }
-        } else if self.sleep.service().is_stopped() {
+        } else if on_stop == OnStop::Report && self.sleep.service().is_stopped() {
             // Due by the clock, but no timer is left for the ticks after it: a loop woken by
             // something else would otherwise tick on, unpaced by any timer.
             return Poll::Ready(Err(Stopped::new()));

@@ -9,6 +9,7 @@
 
 pub(crate) mod holder;
 mod interval;
+pub(crate) mod overflow;
 pub(crate) mod sleep;
 mod with_timeout;
 

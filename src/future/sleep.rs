@@ -51,20 +51,27 @@
 //! wake-up); for `futures::executor::block_on`, an unpark of the blocked thread. A cancelled
 //! `Sleep` never wakes anything.
 //!
-//! # After `stop`
+//! # Full, stopping, stopped: the overflow timer
 //!
-//! Never early holds after `stop()` too, and a wait that can no longer end is loud, not
-//! silent (tokio's timers panic the same way once their runtime is shut down). A `Sleep`
-//! whose service is stopped before its deadline:
+//! Never early holds whatever the service does, and a poll as a `Future` never panics for
+//! it (a server's tasks must not, and a future has no error to return). A sleep that must
+//! register and that no shard takes waits on the overflow timer (`overflow.rs`: one
+//! process-wide thread, a map under a lock) and completes at its deadline, never before:
 //!
-//! - first polled after the stop: its arm meets a closed shard (`Shutdown`);
-//! - pending at the stop: `stop()` hands its cell back (CANCELLED), and ending that task
-//!   (dropping, running, or calling `cancelled()` on the [`Unfired`](crate::Unfired)) wakes
-//!   it, so that its task polls again and finds out;
+//! - **every shard full** (at [`max_pending_per_shard`](crate::Builder::max_pending_per_shard),
+//!   or its wheel near its limit of 2³² timeouts): the polling thread's shard refuses it, so
+//!   does each other shard in turn, round from there;
+//! - **stopping** ([`stop_gracefully`](TimerService::stop_gracefully)): registered sleeps fire
+//!   on their shards as usual; one that must register now is refused, and overflows;
+//! - **stopped**: `stop()` (or the end of a graceful stop) hands a pending sleep's cell back
+//!   (CANCELLED); ending that task (dropping, running, or calling `cancelled()` on the
+//!   [`Unfired`](crate::Unfired)) wakes the sleep, whose next poll overflows; a sleep first
+//!   polled after the stop overflows at once.
 //!
-//! panics when polled as a `Future`, with [`Stopped`]'s message, and
-//! [`Sleep::try_poll`] returns `Err(Stopped)`. A sleep whose deadline has passed completes
-//! as usual, stopped or not: completing then is on time.
+//! [`Sleep::try_poll`] is the way to hear of a stop instead: it returns `Err(Stopped)` where
+//! the poll would overflow for a stop (not for a full shard). A sleep whose deadline has
+//! passed completes as usual, stopped or not: completing then is on time.
+//! [`Stats::overflowed`](crate::Stats::overflowed) counts the sleeps that overflowed.
 //!
 //! # On a shard thread
 //!
@@ -76,6 +83,7 @@
 
 use crate::error::{ScheduleError, Stopped};
 use crate::future::holder::Holder;
+use crate::future::overflow::{self, Key, Polled};
 use crate::service::TimerService;
 use crate::task::TimerTask;
 use crate::task::sealed::Token;
@@ -108,21 +116,24 @@ use std::time::{Duration, Instant};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
+/// # Full, stopping, stopped
+///
+/// A poll never panics for a full or a stopped service, nor completes early: a sleep that
+/// no shard will take waits on the process's overflow timer (one thread, a map under a lock)
+/// and completes at its deadline. That is the case when it must register and every shard is
+/// full (a service built with [`max_pending_per_shard`](crate::Builder::max_pending_per_shard)
+/// at that many each, or each shard's wheel near its limit of 2³² timeouts, where `schedule`
+/// returns [`ScheduleError::Rejected`]; tokio's `Sleep` panics there), and when the service is
+/// [stopping](TimerService::stop_gracefully) or [stopped](TimerService::stop) before the
+/// deadline. [`Stats::overflowed`](crate::Stats::overflowed) counts them;
+/// [`try_poll`](Sleep::try_poll) returns `Err(`[`Stopped`]`)` for a stop instead. The
+/// repository's README has a graceful-shutdown recipe.
+///
 /// # Panics
 ///
-/// A poll panics, rather than complete early or wait forever, when:
-///
-/// - the service was [stopped](TimerService::stop) before the deadline, with [`Stopped`]'s
-///   message ([`try_poll`](Sleep::try_poll) returns the error instead);
-/// - it must register and the shard is full: a service built with
-///   [`max_pending_per_shard`](crate::Builder::max_pending_per_shard) at that many, or a
-///   shard's wheel near its limit of 2³² timeouts (a sixteenth below it; ~128 GB), where
-///   `schedule` returns [`ScheduleError::Rejected`]. Tokio's `Sleep` panics the same way
-///   when its timer is at capacity. A registered sleep whose cell the shard refused at the
-///   wheel's very limit (it was in flight as the wheel filled) is woken and registers again
-///   on its next poll, so it too completes on time or panics so;
-/// - it must register from a task running on one of its own service's shard threads
-///   (without `Builder::offload`, the `offload` feature): only that thread could wake it.
+/// Only for a bug in the caller: a poll that must register from a task running on one of
+/// its own service's shard threads (without `Builder::offload`, the `offload` feature), where
+/// only that thread could wake it, and the wait could never end.
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep<H: Holder = TimerService> {
     /// The service, held as `H` holds it: a clone of the handle (`TimerService::sleep`), or
@@ -145,6 +156,20 @@ enum Phase {
     /// or the sleep was already due on its own shard's thread (its deadline, in ticks). It
     /// completes if the deadline has passed, else says the service stopped.
     Stopped(u64),
+    /// Waiting on the overflow timer (`overflow.rs`), no shard having taken it: the entry's
+    /// number there, and the deadline in ticks (the entry's key is the tick's instant and
+    /// the number, so the variant is no bigger than `Armed`).
+    Overflow { id: u64, tick: u64 },
+}
+
+/// What a poll does when the service refuses the sleep for being stopped (or stopping)
+/// before its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnStop {
+    /// Says so: `Ready(Err(Stopped))` (`try_poll`).
+    Report,
+    /// Waits on the overflow timer, and completes at the deadline (`Future::poll`).
+    Overflow,
 }
 
 /// A waker's identity, as [`Waker::will_wake`] compares it: its data pointer and vtable.
@@ -298,7 +323,9 @@ impl<H: Holder> Sleep<H> {
     /// ```
     pub fn deadline(&self) -> Instant {
         match &self.phase {
-            Phase::Idle(tick) | Phase::Stopped(tick) => self.service.service().clock().instant_of(*tick),
+            Phase::Idle(tick) | Phase::Stopped(tick) | Phase::Overflow { tick, .. } => {
+                self.service.service().clock().instant_of(*tick)
+            }
             Phase::Armed(timeout) => timeout.deadline(),
         }
     }
@@ -326,7 +353,7 @@ impl<H: Holder> Sleep<H> {
                 // Taken back by `stop()`.
                 TimeoutState::Cancelled => self.passed(timeout.entry.state().load().deadline()),
             },
-            Phase::Stopped(tick) => self.passed(*tick),
+            Phase::Stopped(tick) | Phase::Overflow { tick, .. } => self.passed(*tick),
         }
     }
 
@@ -348,9 +375,11 @@ impl<H: Holder> Sleep<H> {
         self.service.service().clock().now_tick() >= tick
     }
 
-    /// Polls the sleep, with a stopped service as an error instead of a panic:
-    /// `Ready(Ok(()))` once the deadline has come, `Ready(Err(Stopped))` if the service was
-    /// stopped before it (see [`Stopped`]), else `Pending` with `cx`'s waker registered.
+    /// Polls the sleep, and says so if the service stops first: `Ready(Ok(()))` once the
+    /// deadline has come, `Ready(Err(Stopped))` if the service was stopped (or is stopping
+    /// and refuses the sleep) before it, else `Pending` with `cx`'s waker registered. A full
+    /// service is no error: the sleep waits on the overflow timer, as a poll as a `Future`
+    /// does. Never panics, but for a sleep polled on its own shard's thread (see [`Sleep`]).
     ///
     /// ```
     /// use shardwheel::{Stopped, TimerService};
@@ -367,14 +396,22 @@ impl<H: Holder> Sleep<H> {
     /// ```
     #[inline]
     pub fn try_poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Stopped>> {
+        self.poll_with(cx, OnStop::Report)
+    }
+
+    /// The poll behind [`try_poll`](Sleep::try_poll) (`OnStop::Report`) and
+    /// `Future::poll` (`OnStop::Overflow`, which never returns `Err`).
+    #[inline]
+    pub(crate) fn poll_with(self: Pin<&mut Self>, cx: &mut Context<'_>, on_stop: OnStop) -> Poll<Result<(), Stopped>> {
         let this = Pin::into_inner(self);
         let timeout = match &this.phase {
-            Phase::Stopped(tick) => return Poll::Ready(this.stopped_at(*tick)),
+            Phase::Stopped(tick) => return this.stopped_at(*tick, cx.waker(), on_stop),
             Phase::Idle(tick) if this.due_on_a_paused_clock(*tick) => {
                 this.phase = Phase::Stopped(*tick);
                 return Poll::Ready(Ok(()));
             }
-            Phase::Idle(tick) => return this.arm(*tick, cx.waker()),
+            Phase::Idle(tick) => return this.arm(*tick, cx.waker(), on_stop),
+            Phase::Overflow { id, tick } => return this.poll_overflow(*id, *tick, cx.waker()),
             Phase::Armed(timeout) => timeout,
         };
         // The identity first, the state second: see "The waker slot" in the module docs.
@@ -388,7 +425,7 @@ impl<H: Holder> Sleep<H> {
                         this.phase = Phase::Stopped(tick);
                         return Poll::Ready(Ok(()));
                     }
-                    return this.taken_back(tick, cx.waker());
+                    return this.taken_back(tick, cx.waker(), on_stop);
                 }
             }
             TimeoutState::Expired => return Poll::Ready(Ok(())),
@@ -396,7 +433,7 @@ impl<H: Holder> Sleep<H> {
             // cancels a cell the sleep still holds.
             TimeoutState::Cancelled => {
                 let tick = timeout.entry.state().load().deadline();
-                return this.taken_back(tick, cx.waker());
+                return this.taken_back(tick, cx.waker(), on_stop);
             }
         }
         if same_waker {
@@ -409,13 +446,13 @@ impl<H: Holder> Sleep<H> {
         if !timeout.cancel() {
             return match timeout.state() {
                 TimeoutState::Expired => Poll::Ready(Ok(())),
-                _ => this.taken_back(tick, cx.waker()),
+                _ => this.taken_back(tick, cx.waker(), on_stop),
             };
         }
         // The cell is gone: unregistered until the new one is armed (should that arm panic,
         // a later poll starts afresh rather than mistake the cancelled cell for a stop).
         this.phase = Phase::Idle(tick);
-        this.arm(tick, cx.waker())
+        this.arm(tick, cx.waker(), on_stop)
     }
 
     /// Whether the sleep, due at `tick`, is due now on a paused clock. A poll then completes
@@ -432,28 +469,68 @@ impl<H: Holder> Sleep<H> {
     /// The sleep's cell was cancelled by its shard, not by the sleep: `stop()` took it back,
     /// its shard's thread failed (a bug in shardwheel) and took it back as it closed, or its
     /// shard's wheel was at its very limit and its backstop refused the cell, which was in
-    /// flight past the FULL mark (`shard/gate.rs`). On a stopped service the wait ends
-    /// (`stopped_at`: a poll as a future panics). Otherwise the sleep registers again, as on
-    /// its first poll: on a shard that runs (a failed one refuses it), or, refused at the
-    /// wheel's mark, it panics as any registration refused for a full shard does
-    /// (`arm_refused`): never a wait that cannot end, never a loop of refusals. A shard closed
-    /// without failing is a `stop()` under way, even while the service does not read as
-    /// stopped yet (its other shards close a moment later): the wait ends there too, so that
-    /// the sleep never registers on a shard not yet closed and comes back from `stop()` twice.
-    fn taken_back(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
+    /// flight past the FULL mark (`shard/gate.rs`). On a stopped service the wait goes on as
+    /// `stopped_at` says (the overflow timer, or the error). Otherwise the sleep registers
+    /// again, as on its first poll: on a shard that runs (a failed one refuses it), or,
+    /// refused by every shard, on the overflow timer (`arm_refused`): never a wait that
+    /// cannot end, never a loop of refusals. A shard closed without failing is a `stop()`
+    /// under way, even while the service does not read as stopped yet (its other shards
+    /// close a moment later): the sleep is stopped there too, so that it never registers on
+    /// a shard not yet closed and comes back from `stop()` twice.
+    fn taken_back(&mut self, tick: u64, waker: &Waker, on_stop: OnStop) -> Poll<Result<(), Stopped>> {
         let stopping = matches!(&self.phase, Phase::Armed(t) if t.shard.mailbox.is_closed() && !t.shard.has_failed());
         if stopping || self.service.service().is_stopped() {
-            return Poll::Ready(self.stopped_at(tick));
+            return self.stopped_at(tick, waker, on_stop);
         }
         self.phase = Phase::Idle(tick);
-        self.arm(tick, waker)
+        self.arm(tick, waker, on_stop)
     }
 
-    /// The outcome for a sleep due at `tick` on a stopped service: complete if the deadline
-    /// has come (on time), else the error. Remembers the stop, so later polls need no cell.
-    fn stopped_at(&mut self, tick: u64) -> Result<(), Stopped> {
+    /// The outcome for a sleep due at `tick` whose service is stopped (or stopping): complete
+    /// if the deadline has come (on time); else, as `on_stop` says, the error (remembered, so
+    /// later polls need no cell) or a wait on the overflow timer.
+    fn stopped_at(&mut self, tick: u64, waker: &Waker, on_stop: OnStop) -> Poll<Result<(), Stopped>> {
         self.phase = Phase::Stopped(tick);
-        if self.passed(tick) { Ok(()) } else { Err(Stopped::new()) }
+        if self.passed(tick) {
+            return Poll::Ready(Ok(()));
+        }
+        match on_stop {
+            OnStop::Report => Poll::Ready(Err(Stopped::new())),
+            OnStop::Overflow => self.overflow(tick, waker),
+        }
+    }
+
+    /// Waits on the overflow timer (`overflow.rs`) for tick `tick`'s instant: no shard took
+    /// the sleep. Counted in `Stats::overflowed`.
+    #[cold]
+    #[inline(never)]
+    fn overflow(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
+        let service = self.service.service();
+        let at = service.clock().instant_of(tick);
+        let key = overflow::timer().register(at, waker);
+        service.shard_at(service.route()).counters.overflowed();
+        self.phase = Phase::Overflow { id: key.id(), tick };
+        Poll::Pending
+    }
+
+    /// A poll of a sleep on the overflow timer: done once the timer took its entry out (at
+    /// or after the deadline), or at once on a paused clock that has reached it.
+    #[cold]
+    #[inline(never)]
+    fn poll_overflow(&mut self, id: u64, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
+        let key = self.overflow_key(id, tick);
+        if self.due_on_a_paused_clock(tick) {
+            overflow::timer().cancel(key);
+        } else if overflow::timer().poll(key, waker) == Polled::Waiting {
+            return Poll::Pending;
+        }
+        self.phase = Phase::Stopped(tick);
+        Poll::Ready(Ok(()))
+    }
+
+    /// The overflow timer's key of the entry numbered `id`, due at tick `tick`.
+    fn overflow_key(&self, id: u64, tick: u64) -> Key {
+        Key::new(self.service.service().clock().instant_of(tick), id)
     }
 
     /// Moves the deadline to `deadline`. A registered sleep that is still pending keeps its
@@ -476,10 +553,10 @@ impl<H: Holder> Sleep<H> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
-        if let Phase::Armed(timeout) = &self.phase {
-            if timeout.reset_at(deadline) {
-                return;
-            }
+        match &self.phase {
+            Phase::Armed(timeout) if timeout.reset_at(deadline) => return,
+            Phase::Overflow { id, tick } => overflow::timer().cancel(self.overflow_key(*id, *tick)),
+            _ => {}
         }
         // Not registered, or its cell is spent (fired, or taken by `stop`): a fresh start.
         self.phase = Phase::Idle(self.service.service().clock().deadline_at_for_reset(deadline));
@@ -489,17 +566,25 @@ impl<H: Holder> Sleep<H> {
     /// unwoken) and the sleep goes back to waiting for its deadline unregistered. For a
     /// `WithTimeout` whose future won: nothing stays pending, nothing wakes later.
     pub(crate) fn disarm(&mut self) {
-        if let Phase::Armed(timeout) = &self.phase {
-            let tick = timeout.entry.state().load().deadline();
-            timeout.cancel();
-            self.phase = Phase::Idle(tick);
+        match &self.phase {
+            Phase::Armed(timeout) => {
+                let tick = timeout.entry.state().load().deadline();
+                timeout.cancel();
+                self.phase = Phase::Idle(tick);
+            }
+            Phase::Overflow { id, tick } => {
+                let tick = *tick;
+                overflow::timer().cancel(self.overflow_key(*id, tick));
+                self.phase = Phase::Idle(tick);
+            }
+            Phase::Idle(_) | Phase::Stopped(_) => {}
         }
     }
 
     /// Arms a cell for `tick` holding `waker`, on the polling thread's shard. The common
     /// case alone is inline (every sleep's first poll); a refusal goes to `arm_refused`.
     #[inline]
-    fn arm(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
+    fn arm(&mut self, tick: u64, waker: &Waker, on_stop: OnStop) -> Poll<Result<(), Stopped>> {
         // One look at the thread's routing: its own shard, if it drives one of this service's.
         let Err(home) = self.service.service().route_or_home() else {
             return self.arm_on_a_shard_thread(tick);
@@ -507,7 +592,7 @@ impl<H: Holder> Sleep<H> {
         // `Err`: this thread drives none of the service's shards (checked above).
         match self.service.service().schedule_routed(Err(home), |_| tick, WakeTask::new(waker)) {
             Ok(timeout) => self.registered(timeout, waker),
-            Err(refused) => self.arm_refused(tick, waker, home, refused),
+            Err(refused) => self.arm_refused(tick, waker, home, refused, on_stop),
         }
     }
 
@@ -536,12 +621,12 @@ impl<H: Holder> Sleep<H> {
         );
     }
 
-    /// The polling thread's shard `home` refused the sleep: a stopped service ends it, a
-    /// failed shard passes it to the next that runs, anything else panics: `Rejected`, a
-    /// shard full (at `max_pending_per_shard`, or at its wheel's FULL mark), as tokio's
-    /// `Sleep` panics at its timer's capacity. Not moved to another shard, as a failed
-    /// shard's sleeps are: a full shard is a service past what it was sized for, and the
-    /// panic says so at once.
+    /// The polling thread's shard `home` refused the sleep. A stopped (or stopping) service
+    /// ends it as `stopped_at` says; a full shard (`Rejected`: at `max_pending_per_shard`,
+    /// or its wheel at its FULL mark) or a failed one passes it to the next shard round from
+    /// `home`; refused by every shard, it waits on the overflow timer. Never a panic: a
+    /// future has no error to return, and a service past what it was sized for is an
+    /// ordinary day of a server's life (the overflow's module docs weigh the other choices).
     #[cold]
     #[inline(never)]
     fn arm_refused(
@@ -550,20 +635,19 @@ impl<H: Holder> Sleep<H> {
         waker: &Waker,
         home: usize,
         mut refused: ScheduleError<WakeTask>,
+        on_stop: OnStop,
     ) -> Poll<Result<(), Stopped>> {
         let shards = self.service.service().shard_count();
         for k in 1..=shards {
             match refused {
                 ScheduleError::Shutdown(task) => {
                     task.silence();
-                    return Poll::Ready(self.stopped_at(tick));
+                    return self.stopped_at(tick, waker, on_stop);
                 }
-                ScheduleError::ShardFailed(task) if k < shards => task.silence(),
-                e => {
-                    let message = e.to_string();
-                    e.into_task().silence();
-                    panic!("a Sleep could not register: {message}");
-                }
+                other => other.into_task().silence(),
+            }
+            if k == shards {
+                break;
             }
             // The next shard round from `home` (`home < shards`, `k < shards`: no division).
             let shard = if home + k < shards { home + k } else { home + k - shards };
@@ -572,24 +656,23 @@ impl<H: Holder> Sleep<H> {
                 Err(again) => refused = again,
             }
         }
-        unreachable!("the last shard's refusal panics above")
+        self.overflow(tick, waker)
     }
 }
 
 impl<H: Holder> Future for Sleep<H> {
     type Output = ();
 
+    /// Completes at the deadline, never before, on a full or stopped service too (see
+    /// [`Sleep`]'s "Full, stopping, stopped").
+    ///
     /// # Panics
     ///
-    /// If the service was stopped before the deadline (see [`Stopped`]), and in the other
-    /// cases listed on [`Sleep`].
+    /// As listed on [`Sleep`]: only for a sleep awaited on its own shard's thread.
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        match self.try_poll(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(()),
-            Poll::Ready(Err(stopped)) => panic!("shardwheel Sleep: {stopped}"),
-            Poll::Pending => Poll::Pending,
-        }
+        // `OnStop::Overflow` never reports the stop: `Ready` is the deadline, always.
+        self.poll_with(cx, OnStop::Overflow).map(|_| ())
     }
 }
 
@@ -598,8 +681,12 @@ impl<H: Holder> Drop for Sleep<H> {
     /// the shard had already filed the cell, it is told to take it out (as any
     /// [`Timeout::cancel`]); otherwise the shard never hears of it.
     fn drop(&mut self) {
-        if let Phase::Armed(timeout) = &self.phase {
-            timeout.cancel();
+        match &self.phase {
+            Phase::Armed(timeout) => {
+                timeout.cancel();
+            }
+            Phase::Overflow { id, tick } => overflow::timer().cancel(self.overflow_key(*id, *tick)),
+            Phase::Idle(_) | Phase::Stopped(_) => {}
         }
     }
 }
@@ -609,6 +696,7 @@ impl<H: Holder> fmt::Debug for Sleep<H> {
         let phase = match &self.phase {
             Phase::Idle(_) => "idle",
             Phase::Armed(_) => "registered",
+            Phase::Overflow { .. } => "overflow",
             Phase::Stopped(_) if self.service.service().is_stopped() => "stopped",
             Phase::Stopped(_) => "done",
         };

@@ -2,6 +2,7 @@
 
 use crate::error::{Elapsed, Stopped};
 use crate::future::Sleep;
+use crate::future::sleep::OnStop;
 use crate::service::TimerService;
 use std::fmt;
 use std::future::Future;
@@ -132,7 +133,7 @@ impl<F> WithTimeout<F> {
 }
 
 impl<F: Future> WithTimeout<F> {
-    /// Polls with a stopped service as an error instead of a panic: `Ok(Ok(output))`,
+    /// Polls, and says so if the service stops first: `Ok(Ok(output))`,
     /// `Ok(Err(Elapsed))` once the deadline has come, or `Err(Stopped)` if the service was
     /// stopped before it (see [`Stopped`]) while the future was still running.
     ///
@@ -148,6 +149,16 @@ impl<F: Future> WithTimeout<F> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Result<F::Output, Elapsed>, Stopped>> {
+        self.poll_with(cx, OnStop::Report)
+    }
+
+    /// The poll behind `try_poll` (`OnStop::Report`) and `Future::poll` (`OnStop::Overflow`,
+    /// which never returns `Err`).
+    fn poll_with(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        on_stop: OnStop,
+    ) -> Poll<Result<Result<F::Output, Elapsed>, Stopped>> {
         // SAFETY: structural pinning of `future` only: it is never moved out of a pinned
         // `WithTimeout` (`into_inner` takes `self` by value, which needs `Unpin` to get out
         // of a `Pin`), and `WithTimeout` has no `Drop` impl that could move it. `sleep` is
@@ -161,7 +172,7 @@ impl<F: Future> WithTimeout<F> {
             this.sleep.disarm();
             return Poll::Ready(Ok(Ok(output)));
         }
-        match Pin::new(&mut this.sleep).try_poll(cx) {
+        match Pin::new(&mut this.sleep).poll_with(cx, on_stop) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(Err(Elapsed::new()))),
             Poll::Ready(Err(stopped)) => Poll::Ready(Err(stopped)),
             Poll::Pending => Poll::Pending,
@@ -172,15 +183,14 @@ impl<F: Future> WithTimeout<F> {
 impl<F: Future> Future for WithTimeout<F> {
     type Output = Result<F::Output, Elapsed>;
 
-    /// # Panics
-    ///
-    /// If the service was stopped before the deadline while the future was still running
-    /// (see [`Stopped`]; [`try_poll`](WithTimeout::try_poll) returns the error instead): an
-    /// `Elapsed` then would be a lie, and waiting on would hang.
+    /// Never panics for a full or stopped service: the deadline then waits on the overflow
+    /// timer, so the future still has until its deadline, and `Elapsed` comes no earlier
+    /// (see [`Sleep`]'s "Full, stopping, stopped").
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.try_poll(cx) {
+        match self.poll_with(cx, OnStop::Overflow) {
             Poll::Ready(Ok(outcome)) => Poll::Ready(outcome),
-            Poll::Ready(Err(stopped)) => panic!("shardwheel timeout: {stopped}"),
+            // `OnStop::Overflow` never reports a stop: the deadline is the only end.
+            Poll::Ready(Err(_)) => Poll::Ready(Err(Elapsed::new())),
             Poll::Pending => Poll::Pending,
         }
     }

@@ -45,7 +45,7 @@
 //! fences of the close handshake, is as it was. Loom: `loom-tests/gate.rs`.
 
 use crate::error::ScheduleError;
-use crate::mailbox::{CLOSED, FULL, Mailbox};
+use crate::mailbox::{CLOSED, DRAINING, FULL, Mailbox};
 use crate::shard::{Shard, driver};
 
 /// The headroom below the limit, and the hysteresis below that, as a fraction of the limit.
@@ -62,7 +62,8 @@ pub(crate) fn marks(limit: usize) -> (usize, usize) {
 /// What the gate refuses a schedule with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// The mailbox is closed: `Shutdown` or `ShardFailed` (`Shard::closed_error`).
+    /// The mailbox is closed, or draining: `Shutdown` or `ShardFailed`
+    /// (`Shard::closed_error`).
     Closed,
     /// The wheel is at its high-water mark: `Rejected`.
     Full,
@@ -88,13 +89,19 @@ impl Refusal {
 /// CLOSED: the service stopped or the shard failed; but a task running on this shard's own
 /// thread in its last turn (a series' run re-arming as `stop()` closes the shard) still files
 /// straight into the wheel: the final drain that follows hands it back in `stop()`'s list,
-/// so nothing is refused that `stop()` could return. FULL: `Rejected(task)`, counted in
+/// so nothing is refused that `stop()` could return. DRAINING (`stop_gracefully`): every
+/// schedule is refused, the shard's own thread's too (a series' next run ends the series),
+/// as `Shutdown`, before FULL is looked at: a service stopping while full is stopping.
+/// FULL: `Rejected(task)`, counted in
 /// `Stats::rejected`, and a sleeping driver is woken to read the cancels that may have made
 /// room since (`Mailbox::wake_for_room`).
 #[cold]
 #[inline(never)]
 pub(crate) fn refusal(shard: &Shard, gate: u8, maybe_driver: bool) -> Option<Refusal> {
     if gate & CLOSED != 0 && !(maybe_driver && driver::drives(shard)) {
+        return Some(Refusal::Closed);
+    }
+    if gate & DRAINING != 0 {
         return Some(Refusal::Closed);
     }
     if gate & FULL != 0 {

@@ -140,7 +140,7 @@ impl Interval {
     ///
     /// # Panics
     ///
-    /// As [`Sleep`]'s poll.
+    /// As [`Sleep`]'s poll: only on one of the default service's own shard threads.
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         if Pin::new(&mut self.delay).poll(cx).is_pending() {
             return Poll::Pending;

@@ -33,7 +33,7 @@ const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 ///
 /// # Panics
 ///
-/// As [`Sleep`]'s poll.
+/// As [`Sleep`]'s poll: only on one of the default service's own shard threads.
 #[inline]
 pub fn sleep(duration: Duration) -> Sleep {
     let service = default::service();
@@ -58,7 +58,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 ///
 /// # Panics
 ///
-/// As [`Sleep`]'s poll.
+/// As [`Sleep`]'s poll: only on one of the default service's own shard threads.
 #[inline]
 pub fn sleep_until(deadline: Instant) -> Sleep {
     on(default::service(), deadline)
@@ -92,13 +92,16 @@ fn on(service: &'static TimerService, deadline: Instant) -> Sleep {
 /// # });
 /// ```
 ///
+/// A default service whose shards are all full (configured with
+/// [`max_pending_per_shard`](crate::Builder::max_pending_per_shard) at that many, or each
+/// wheel near its limit of 2³² timeouts) does not make it panic, as tokio's `Sleep` does at
+/// its timer's capacity: it waits on the overflow timer and completes at its deadline (see
+/// [`crate::Sleep`]'s "Full, stopping, stopped"). The default service is never stopped.
+///
 /// # Panics
 ///
-/// Polled from a task on one of the default service's own shard threads (only that thread
-/// could wake it), or when its shard is full: a default service configured with
-/// [`max_pending_per_shard`](crate::Builder::max_pending_per_shard) at that many, or a wheel
-/// near its limit of 2³² timeouts, as tokio's `Sleep` panics at its timer's capacity (see
-/// [`crate::Sleep`]). The default service is never stopped, so it never panics for that.
+/// Only polled from a task on one of the default service's own shard threads (only that
+/// thread could wake it).
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     inner: future::Sleep<&'static TimerService>,

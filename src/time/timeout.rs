@@ -28,7 +28,7 @@ use std::time::Duration;
 ///
 /// # Panics
 ///
-/// As [`Sleep`]'s poll; a panic of `future` unwinds into the awaiting task, as if it were
+/// As [`Sleep`]'s poll (only on one of the default service's own shard threads); a panic of `future` unwinds into the awaiting task, as if it were
 /// awaited directly.
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {

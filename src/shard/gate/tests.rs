@@ -214,29 +214,24 @@ impl Wake for Flag {
     }
 }
 
-/// The message of a poll's panic.
-fn panic_of(poll: impl FnOnce() -> Poll<Result<(), crate::Stopped>>) -> String {
-    let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(poll)).expect_err("the poll panics");
-    payload.downcast_ref::<String>().cloned().unwrap_or_default()
-}
-
 /// (2) A `Sleep` at the limit: one in flight (on its thread's stage) when the wheel filled
 /// is refused by the shard's backstop, which wakes it; polled again it registers again, is
-/// refused at the mark, and panics with the refusal (as at `max_pending_per_shard`), never a
-/// wait that cannot end nor a "stopped" service; once room comes back it registers and
-/// completes, never early. A new sleep at the mark panics the same way. Before the gate, the
-/// woken sleep ended as on a stopped service (`Err(Stopped)`) with the service running.
-/// On a paused clock, so that the sleep's stage never comes due on its own, however slow
-/// the machine.
+/// refused at the mark, and waits on the overflow timer (as at `max_pending_per_shard`),
+/// never a panic, a wait that cannot end, nor a "stopped" service; it completes at its
+/// deadline, never early. A new sleep at the mark overflows the same way. Before the gate,
+/// the woken sleep ended as on a stopped service (`Err(Stopped)`) with the service running;
+/// before the overflow timer, it panicked. On a paused clock, so that the sleep's stage
+/// never comes due on its own, however slow the machine (and with a deadline an hour off,
+/// so that the overflow timer, which keeps real time, never reaches it during the test).
 #[test]
-fn a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_is_room() {
+fn a_sleep_at_the_limit_overflows_and_completes_at_its_deadline() {
     let mut builder = TimerService::builder().shards(1).pin_threads(false);
     builder.wheel_limit = Some(LIMIT);
     let (timers, clock) = builder.build_paused().unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let flag = Arc::new(Flag(AtomicUsize::new(0)));
     let waker = Waker::from(flag.clone());
-    let delay = Duration::from_secs(2);
+    let delay = Duration::from_secs(3600);
     let (exit_tx, exit_rx) = mpsc::channel::<()>();
     let (polled_tx, polled_rx) = mpsc::channel::<()>();
     let (timers2, waker2) = (timers.clone(), waker.clone());
@@ -268,18 +263,16 @@ fn a_sleep_at_the_limit_panics_with_the_refusal_and_registers_again_once_there_i
     assert_eq!(timers.stats().rejected, 1, "the backstop's refusal");
     assert!(!sleep.is_elapsed());
     let mut cx = Context::from_waker(&waker);
-    let message = panic_of(|| sleep.as_mut().try_poll(&mut cx));
-    assert!(message.contains("could not register") && message.contains("full"), "{message}");
-    assert_eq!(timers.stats().rejected, 2);
-    let message = panic_of(|| Box::pin(timers.sleep(Duration::from_millis(1))).as_mut().try_poll(&mut cx));
-    assert!(message.contains("could not register") && message.contains("full"), "{message}");
-    // Room again: the sleep registers and completes, on time.
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "refused at the mark: it overflows, no panic");
+    assert_eq!((timers.stats().rejected, timers.stats().overflowed), (2, 1));
+    let mut another = Box::pin(timers.sleep(Duration::from_millis(1)));
+    assert!(another.as_mut().try_poll(&mut cx).is_pending(), "a new sleep at the mark overflows too");
+    assert_eq!((timers.stats().rejected, timers.stats().overflowed), (3, 2));
+    drop(another);
     for t in filed.drain(..) {
         t.cancel();
     }
-    let (probe, _) = schedule_until_room(&timers, &drops);
-    probe.cancel();
-    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "registered again");
+    assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "still waiting");
     clock.advance(delay - Duration::from_millis(1));
     assert!(sleep.as_mut().try_poll(&mut cx).is_pending(), "never early");
     clock.advance(Duration::from_millis(1));
@@ -368,6 +361,34 @@ fn the_cold_path_reads_closed_before_full() {
     drop(timers.stop());
 }
 
+/// DRAINING (a graceful stop under way) outranks FULL as CLOSED does, and, unlike CLOSED,
+/// refuses the shard's own thread too: the drain refuses every new timeout.
+#[test]
+fn the_cold_path_reads_draining_before_full_and_for_the_driver_too() {
+    use super::{Refusal, refusal};
+    use crate::mailbox::{CLOSED, DRAINING, FULL};
+    let timers = service();
+    let shard = timers.shard_at(0);
+    assert_eq!(refusal(shard, DRAINING | FULL, false), Some(Refusal::Closed));
+    assert_eq!(refusal(shard, DRAINING, false), Some(Refusal::Closed));
+    assert_eq!(refusal(shard, DRAINING | CLOSED, false), Some(Refusal::Closed));
+    assert_eq!(timers.stats().rejected, 0, "a draining shard's refusals are not rejections");
+    let (tx, rx) = mpsc::channel();
+    let t = timers.clone();
+    timers
+        .schedule(Duration::ZERO, move || {
+            let shard = t.shard_at(0);
+            let on_its_thread = |gate| refusal(shard, gate, true);
+            tx.send((on_its_thread(DRAINING), on_its_thread(CLOSED), on_its_thread(DRAINING | FULL))).unwrap();
+        })
+        .unwrap();
+    let (draining, closed, draining_full) = rx.recv_timeout(PATIENCE).unwrap();
+    assert_eq!(draining, Some(Refusal::Closed), "the driver is refused while draining");
+    assert_eq!(closed, None, "but files into its wheel in its last turn");
+    assert_eq!(draining_full, Some(Refusal::Closed));
+    drop(timers.stop());
+}
+
 /// The service stopped with its shard at the mark: FULL stays set in the closed mailbox,
 /// and every schedule still says `Shutdown`, its task handed back, none counted rejected.
 #[test]
@@ -427,13 +448,15 @@ fn assert_closed_everywhere(timers: &TimerService, expected: ScheduleErrorKind) 
         let waker = Waker::from(flag);
         let mut sleep = Box::pin(timers.sleep(Duration::from_millis(1)));
         let mut cx = Context::from_waker(&waker);
+        let overflowed = timers.stats().overflowed;
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sleep.as_mut().try_poll(&mut cx)));
         if expected == ScheduleErrorKind::Shutdown {
-            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sleep.as_mut().try_poll(&mut cx)));
             assert!(matches!(polled, Ok(Poll::Ready(Err(_)))), "a sleep: ends as stopped, no panic: {polled:?}");
+            assert_eq!(timers.stats().overflowed, overflowed);
         } else {
-            // Every shard failed (a bug in shardwheel): the sleep has nowhere to go and says why.
-            let message = panic_of(|| sleep.as_mut().try_poll(&mut cx));
-            assert!(message.contains("thread panicked") && !message.contains("full"), "{message}");
+            // Every shard failed (a bug in shardwheel): the sleep waits on the overflow timer.
+            assert!(matches!(polled, Ok(Poll::Pending)), "a sleep: overflows, no panic: {polled:?}");
+            assert_eq!(timers.stats().overflowed, overflowed + 1);
         }
     }
 }

@@ -1,0 +1,301 @@
+//! The overflow timer: where a future waits when no shard will take it.
+//!
+//! A future cannot be refused the way `schedule` is: its output is `()` (or the inner
+//! future's), so there is no error to hand back, and its task is the caller's, not ours to
+//! return. Panicking ends a request in a server's ordinary life; completing before the
+//! deadline breaks the one promise a timer makes; waiting for a shard to make room can wait
+//! past the deadline (a full shard of 60 s timeouts has no room for 60 s). So a [`Sleep`]
+//! that every shard refuses, for being full (`max_pending_per_shard`, or a wheel at its
+//! limit), stopping ([`TimerService::stop_gracefully`]) or stopped, waits here instead: on
+//! one process-wide thread with an ordered map under a mutex, started the first time
+//! anything overflows, parked for good once nothing waits. It is the slow path of a service
+//! past what it was sized for, or past its life: one lock per registration, poll with a new
+//! waker, cancel and firing, against the shards' lock-free arms. `Stats::overflowed` counts
+//! what comes here, so an operator sees it.
+//!
+//! The protocol is the map: an entry (deadline, id) → waker is present while the sleep
+//! waits; the thread removes every entry whose deadline `Instant::now()` has reached, under
+//! the lock, and wakes their wakers after letting go of it; a poll that finds its entry
+//! gone completes (the thread removed it at or after the deadline: never early), one that
+//! finds it present stores its waker if it would not wake the same task; a drop removes it.
+//! Every step holds the one lock, so each sees the others whole; the wake-up of a poll that
+//! stored its waker is the thread's, which reads that waker under the same lock later.
+//! Loom: `loom-tests/overflow.rs` (the thread's turn as a step of its own).
+//!
+//! Why no crate: a timer that any executor can poll exists (async-io's `Timer`), but it
+//! brings an I/O reactor (epoll, its driver thread) for a path a healthy server never takes;
+//! this is a `BTreeMap` and a condition variable.
+//!
+//! [`Sleep`]: crate::Sleep
+//! [`TimerService::stop_gracefully`]: crate::TimerService::stop_gracefully
+
+use crate::sync::Mutex;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::task::Waker;
+use std::time::Instant;
+
+/// A sleep's place in the overflow timer: its deadline and a number of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Key {
+    at: Instant,
+    id: u64,
+}
+
+impl Key {
+    /// The key of the entry numbered `id`, due at `at` (as `register` made it).
+    pub(crate) fn new(at: Instant, id: u64) -> Key {
+        Key { at, id }
+    }
+
+    /// The entry's number.
+    pub(crate) fn id(self) -> u64 {
+        self.id
+    }
+}
+
+/// The overflow timer's state: what waits, in deadline order.
+pub(crate) struct Overflow {
+    waiting: Mutex<Waiting>,
+    /// Wakes the thread for an entry earlier than the one it sleeps towards.
+    #[cfg(not(loom))]
+    ring: crate::sync::plain::Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    timers: BTreeMap<Key, Waker>,
+    next_id: u64,
+    /// Whether the thread has been started (it never ends).
+    started: bool,
+}
+
+impl fmt::Debug for Overflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Overflow").field("waiting", &self.waiting().timers.len()).finish()
+    }
+}
+
+/// What a poll of an entry found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Polled {
+    /// Still waiting; the waker is the one that will be woken.
+    Waiting,
+    /// The deadline has come: the thread took the entry out.
+    Fired,
+}
+
+impl Overflow {
+    pub(crate) fn new() -> Overflow {
+        Overflow {
+            waiting: Mutex::new(Waiting::default()),
+            #[cfg(not(loom))]
+            ring: crate::sync::plain::Condvar::new(),
+        }
+    }
+
+    fn waiting(&self) -> crate::sync::MutexGuard<'_, Waiting> {
+        // A poisoned lock: a waker's `clone` or `will_wake` panicked inside it (a bug in an
+        // executor); the map itself is whole after every step, so go on with it.
+        self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds a sleep due at `at`, woken through `waker`. The first call starts the thread;
+    /// one that comes before the entry the thread sleeps towards rings it. (Under loom there
+    /// is no thread: the model runs its turn, `fire_due`, as a step of its own.)
+    pub(crate) fn register(&'static self, at: Instant, waker: &Waker) -> Key {
+        let mut waiting = self.waiting();
+        let key = Key::new(at, waiting.next_id);
+        waiting.next_id += 1;
+        let earliest = waiting.timers.first_key_value().is_none_or(|(first, _)| key < *first);
+        waiting.timers.insert(key, waker.clone());
+        let first_ever = !std::mem::replace(&mut waiting.started, true);
+        // Rung (and started) under the lock: the thread reads the map under it before each
+        // wait, so a ring can only be missed by a thread that will see the entry anyway.
+        #[cfg(not(loom))]
+        {
+            if first_ever {
+                start(self);
+            } else if earliest {
+                self.ring.notify_one();
+            }
+        }
+        #[cfg(loom)]
+        let _ = (earliest, first_ever);
+        key
+    }
+
+    /// The entry's state; while it waits, `waker` is the one to wake (stored if the one held
+    /// would not wake the same task).
+    pub(crate) fn poll(&self, key: Key, waker: &Waker) -> Polled {
+        let mut waiting = self.waiting();
+        match waiting.timers.get_mut(&key) {
+            None => Polled::Fired,
+            Some(held) => {
+                if !held.will_wake(waker) {
+                    held.clone_from(waker);
+                }
+                Polled::Waiting
+            }
+        }
+    }
+
+    /// Takes the entry out, if it still waits; its waker is dropped unwoken (after the lock
+    /// is let go: a waker's drop is the executor's code).
+    pub(crate) fn cancel(&self, key: Key) {
+        let removed = self.waiting().timers.remove(&key);
+        drop(removed);
+    }
+
+    /// The thread's turn: takes out every entry due by `now` and returns their wakers (to be
+    /// woken with the lock let go), and the deadline of the earliest left.
+    pub(crate) fn fire_due(&self, now: Instant) -> (Vec<Waker>, Option<Instant>) {
+        let mut waiting = self.waiting();
+        let mut due = Vec::new();
+        while let Some(entry) = waiting.timers.first_entry() {
+            if entry.key().at > now {
+                break;
+            }
+            due.push(entry.remove());
+        }
+        let next = waiting.timers.first_key_value().map(|(key, _)| key.at);
+        (due, next)
+    }
+
+    /// Entries waiting now (tests, loom models).
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    pub(crate) fn len(&self) -> usize {
+        self.waiting().timers.len()
+    }
+}
+
+/// The process's overflow timer.
+#[cfg(not(loom))]
+pub(crate) fn timer() -> &'static Overflow {
+    static TIMER: std::sync::OnceLock<Overflow> = std::sync::OnceLock::new();
+    TIMER.get_or_init(Overflow::new)
+}
+
+/// The overflow timer of the model's execution: loom's `lazy_static` makes a new one for
+/// each, so no lock outlives the execution that made it.
+#[cfg(loom)]
+pub(crate) fn timer() -> &'static Overflow {
+    loom::lazy_static! {
+        static ref TIMER: Overflow = Overflow::new();
+    }
+    &TIMER
+}
+
+/// Starts the thread, which wakes what is due and sleeps until the next deadline (or until
+/// `register` rings for an earlier one), forever. A thread that cannot start (the process is
+/// out of threads) is a panic with the reason: there is no other way to keep the promise.
+#[cfg(not(loom))]
+fn start(overflow: &'static Overflow) {
+    let spawned = crate::sync::plain::thread::Builder::new().name("shardwheel-overflow".into()).spawn(move || {
+        loop {
+            let (due, next) = overflow.fire_due(Instant::now());
+            for waker in due {
+                waker.wake();
+            }
+            let waiting = overflow.waiting();
+            // Look again under the lock: an entry registered since `fire_due` rang before
+            // this wait began, and its ring is lost; the map is not.
+            let next = waiting.timers.first_key_value().map(|(key, _)| key.at).or(next);
+            // A poisoned lock comes back as the guard all the same (see `waiting`); it is
+            // let go here, and the next turn locks again.
+            match next {
+                None => drop(overflow.ring.wait(waiting)),
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    drop(overflow.ring.wait_timeout(waiting, wait));
+                }
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        panic!("shardwheel: the overflow timer's thread could not start: {e}");
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+    use std::time::Duration;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
+    fn leaked() -> &'static Overflow {
+        Box::leak(Box::new(Overflow::new()))
+    }
+
+    #[test]
+    fn fires_in_deadline_order_and_never_before() {
+        let overflow = leaked();
+        let t0 = Instant::now() + Duration::from_secs(3600);
+        let (a, wa) = counter();
+        let (b, wb) = counter();
+        let late = overflow.register(t0 + Duration::from_millis(2), &wa);
+        let early = overflow.register(t0, &wb);
+        let (due, next) = overflow.fire_due(t0 - Duration::from_nanos(1));
+        assert!(due.is_empty(), "nothing before its deadline");
+        assert_eq!(next, Some(t0));
+        let (due, next) = overflow.fire_due(t0);
+        assert_eq!(due.len(), 1, "the deadline itself is due");
+        due.into_iter().for_each(Waker::wake);
+        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (0, 1));
+        assert_eq!(overflow.poll(early, &wb), Polled::Fired);
+        assert_eq!(overflow.poll(late, &wa), Polled::Waiting);
+        assert_eq!(next, Some(t0 + Duration::from_millis(2)));
+    }
+
+    #[test]
+    fn a_new_waker_is_the_one_woken_and_a_cancel_wakes_none() {
+        let overflow = leaked();
+        let at = Instant::now() + Duration::from_secs(3600);
+        let (a, wa) = counter();
+        let (b, wb) = counter();
+        let key = overflow.register(at, &wa);
+        assert_eq!(overflow.poll(key, &wb), Polled::Waiting);
+        let (due, _) = overflow.fire_due(at);
+        due.into_iter().for_each(Waker::wake);
+        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (0, 1));
+        assert_eq!(Arc::strong_count(&a), 2, "the replaced waker was let go");
+        let key = overflow.register(at, &wa);
+        overflow.cancel(key);
+        assert_eq!(overflow.len(), 0);
+        assert!(overflow.fire_due(at).0.is_empty());
+        assert_eq!(a.0.load(Ordering::SeqCst), 0, "a cancelled entry is never woken");
+    }
+
+    #[test]
+    fn the_thread_wakes_an_earlier_entry_registered_while_it_sleeps() {
+        let overflow = leaked();
+        let (far, wfar) = counter();
+        overflow.register(Instant::now() + Duration::from_secs(3600), &wfar);
+        std::thread::sleep(Duration::from_millis(20)); // the thread now sleeps for an hour
+        let (near, wnear) = counter();
+        let at = Instant::now() + Duration::from_millis(10);
+        let key = overflow.register(at, &wnear);
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while near.0.load(Ordering::SeqCst) == 0 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(near.0.load(Ordering::SeqCst), 1, "the ring reached the sleeping thread");
+        assert!(Instant::now() >= at);
+        assert_eq!(overflow.poll(key, &wnear), Polled::Fired);
+        assert_eq!(far.0.load(Ordering::SeqCst), 0);
+    }
+}

@@ -1,0 +1,89 @@
+//! A future on a full service neither panics nor hangs: each shard that refuses it passes it
+//! to the next, and with every shard full it waits on the overflow timer, completing at its
+//! deadline, never before. `try_poll` never panics. (Before: the first poll on a shard at
+//! `max_pending_per_shard` panicked, `try_poll` too.)
+
+use shardwheel::{Elapsed, ScheduleError, TimerService};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_sleep_on_a_full_shard_moves_to_another_then_overflows_and_completes_on_time() {
+    let timers = TimerService::builder().shards(2).max_pending_per_shard(1).pin_threads(false).build().unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    // Two sleeps fill both shards: the second is refused by its home and moves on.
+    let mut first = Box::pin(timers.sleep(Duration::from_secs(3600)));
+    let mut second = pin!(timers.sleep(Duration::from_secs(3600)));
+    assert!(first.as_mut().try_poll(&mut cx).is_pending());
+    assert!(second.as_mut().try_poll(&mut cx).is_pending());
+    assert_eq!(timers.pending(), 2, "one on each shard");
+    assert_eq!(timers.stats().overflowed, 0);
+    assert!(matches!(timers.schedule(Duration::from_secs(1), || ()), Err(ScheduleError::Rejected(_))));
+    // A third: every shard is full. `try_poll` never panics; the sleep overflows.
+    let deadline = Instant::now() + Duration::from_millis(30);
+    let mut third = pin!(timers.sleep_until(deadline));
+    assert_eq!(third.as_mut().try_poll(&mut cx), Poll::Pending);
+    assert_eq!(timers.stats().overflowed, 1);
+    assert!(!third.is_elapsed());
+    futures_executor::block_on(third.as_mut());
+    assert!(Instant::now() >= deadline, "never early");
+    assert!(third.is_elapsed());
+    // A timeout on the full service: the inner future still wins when it is ready, and an
+    // `Elapsed` comes no earlier than its deadline.
+    assert_eq!(futures_executor::block_on(timers.timeout(Duration::from_secs(3600), async { 5 })), Ok(5));
+    let deadline = Instant::now() + Duration::from_millis(20);
+    let outcome = futures_executor::block_on(timers.timeout_at(deadline, std::future::pending::<()>()));
+    assert_eq!(outcome, Err(Elapsed::new()));
+    assert!(Instant::now() >= deadline);
+    // Room again: the next sleep registers on a shard, not on the overflow timer.
+    drop(first);
+    let overflowed = timers.stats().overflowed;
+    let mut fourth = pin!(timers.sleep(Duration::from_secs(3600)));
+    assert!(fourth.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(timers.stats().overflowed, overflowed);
+    assert_eq!(timers.pending(), 2);
+}
+
+/// 2,000 tokio tasks, each awaiting a `timeout` of 20–60 ms, on a service of 2 shards that
+/// hold 100 each: most overflow, none panics, none completes early, all complete.
+#[test]
+fn thousands_of_tasks_on_a_small_service_all_complete_on_time() {
+    let timers = TimerService::builder().shards(2).max_pending_per_shard(100).pin_threads(false).build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let early = rt.block_on(async {
+        let tasks: Vec<_> = (0..2000u64)
+            .map(|i| {
+                let timers = timers.clone();
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + Duration::from_millis(20 + i % 41);
+                    let outcome = timers.timeout_at(deadline, std::future::pending::<()>()).await;
+                    assert_eq!(outcome, Err(Elapsed::new()));
+                    Instant::now() < deadline
+                })
+            })
+            .collect();
+        let mut early = 0;
+        for task in tasks {
+            let joined = tokio::time::timeout(Duration::from_secs(30), task).await.expect("a task hung");
+            early += usize::from(joined.expect("a task panicked"));
+        }
+        early
+    });
+    assert_eq!(early, 0, "a timeout completed before its deadline");
+    let stats = timers.stats();
+    assert!(stats.overflowed >= 1000, "most overflowed: {stats:?}");
+    assert_eq!(stats.pending, 0);
+}
+
+/// `Sleep` is a `Future` whose poll never panics on a full service, whatever the executor.
+#[test]
+fn an_async_executor_sees_no_panic_either() {
+    let timers = TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build().unwrap();
+    let _holder = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
+    let ex = async_executor::Executor::new();
+    let started = Instant::now();
+    let task = ex.spawn(timers.sleep(Duration::from_millis(10)));
+    futures_lite::future::block_on(ex.run(task));
+    assert!(started.elapsed() >= Duration::from_millis(10));
+}
