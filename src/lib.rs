@@ -128,6 +128,7 @@ mod error;
 mod future;
 #[cfg(feature = "hyper")]
 mod hyper_timer;
+mod lateness;
 mod local;
 #[cfg(loom)]
 mod loom_live;
@@ -156,6 +157,7 @@ pub use builder::Builder;
 pub use error::{BuildError, Closed, Elapsed, Full, ScheduleError, ScheduleErrorKind, StopError, Stopped};
 pub use future::{Interval, Sleep, WithTimeout};
 pub use local::{ExpiredTimer, LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
+pub use lateness::Lateness;
 pub use missed::Missed;
 pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;

@@ -273,14 +273,28 @@ impl TimerService {
     pub fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         for shard in self.inner.shards.iter() {
-            shard.counters.add_to(&mut stats);
-            stats.cancelled += shard.cancelled();
-            stats.pending += shard.pending() as u64;
-            stats.queued += shard.mailbox.len() as u64;
-            stats.failed_shards += u64::from(shard.has_failed());
+            stats.add(&shard_stats(shard));
         }
-        stats.scheduled = stats.expired + stats.cancelled + stats.unfired + stats.pending;
         stats
+    }
+
+    /// The counters of each shard, in shard order: where [`stats`](TimerService::stats)'s
+    /// sums come from, for telling a hot or slow shard from the rest. Each adds up as the sum
+    /// does (`scheduled == expired + cancelled + unfired + pending`, exact at rest); a timeout
+    /// counts on the shard it was armed on.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let timers = shardwheel::TimerService::builder().shards(2).build()?;
+    /// timers.schedule_on(1, Duration::from_secs(60), || ())?;
+    /// let shards = timers.shard_stats();
+    /// assert_eq!(shards.iter().map(|s| s.pending).collect::<Vec<_>>(), [0, 1]);
+    /// assert_eq!(shards.iter().map(|s| s.scheduled).sum::<u64>(), timers.stats().scheduled);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shard_stats(&self) -> Vec<Stats> {
+        self.inner.shards.iter().map(|shard| shard_stats(shard)).collect()
     }
 
     /// Stops every shard and hands back every timeout that had not fired (pending, or still
@@ -560,6 +574,18 @@ impl Inner {
         }
         unfired
     }
+}
+
+/// One shard's counters, summed with its threads' slots.
+fn shard_stats(shard: &Shard) -> Stats {
+    let mut stats = Stats::default();
+    shard.counters.add_to(&mut stats);
+    stats.cancelled = shard.cancelled();
+    stats.pending = shard.pending() as u64;
+    stats.queued = shard.mailbox.len() as u64;
+    stats.failed_shards = u64::from(shard.has_failed());
+    stats.scheduled = stats.expired + stats.cancelled + stats.unfired + stats.pending;
+    stats
 }
 
 /// The cores for `n` shards: consecutive cores from where the previous service stopped,

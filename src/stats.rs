@@ -1,5 +1,6 @@
 //! Counters, and the snapshot users read.
 
+use crate::lateness::{Lateness, Recorder};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -56,6 +57,28 @@ pub struct Stats {
     /// its deadline, never before; a count that grows says the service is past what it was
     /// sized for. Not in `scheduled`: no shard holds them.
     pub overflowed: u64,
+    /// How late the expired timeouts fired: the shard's turn that fired each, minus the
+    /// start of its deadline's tick, in buckets of powers of two of microseconds (see
+    /// [`Lateness`]).
+    pub lateness: Lateness,
+}
+
+impl Stats {
+    /// Adds another shard's counts (`TimerService::stats` sums its shards').
+    pub(crate) fn add(&mut self, other: &Stats) {
+        self.scheduled += other.scheduled;
+        self.expired += other.expired;
+        self.cancelled += other.cancelled;
+        self.rejected += other.rejected;
+        self.panicked += other.panicked;
+        self.pending += other.pending;
+        self.unfired += other.unfired;
+        self.failed_shards += other.failed_shards;
+        self.wakeups += other.wakeups;
+        self.queued += other.queued;
+        self.overflowed += other.overflowed;
+        self.lateness.add(&other.lateness);
+    }
 }
 
 /// Per-shard counters. Producers write the first group (rarely: their arms and cancels are
@@ -70,6 +93,8 @@ pub struct Stats {
 pub(crate) struct Counters {
     remote: CachePadded<RemoteCounters>,
     local: CachePadded<LocalCounters>,
+    /// The shard thread's histogram of lateness (a cache line of its own, padded).
+    pub(crate) lateness: Recorder,
 }
 
 #[derive(Debug, Default)]
@@ -133,6 +158,7 @@ impl Counters {
         stats.panicked += get(&self.local.panicked);
         stats.unfired += get(&self.local.unfired);
         stats.wakeups += get(&self.local.wakeups);
+        stats.lateness.add(&self.lateness.read());
     }
 
     /// `(armed, cancelled, ended otherwise)`: the shared counts that pending is derived from.

@@ -97,10 +97,10 @@ pub(crate) use const_thread_local;
 ///   (`future/overflow.rs`): its map's lock is the facade's, and its model
 ///   (`loom-tests/overflow.rs`) runs the thread's turn as a step of its own.
 pub(crate) mod plain {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use std::sync::{Arc, Mutex, Weak};
     /// The overflow timer's ring; its thread is not run under loom, so neither is this.
     #[cfg(not(loom))]
     pub(crate) use std::sync::Condvar;
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Arc, Mutex, Weak};
     pub(crate) use std::thread;
 }

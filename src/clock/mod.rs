@@ -105,6 +105,12 @@ impl Clock {
         Duration::from_nanos(self.tick_nanos)
     }
 
+    /// Nanoseconds from the start to tick `tick`'s beginning (saturating).
+    #[inline]
+    pub(crate) fn nanos_of_tick(&self, tick: u64) -> u64 {
+        tick.saturating_mul(self.tick_nanos)
+    }
+
     /// The tick that has begun most recently.
     pub(crate) fn now_tick(&self) -> u64 {
         self.floor(self.now())

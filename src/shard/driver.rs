@@ -225,12 +225,15 @@ impl Local {
     /// filed first (`deferred`). Notices need no such wait: an unlink or refile of an entry
     /// not yet filed is settled by the entry's state word when it is (`refile`, `arm`).
     fn turn(&mut self, batch: &mut Vec<OwnedTask>) -> Turn {
-        let now = self.shard.clock.now_tick();
+        // One clock read for the turn: its tick, and its time for the lateness histogram.
+        let at = self.shard.clock.now();
+        let now = self.shard.clock.tick_at(at);
+        let now_nanos = self.shard.clock.nanos_at(at);
         let more_stages = self.take_due_stages(now);
         let more_announced = self.drain_announcements(MAILBOX_BUDGET, now);
         let arms_may_file = !more_stages && !more_announced;
         let more_mail = self.drain_mailbox(MAILBOX_BUDGET, arms_may_file);
-        let more_due = self.expire(now, batch);
+        let more_due = self.expire(now, now_nanos, batch);
         self.gate.turned(self.wheel.len(), &self.shard.mailbox);
         if more_stages || more_announced || more_mail || more_due || !self.deferred.is_empty() {
             return Turn::Busy;
@@ -422,8 +425,9 @@ impl Local {
         drop(entry);
     }
 
-    /// Polls the wheel up to `now` and commits what is due; `true` if more is due.
-    fn expire(&mut self, now: u64, batch: &mut Vec<OwnedTask>) -> bool {
+    /// Polls the wheel up to `now` (tick; `now_nanos` since the clock's start) and commits
+    /// what is due, recording each one's lateness; `true` if more is due.
+    fn expire(&mut self, now: u64, now_nanos: u64, batch: &mut Vec<OwnedTask>) -> bool {
         let more = self.wheel.poll(now, EXPIRY_BUDGET, &mut self.due);
         let mut expired = 0;
         let mut due = std::mem::take(&mut self.due);
@@ -446,6 +450,8 @@ impl Local {
                         if let Some(task) = entry.expire(deadline) {
                             self.shard.release();
                             expired += 1;
+                            let due_nanos = self.shard.clock.nanos_of_tick(deadline);
+                            self.shard.counters.lateness.record(now_nanos.saturating_sub(due_nanos));
                             batch.push(task);
                             drop(entry);
                             break;
