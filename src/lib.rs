@@ -129,6 +129,8 @@ mod future;
 #[cfg(feature = "hyper")]
 mod hyper_timer;
 mod lateness;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod local;
 #[cfg(loom)]
 mod loom_live;
@@ -386,9 +388,10 @@ pub mod loom_support {
     }
 }
 
-/// The README's recipes, compiled and run as doc tests. One of them is hyper's, so they run
-/// with the `hyper` feature: `cargo test -p shardwheel --features hyper --doc` (CI runs it).
-#[cfg(all(doctest, feature = "hyper"))]
+/// The README's recipes, compiled and run as doc tests. One is hyper's and one Prometheus's,
+/// so they run with those features: `cargo test -p shardwheel --features hyper,metrics --doc`
+/// (CI runs it).
+#[cfg(all(doctest, feature = "hyper", feature = "metrics"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
