@@ -129,14 +129,14 @@ mod future;
 #[cfg(feature = "hyper")]
 mod hyper_timer;
 mod lateness;
-#[cfg(feature = "metrics")]
-mod metrics;
 mod local;
 #[cfg(loom)]
 mod loom_live;
 #[cfg(loom)]
 mod loom_queue;
 mod mailbox;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod missed;
 mod periodic;
 mod routing;
@@ -158,8 +158,8 @@ mod wheel;
 pub use builder::Builder;
 pub use error::{BuildError, Closed, Elapsed, Full, ScheduleError, ScheduleErrorKind, StopError, Stopped};
 pub use future::{Interval, Sleep, WithTimeout};
-pub use local::{ExpiredTimer, LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
 pub use lateness::Lateness;
+pub use local::{ExpiredTimer, LocalBuilder, LocalWheel, Notify, RemoteWheel, TimerKey};
 pub use missed::Missed;
 pub use service::{TimerService, WeakTimerService};
 pub use stats::Stats;
