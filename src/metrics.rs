@@ -18,7 +18,11 @@ fn counters(s: &Stats) -> [(&'static str, &'static str, u64); 8] {
         ("shardwheel_expired_total", "Timeouts the shard fired.", s.expired),
         ("shardwheel_cancelled_total", "Timeouts whose cancel won.", s.cancelled),
         ("shardwheel_rejected_total", "Schedules refused because the shard was full.", s.rejected),
-        ("shardwheel_overflowed_total", "Futures no shard would take, which waited on the overflow timer.", s.overflowed),
+        (
+            "shardwheel_overflowed_total",
+            "Futures no shard would take, which waited on the overflow timer.",
+            s.overflowed,
+        ),
         ("shardwheel_panicked_total", "Panics caught in tasks.", s.panicked),
         ("shardwheel_unfired_total", "Timeouts handed back by stop().", s.unfired),
         ("shardwheel_wakeups_total", "Times the shard's thread woke from sleep.", s.wakeups),

@@ -53,7 +53,8 @@ fn each_shards_counts_and_lateness_are_published_as_stats_gives_them() {
     metrics::with_local_recorder(&recorder, || timers.record_metrics("api"));
     let got = read(&snapshotter);
     let value = |name: &str, shard: usize, extra: &[(&str, &str)]| {
-        *got.get(&(name.to_owned(), labels(shard, extra))).unwrap_or_else(|| panic!("{name} {shard} {extra:?} missing: {got:?}"))
+        *got.get(&(name.to_owned(), labels(shard, extra)))
+            .unwrap_or_else(|| panic!("{name} {shard} {extra:?} missing: {got:?}"))
     };
     for (i, s) in shards.iter().enumerate() {
         assert_eq!(value("shardwheel_scheduled_total", i, &[]), s.scheduled as f64);
