@@ -135,12 +135,18 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// Shard thread only: one more timeout fired `nanos` late.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn record(&self, nanos: u64) {
+        self.record_many(nanos, 1);
+    }
+
+    /// Shard thread only: `n` more timeouts fired `nanos` late.
+    #[inline]
+    pub(crate) fn record_many(&self, nanos: u64, n: u64) {
         let slot = &self.counts[bucket(nanos)];
         // Relaxed, and a load and a store rather than a read-modify-write: the shard's thread
         // is the only writer, and the count publishes nothing (see `stats.rs`).
-        slot.store(slot.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        slot.store(slot.load(Ordering::Relaxed) + n, Ordering::Relaxed);
     }
 
     /// The counts now.

@@ -430,6 +430,9 @@ impl Local {
     fn expire(&mut self, now: u64, now_nanos: u64, batch: &mut Vec<OwnedTask>) -> bool {
         let more = self.wheel.poll(now, EXPIRY_BUDGET, &mut self.due);
         let mut expired = 0;
+        // The histogram's run: consecutive expiries of one deadline (a mass expiry's tick)
+        // have one lateness, counted once at the run's end.
+        let mut run = LatenessRun::default();
         let mut due = std::mem::take(&mut self.due);
         for entry in due.drain(..) {
             entry.set_key(None);
@@ -450,8 +453,7 @@ impl Local {
                         if let Some(task) = entry.expire(deadline) {
                             self.shard.release();
                             expired += 1;
-                            let due_nanos = self.shard.clock.nanos_of_tick(deadline);
-                            self.shard.counters.lateness.record(now_nanos.saturating_sub(due_nanos));
+                            run.add(deadline, now_nanos, &self.shard);
                             batch.push(task);
                             drop(entry);
                             break;
@@ -461,6 +463,7 @@ impl Local {
                 }
             }
         }
+        run.flush(&self.shard);
         // Keep the scratch buffer's capacity for the next turn.
         self.due = due;
         self.shard.counters.expired(expired);
@@ -588,6 +591,37 @@ fn sleep(shard: &Shard, next: Option<u64>) {
     shard.clock.sleep_until(next);
     shard.mailbox.woke();
     shard.counters.woke();
+}
+
+/// Expiries of one deadline in a row, counted into the lateness histogram at once: the
+/// lateness (a multiply, a division and a bucket's load and store) is worked out once per
+/// deadline, not per expiry (callgrind, `examples/expiry_loop.rs`: 25 instructions an expiry
+/// when each recorded its own, on a path of 279).
+#[derive(Default)]
+struct LatenessRun {
+    deadline: u64,
+    count: u64,
+    now_nanos: u64,
+}
+
+impl LatenessRun {
+    #[inline]
+    fn add(&mut self, deadline: u64, now_nanos: u64, shard: &Shard) {
+        if self.count > 0 && self.deadline != deadline {
+            self.flush(shard);
+        }
+        self.deadline = deadline;
+        self.now_nanos = now_nanos;
+        self.count += 1;
+    }
+
+    fn flush(&mut self, shard: &Shard) {
+        if self.count > 0 {
+            let late = self.now_nanos.saturating_sub(shard.clock.nanos_of_tick(self.deadline));
+            shard.counters.lateness.record_many(late, self.count);
+            self.count = 0;
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]
