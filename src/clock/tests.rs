@@ -164,6 +164,45 @@ fn division_by_the_tick_is_exact() {
     }
 }
 
+/// Past 584 years from the start (nanoseconds beyond `u64`), `deadline_nanos` divides in 128
+/// bits (`deadline_nanos_far`) and must round as the near path does: a deadline already
+/// reached is the tick under way (`now`, rounded down), one ahead the first tick at or after
+/// it; at a tick boundary, one nanosecond below and one above, on both sides of where the
+/// far path begins (`u64::MAX`), for ticks whose count there is below `NEVER`.
+#[test]
+fn far_deadlines_round_as_near_ones() {
+    for tick in [1_000_000_000u64, 3_600_000_000_000, 999_999_937] {
+        let clock = Clock::new(Instant::now(), Duration::from_nanos(tick));
+        let t = u128::from(tick);
+        let first_far = u128::from(u64::MAX) + 1;
+        // Tick boundaries around where the far path begins, and far beyond it.
+        for k in [first_far / t, first_far / t + 1, first_far / t + 2, 5 * first_far / t] {
+            let boundary = k * t;
+            for now in [boundary - 1, boundary, boundary + 1] {
+                // Reached: at `now`, and before it.
+                for deadline in [now, now - 1, 0] {
+                    let want = u64::try_from(now / t).unwrap().min(NEVER);
+                    assert_eq!(
+                        clock.deadline_nanos(now, deadline),
+                        want,
+                        "tick {tick}: now {now}, deadline {deadline}"
+                    );
+                }
+                // Ahead: one nanosecond and a whole tick after `now`.
+                for deadline in [now + 1, now + t] {
+                    let want = u64::try_from(deadline.div_ceil(t)).unwrap().min(NEVER);
+                    assert_eq!(
+                        clock.deadline_nanos(now, deadline),
+                        want,
+                        "tick {tick}: now {now}, deadline {deadline}"
+                    );
+                }
+            }
+        }
+        assert!(u64::try_from(5 * first_far / t).unwrap() < NEVER, "the counts checked are below NEVER");
+    }
+}
+
 #[test]
 fn saturates_to_never() {
     let clock = Clock::new(Instant::now(), Duration::from_micros(10));
