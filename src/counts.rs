@@ -169,4 +169,26 @@ mod tests {
         c.cancelled();
         assert_eq!(slots.sum(), (3, 2), "and its counts go on");
     }
+
+    /// `census` counts every slot of the list and, of those, the held ones: none, one and
+    /// two of each, a slot given back (listed, not held), reused, and all given back.
+    #[test]
+    fn census_counts_the_slots_and_the_held_ones() {
+        let slots = Slots::new();
+        assert_eq!(slots.census(), (0, 0));
+        let a = slots.claim();
+        assert_eq!(slots.census(), (1, 1));
+        let b = slots.claim();
+        assert_eq!(slots.census(), (2, 2));
+        a.give_back();
+        assert_eq!(slots.census(), (2, 1), "a given-back slot stays listed");
+        let c = slots.claim();
+        assert_eq!(slots.census(), (2, 2), "and is reused");
+        let d = slots.claim();
+        assert_eq!(slots.census(), (3, 3));
+        for slot in [b, c, d] {
+            slot.give_back();
+        }
+        assert_eq!(slots.census(), (3, 0));
+    }
 }
