@@ -143,3 +143,60 @@ fn the_header_is_24_bytes() {
     assert_eq!(std::mem::size_of::<Header>(), 24);
     assert_eq!(std::mem::size_of::<Cell<fn()>>(), 32);
 }
+
+/// `clone` with `old` references already counted, in a child process (the test binary
+/// again, this test alone, `CLONE_AT` naming `old`): prints a marker once the clone is
+/// made, and leaves the cell's count as it found it.
+#[cfg(all(unix, not(miri)))]
+fn clone_at_in_child(old: u32) {
+    let e = EntryRef::new(0, || {});
+    e.header().refs.store(old, SeqCst);
+    let e2 = e.clone();
+    println!("{CLONED}{old}");
+    e.header().refs.store(2, SeqCst);
+    drop(e2);
+    drop(e);
+}
+
+#[cfg(all(unix, not(miri)))]
+const CLONED: &str = "cloned with refs at ";
+
+/// The clone guard, as a class: a clone with `MAX_REFS` references or fewer counted goes
+/// on (one below the threshold and at it), one with more aborts the process (one above,
+/// and the most a `u32` holds), as `Arc::clone` does. Each case in a child process, since
+/// an abort cannot be caught (and so not under Miri, which spawns no process).
+#[cfg(all(unix, not(miri)))]
+#[test]
+fn clone_aborts_past_max_refs_and_only_past() {
+    const CHILD: &str = "SHARDWHEEL_CLONE_AT";
+    if let Ok(old) = std::env::var(CHILD) {
+        clone_at_in_child(old.parse().unwrap());
+        return;
+    }
+    let name = concat!(module_path!(), "::clone_aborts_past_max_refs_and_only_past");
+    let name = name.split_once("::").unwrap().1;
+    for (old, aborts) in [(MAX_REFS - 1, false), (MAX_REFS, false), (MAX_REFS + 1, true), (u32::MAX, true)] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--test-threads=1", "--nocapture"])
+            .env(CHILD, old.to_string())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        if aborts {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                out.status.signal(),
+                Some(6),
+                "a clone at {old} references must abort (SIGABRT): {}\n{text}",
+                out.status
+            );
+            assert!(!text.contains(CLONED), "the clone at {old} was made:\n{text}");
+        } else {
+            assert!(
+                out.status.success() && text.contains(&format!("{CLONED}{old}\n")),
+                "a clone at {old} references must go on: {}\n{text}",
+                out.status
+            );
+        }
+    }
+}
