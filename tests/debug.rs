@@ -1,7 +1,7 @@
 //! What the public types print with `{:?}`: readable, with no internal units.
 
 use shardwheel::{TimerService, TimerTask};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[test]
 fn a_timeout_prints_its_state_shard_and_deadline_from_now() {
@@ -34,4 +34,34 @@ fn a_past_deadline_prints_as_ago() {
     std::thread::sleep(Duration::from_millis(5));
     let text = format!("{fired:?}");
     assert!(text.contains("state: Expired") && text.ends_with(" ago }"), "{text}");
+}
+
+/// A `LocalWheel` prints each of its fields with its value: how many timers it holds, its
+/// now, its tick, the instant it next has work (none when empty) and whether a remote
+/// handle was made; each changes the text as it changes.
+#[test]
+fn a_local_wheel_prints_its_length_now_tick_next_deadline_and_remote() {
+    use shardwheel::LocalWheel;
+    let start = Instant::now();
+    let mut wheel = LocalWheel::builder().tick(Duration::from_millis(10)).start(start).build::<u32>().unwrap();
+    assert_eq!(
+        format!("{wheel:?}"),
+        format!("LocalWheel {{ len: 0, now: {start:?}, tick: 10ms, next_deadline: None, remote: false }}")
+    );
+    let at = start + Duration::from_millis(30);
+    let key = wheel.arm_at(at, 7);
+    wheel.arm_at(at + Duration::from_millis(10), 8);
+    assert_eq!(
+        format!("{wheel:?}"),
+        format!("LocalWheel {{ len: 2, now: {start:?}, tick: 10ms, next_deadline: Some({at:?}), remote: false }}")
+    );
+    let remote = wheel.remote();
+    assert_eq!(wheel.cancel(key), Some(7));
+    let later = at + Duration::from_millis(10);
+    assert_eq!(wheel.poll_expired(at), None);
+    assert_eq!(
+        format!("{wheel:?}"),
+        format!("LocalWheel {{ len: 1, now: {at:?}, tick: 10ms, next_deadline: Some({later:?}), remote: true }}")
+    );
+    drop(remote);
 }
