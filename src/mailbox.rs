@@ -324,3 +324,81 @@ type Queue<T> = crossbeam_queue::SegQueue<T>;
 /// inside `crossbeam-queue`'s atomics.
 #[cfg(loom)]
 type Queue<T> = crate::loom_queue::Queue<T>;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// What the driver told producers it sleeps until (`AWAKE` while it runs).
+    fn sleeping_until(mailbox: &Mailbox) -> u64 {
+        mailbox.sleep_until.load(Ordering::Relaxed)
+    }
+
+    /// `len` counts both queues: commands alone, announcements alone, and both together.
+    #[test]
+    fn len_counts_commands_and_announcements() {
+        let mailbox = Mailbox::new();
+        let stage = Arc::new(Stage::new());
+        assert_eq!(mailbox.len(), 0);
+        assert_eq!(mailbox.send(Command::Panic, None), Sent::Delivered);
+        assert_eq!(mailbox.len(), 1, "a command");
+        assert!(mailbox.pop().is_some());
+        assert_eq!(mailbox.announce(stage.clone(), 5), Sent::Delivered);
+        assert_eq!(mailbox.len(), 1, "an announcement");
+        for _ in 0..3 {
+            mailbox.send(Command::Panic, None);
+        }
+        mailbox.announce(stage, 5);
+        assert_eq!(mailbox.len(), 5, "three commands and two announcements");
+        assert!(mailbox.pop_stage().is_some());
+        assert_eq!(mailbox.len(), 4);
+    }
+
+    /// A driver asleep until a tick no message is due before is woken once its mail,
+    /// commands and announcements together, reaches `HIGH_WATER`: not one message before,
+    /// whichever queue holds them.
+    #[test]
+    fn a_backlog_in_either_queue_wakes_the_driver_at_the_high_water_mark() {
+        let stage = Arc::new(Stage::new());
+        for announced in [0, 1, HIGH_WATER / 2, HIGH_WATER - 1] {
+            let mailbox = Mailbox::new();
+            assert!(mailbox.prepare_sleep(10));
+            for _ in 0..announced {
+                mailbox.announce(stage.clone(), 100);
+            }
+            for _ in announced..HIGH_WATER - 1 {
+                mailbox.send(Command::Panic, Some(100));
+            }
+            assert_eq!(sleeping_until(&mailbox), 10, "{announced} announced: one below the mark, still asleep");
+            mailbox.send(Command::Panic, None);
+            assert_eq!(sleeping_until(&mailbox), AWAKE, "{announced} announced: at the mark, woken");
+        }
+    }
+
+    /// The driver's half of the wake-up: `prepare_sleep` announces the tick it sleeps until
+    /// (never `AWAKE`), or refuses to sleep while mail waits or the mailbox is closed; and
+    /// both a refusal and `woke` mark it awake again, so that no producer claims a wake-up
+    /// (an `unpark`, a spurious turn) from a driver that runs.
+    #[test]
+    fn the_driver_is_marked_awake_when_it_wakes_or_does_not_sleep() {
+        let mailbox = Mailbox::new();
+        assert_eq!(sleeping_until(&mailbox), AWAKE);
+        for until in [10, AWAKE, ASLEEP_UNTIL_WOKEN] {
+            assert!(mailbox.prepare_sleep(until));
+            assert_eq!(sleeping_until(&mailbox), until.max(AWAKE + 1));
+            mailbox.woke();
+            assert_eq!(sleeping_until(&mailbox), AWAKE, "woken from a sleep until {until}");
+        }
+        mailbox.send(Command::Panic, Some(5));
+        assert!(!mailbox.prepare_sleep(10), "a command waits");
+        assert_eq!(sleeping_until(&mailbox), AWAKE);
+        assert!(mailbox.pop().is_some());
+        mailbox.announce(Arc::new(Stage::new()), 5);
+        assert!(!mailbox.prepare_sleep(10), "an announcement waits");
+        assert_eq!(sleeping_until(&mailbox), AWAKE);
+        assert!(mailbox.pop_stage().is_some());
+        mailbox.close();
+        assert!(!mailbox.prepare_sleep(10), "closed");
+        assert_eq!(sleeping_until(&mailbox), AWAKE);
+    }
+}
