@@ -390,3 +390,49 @@ fn a_past_deadline_inserted_mid_slot_fires_behind_the_slot_s_older_entries() {
     wheel.poll(64, usize::MAX, &mut out);
     assert_eq!(values(&out), ['b', 'd'], "d was inserted after b, at the same effective tick");
 }
+
+/// `splice_to` moves a list to where `file` puts an entry of the same deadline, with the
+/// same marks (the slot's bit and its one deadline, or the horizon's earliest): for a
+/// deadline due (before `elapsed`, at it) and ahead, at one below and one above the first
+/// deadline of each level, up to the first beyond the levels (the horizon), at two
+/// `elapsed`. The wheel splices only a slot's own deadline, which never reaches the
+/// horizon; the contract holds there too.
+#[test]
+fn a_spliced_list_goes_where_its_deadline_is_filed() {
+    /// The scratch list the splice starts from: a level-0 slot none of the deadlines below
+    /// is filed in.
+    const SCRATCH: ListId = 40;
+    let at = |elapsed: u64| {
+        let mut wheel = Wheel::new();
+        wheel.poll(elapsed, usize::MAX, &mut Vec::<At<()>>::new());
+        assert_eq!(wheel.elapsed(), elapsed);
+        wheel
+    };
+    for elapsed in [0u64, 5_000] {
+        let mut deadlines = vec![elapsed.saturating_sub(1), elapsed, elapsed + 1];
+        for level in 1..=LEVELS as u32 {
+            let shift = SLOT_BITS * level;
+            let first = ((elapsed >> shift) + 1) << shift;
+            assert_eq!(level_for(elapsed, first), level as usize);
+            deadlines.extend([first - 1, first, first + 1]);
+        }
+        for deadline in deadlines {
+            let mut filed = at(elapsed);
+            let key = filed.insert(At(deadline, ())).0;
+            let list = filed.slab.unlink(key);
+            assert_ne!(list, Some(SCRATCH));
+            let mut spliced = at(elapsed);
+            let moved = spliced.slab.alloc(At(deadline, ())).unwrap();
+            spliced.slab.push_back(SCRATCH, moved);
+            spliced.splice_to(SCRATCH, deadline);
+            assert!(spliced.slab.is_empty(SCRATCH));
+            for level in 0..LEVELS {
+                let (a, b) = (&filed.levels[level], &spliced.levels[level]);
+                assert_eq!(a.occupied, b.occupied, "{deadline} at {elapsed}: level {level}'s slots");
+                assert_eq!(a.common, b.common, "{deadline} at {elapsed}: level {level}'s deadlines");
+            }
+            assert_eq!(filed.horizon_min, spliced.horizon_min, "{deadline} at {elapsed}: the horizon");
+            assert_eq!(spliced.slab.unlink(moved), list, "{deadline} at {elapsed}: the list");
+        }
+    }
+}
