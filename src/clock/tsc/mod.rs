@@ -274,11 +274,20 @@ fn first_pair() -> Option<Instant> {
 
 /// Whether this CPU's TSC and this kernel's `Instant` are one clock.
 fn usable() -> bool {
-    // Miri runs no `rdtsc` nor CPUID; it reads `Instant::now()`.
-    !cfg!(miri)
-        && cpu_has_invariant_tsc()
-        && std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .is_ok_and(|source| source.trim() == "tsc")
+    usable_given(cfg!(miri), cpu_has_invariant_tsc, || {
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+    })
+}
+
+/// [`usable`]'s decision from its inputs, each asked for only if those before it allow: not
+/// under Miri (which runs no `rdtsc` nor CPUID; it reads `Instant::now()`), an invariant TSC,
+/// and the kernel's clocksource `tsc`. Apart so that a test can give it every input.
+fn usable_given(
+    miri: bool,
+    invariant_tsc: impl FnOnce() -> bool,
+    clocksource: impl FnOnce() -> std::io::Result<String>,
+) -> bool {
+    !miri && invariant_tsc() && clocksource().is_ok_and(|source| source.trim() == "tsc")
 }
 
 /// The estimator's platform in this process: the CPU's TSC, the kernel's clocks, the calling

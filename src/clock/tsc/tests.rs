@@ -160,3 +160,36 @@ fn never_behind_instant() {
     }
     assert_ne!(PROCESS.scale.load(Ordering::Acquire), OFF, "the check never found the estimate behind");
 }
+
+/// `usable`'s decision as a function of its inputs: the TSC is used only when not under
+/// Miri, with an invariant TSC, and with the kernel's clocksource `tsc` (the sysfs line,
+/// newline and all); each condition false, alone or with others, says no. An input after
+/// one that said no is not asked for: no CPUID under Miri, no read of the file without an
+/// invariant TSC.
+#[test]
+fn the_tsc_is_used_only_when_all_three_conditions_hold() {
+    let sources =
+        [("tsc\n", true), ("tsc", true), ("hpet\n", false), ("acpi_pm\n", false), ("", false), ("tsc hpet\n", false)];
+    for miri in [false, true] {
+        for invariant in [false, true] {
+            for readable in [false, true] {
+                for (text, is_tsc) in sources {
+                    let (asked, read) = (Cell::new(false), Cell::new(false));
+                    let cpu = || {
+                        asked.set(true);
+                        invariant
+                    };
+                    let file = || {
+                        read.set(true);
+                        if readable { Ok(text.to_string()) } else { Err(std::io::ErrorKind::NotFound.into()) }
+                    };
+                    let case =
+                        format!("miri {miri}, invariant TSC {invariant}, clocksource {:?}", readable.then_some(text));
+                    assert_eq!(usable_given(miri, cpu, file), !miri && invariant && readable && is_tsc, "{case}");
+                    assert_eq!(asked.get(), !miri, "{case}: CPUID asked");
+                    assert_eq!(read.get(), !miri && invariant, "{case}: the clocksource read");
+                }
+            }
+        }
+    }
+}
