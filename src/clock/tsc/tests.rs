@@ -193,3 +193,30 @@ fn the_tsc_is_used_only_when_all_three_conditions_hold() {
         }
     }
 }
+
+/// The CPU's three reads of the TSC (`read`, `read_before`, `read_after`, as the estimate
+/// makes them: `Cpu`'s, which are `arch`'s), on any x86_64
+/// Linux whatever its clocksource: each counts cycles at a rate a TSC has (`scale_of`
+/// takes it, against `CLOCK_MONOTONIC_RAW` over 20 ms), and `read_before` then
+/// `read_after` bracket a kernel read in order, as an anchor's bracket does. An estimate
+/// would also check them, but where its first pair's brackets are all wide it gives up
+/// quietly (see `tsc_is_the_clock`): this checks the reads themselves.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn each_read_of_the_tsc_counts_at_a_tsc_s_rate_and_brackets_in_order() {
+    type Read = fn(&Cpu) -> u64;
+    let reads: [(&str, Read); 3] =
+        [("read", Cpu::read), ("read_before", Cpu::read_before), ("read_after", Cpu::read_after)];
+    for (name, read) in reads {
+        let (raw0, t0) = (Cpu.raw().unwrap(), read(&Cpu));
+        std::thread::sleep(Duration::from_millis(20));
+        let (t1, raw1) = (read(&Cpu), Cpu.raw().unwrap());
+        let (nanos, cycles) = (raw1 - raw0, t1.wrapping_sub(t0));
+        assert_ne!(scale_of(nanos, cycles), OFF, "{name}: {cycles} cycles in {nanos} ns is no TSC's rate");
+    }
+    for _ in 0..8 {
+        let (before, raw, after) = (Cpu.read_before(), Cpu.raw(), Cpu.read_after());
+        assert!(raw.is_some());
+        assert!(before <= after, "read_before {before} after read_after {after}");
+    }
+}
