@@ -115,6 +115,55 @@ fn an_interval_ticks_on_the_paused_clock() {
     }
 }
 
+/// Each way to restart an interval's schedule, on the paused clock: the next tick is due
+/// where the reset says (`reset`: a period from now; `reset_after`: `after` from now;
+/// `reset_at`: at; `reset_immediately`: now), not a millisecond before, and the one after
+/// it a period later.
+#[test]
+fn an_interval_restarts_where_each_reset_says() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let period = Duration::from_secs(1);
+    let mut cx = Context::from_waker(Waker::noop());
+    type Reset = fn(&mut shardwheel::Interval, Instant) -> Instant;
+    let resets: [(&str, Reset); 4] = [
+        ("reset", |every, now| {
+            every.reset();
+            now + Duration::from_secs(1)
+        }),
+        ("reset_after", |every, now| {
+            every.reset_after(Duration::from_millis(300));
+            now + Duration::from_millis(300)
+        }),
+        ("reset_at", |every, now| {
+            every.reset_at(now + Duration::from_millis(1700));
+            now + Duration::from_millis(1700)
+        }),
+        ("reset_immediately", |every, now| {
+            every.reset_immediately();
+            now
+        }),
+    ];
+    for (name, reset) in resets {
+        let mut every = timers.interval(period);
+        assert_eq!(futures_executor::block_on(every.tick()), clock.now(), "{name}: the first tick at once");
+        // Off the interval's own grid (a period from its first tick), so that a reset that
+        // changed nothing is seen.
+        clock.advance(Duration::from_millis(450));
+        let due = reset(&mut every, clock.now());
+        if let Some(early) = (due - clock.now()).checked_sub(Duration::from_millis(1)) {
+            clock.advance(early);
+            assert!(every.poll_tick(&mut cx).is_pending(), "{name}: a millisecond early");
+            clock.advance(Duration::from_millis(1));
+        }
+        assert_eq!(every.poll_tick(&mut cx), Poll::Ready(due), "{name}");
+        assert!(every.poll_tick(&mut cx).is_pending(), "{name}: one tick at a time");
+        clock.advance(period - Duration::from_millis(1));
+        assert!(every.poll_tick(&mut cx).is_pending(), "{name}: the next tick a millisecond early");
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(every.poll_tick(&mut cx), Poll::Ready(due + period), "{name}: the next tick a period on");
+    }
+}
+
 #[test]
 fn a_series_runs_once_per_period_of_paused_time() {
     let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
