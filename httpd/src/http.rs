@@ -1,12 +1,14 @@
 //! HTTP/1.1: a request's head parsed by `httparse`, routed, and the responses written.
 //!
 //! The server's routes take no body: `GET /`, `GET /stats`, `GET /delay/<ms>`. Anything
-//! the parser rejects is a `400` and the connection closes; a head over
+//! the parser rejects, or framing RFC 9112 says a server must not trust (`framing`), is a
+//! `400` and the connection closes; a head over
 //! [`MAX_HEADER_BYTES`] (or with more than [`MAX_HEADERS`] headers) a `431` and close; a
 //! request with a body a `413` and close (the bytes that follow could not be told from the
 //! next request otherwise); any method but `GET` (`HEAD` included) a `405` with
 //! `Allow: GET`, and the connection goes on (to `HEAD`, the head alone, as RFC 9110 says).
-//! The hyper stack gives the same answers (`hyper_stack/`).
+//! An absolute-form target (`GET http://host/ HTTP/1.1`) is routed by its path. The hyper
+//! stack gives the same answers (`hyper_stack/`).
 
 /// The most bytes a request's head (request line and headers) may take.
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -98,34 +100,95 @@ pub fn parse(buf: &[u8]) -> Parsed {
 
 /// A complete head: checked for a body, its keep-alive read, routed.
 fn request(req: &httparse::Request<'_, '_>, len: usize) -> Parsed {
+    if let Some(status) = framing(req) {
+        return Parsed::Reject(status);
+    }
     let mut keep_alive = req.version == Some(1);
-    for header in req.headers.iter() {
-        if header.name.eq_ignore_ascii_case("connection") {
-            for token in header.value.split(|&b| b == b',').map(|t| t.trim_ascii()) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    keep_alive = false;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    keep_alive = true;
-                }
-            }
-        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Parsed::Reject(Status::ContentTooLarge);
-        } else if header.name.eq_ignore_ascii_case("content-length") {
-            match std::str::from_utf8(header.value).ok().and_then(|v| v.trim().parse::<u64>().ok()) {
-                Some(0) => {}
-                Some(_) => return Parsed::Reject(Status::ContentTooLarge),
-                None => return Parsed::Reject(Status::BadRequest),
+    for header in req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case("connection")) {
+        for token in header.value.split(|&b| b == b',').map(|t| t.trim_ascii()) {
+            if token.eq_ignore_ascii_case(b"close") {
+                keep_alive = false;
+            } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                keep_alive = true;
             }
         }
     }
     // `Complete` means the method and path were parsed.
-    let (method, path) = (req.method.unwrap_or(""), req.path.unwrap_or(""));
+    let (method, target) = (req.method.unwrap_or(""), req.path.unwrap_or(""));
+    let Some(path) = target_path(target) else { return Parsed::Reject(Status::BadRequest) };
     Parsed::Request(Request { len, route: route(method, path), keep_alive, head_only: method == "HEAD" })
 }
 
-/// The route of a `method` and `path` (its query, if any, ignored).
+/// What a request's framing headers say of its body (RFC 9112 §6), as hyper reads them, so
+/// that both stacks answer alike: `None` for no body; else the answer, after which the
+/// connection closes. A body is a `413` (the routes take none); framing that cannot be
+/// trusted is a `400`, as RFC 9112 §6.3 says a server MUST answer it:
+///
+/// - `Transfer-Encoding` on HTTP/1.0: "MUST treat the message as if the framing is faulty"
+///   (§6.1);
+/// - `Transfer-Encoding` whose final coding is not `chunked` (`gzip`, say): the body's
+///   length "cannot be determined reliably" (§6.3). (§6.1's "SHOULD respond with 501" to a
+///   coding the server does not understand is for a coding followed by `chunked`, whose
+///   length is known: that body is a `413`, as any body, on both stacks.)
+/// - a `Content-Length` that is not digits alone (`+0`, `0, 0`), or two that differ: an
+///   invalid one (§6.3; identical repeats are one length, as §6.3 allows).
+///
+/// `Transfer-Encoding` overrides `Content-Length` (§6.3).
+fn framing(req: &httparse::Request<'_, '_>) -> Option<Status> {
+    let named = |name: &'static str| req.headers.iter().filter(move |h| h.name.eq_ignore_ascii_case(name));
+    if let Some(last) = named("transfer-encoding").next_back() {
+        let chunked =
+            last.value.rsplit(|&b| b == b',').next().is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        return Some(if req.version == Some(1) && chunked { Status::ContentTooLarge } else { Status::BadRequest });
+    }
+    let mut length = None;
+    for header in named("content-length") {
+        match (content_length(header.value), length) {
+            (None, _) => return Some(Status::BadRequest),
+            (Some(n), Some(m)) if n != m => return Some(Status::BadRequest),
+            (n, _) => length = n,
+        }
+    }
+    match length {
+        Some(n) if n > 0 => Some(Status::ContentTooLarge),
+        _ => None,
+    }
+}
+
+/// A `Content-Length` value: digits alone (RFC 9110 §8.6), within OWS; `None` if not, or
+/// past `u64` (Rust's `parse` would take a leading `+`).
+fn content_length(value: &[u8]) -> Option<u64> {
+    let digits = value.trim_ascii();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// The path a request target names (RFC 9112 §3.2): origin-form (`/path?query`) as it is;
+/// absolute-form (`http://host/path`), which "a server MUST accept" (§3.2.2), by what follows
+/// its authority (`/` if nothing does). `None`: an absolute-form target with no host, a
+/// `400` (as hyper answers it). Anything else (`*`, `host:port`) is routed as it is: no
+/// route takes it.
+fn target_path(target: &str) -> Option<&str> {
+    let Some((scheme, rest)) = target.split_once("://") else { return Some(target) };
+    let is_scheme = !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+    if !is_scheme {
+        return Some(target);
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    // The host follows any `user@`.
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if host.is_empty() {
+        return None;
+    }
+    Some(if path.starts_with('/') { path } else { "/" })
+}
+
+/// The route of a `method` and `path` (its query and fragment, if any, ignored).
 pub fn route(method: &str, path: &str) -> Route {
-    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    let path = path.split_once(['?', '#']).map_or(path, |(p, _)| p);
     if method != "GET" {
         return Route::MethodNotAllowed;
     }
@@ -195,6 +258,73 @@ mod tests {
         assert_eq!(route("GET", "/nope"), Route::NotFound);
         assert_eq!(route("POST", "/"), Route::MethodNotAllowed);
         assert_eq!(route("HEAD", "/"), Route::MethodNotAllowed);
+        // A fragment is no part of the path, as hyper's URI parser has it.
+        assert_eq!(route("GET", "/stats#x"), Route::Stats);
+    }
+
+    /// Absolute-form targets are routed by their path (RFC 9112 §3.2.2), as hyper routes them.
+    #[test]
+    fn an_absolute_form_target_is_routed_by_its_path() {
+        let route_of = |target: &str| match parsed(&format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n")) {
+            Parsed::Request(req) => Ok(req.route),
+            Parsed::Reject(status) => Err(status),
+            Parsed::Partial => panic!("{target}: partial"),
+        };
+        assert_eq!(route_of("http://127.0.0.1:8080/"), Ok(Route::Root));
+        assert_eq!(route_of("HTTP://h/stats?x=1"), Ok(Route::Stats));
+        assert_eq!(route_of("https://u@h:1/delay/5"), Ok(Route::Delay(5)));
+        assert_eq!(route_of("http://h"), Ok(Route::Root));
+        assert_eq!(route_of("http://h?x"), Ok(Route::Root));
+        assert_eq!(route_of("http://h/nope"), Ok(Route::NotFound));
+        assert_eq!(route_of("http://h//"), Ok(Route::NotFound));
+        assert_eq!(route_of("http:///"), Err(Status::BadRequest));
+        assert_eq!(route_of("http://@/"), Err(Status::BadRequest));
+        // Not absolute-form: routed as they are.
+        assert_eq!(route_of("*"), Ok(Route::NotFound));
+        assert_eq!(route_of("h:80"), Ok(Route::NotFound));
+        assert_eq!(route_of("/a://b"), Ok(Route::NotFound));
+    }
+
+    /// Framing that cannot be trusted is a `400` (RFC 9112 §6.1, §6.3), a body a `413`, as
+    /// hyper answers each.
+    #[test]
+    fn framing_is_checked_as_rfc_9112_says() {
+        let status = |headers: &str, version: &str| match parsed(&format!("GET / {version}\r\n{headers}\r\n")) {
+            Parsed::Request(_) => 200,
+            Parsed::Reject(Status::BadRequest) => 400,
+            Parsed::Reject(Status::ContentTooLarge) => 413,
+            other => panic!("{headers:?}: {other:?}"),
+        };
+        for (headers, want) in [
+            ("Content-Length: 0\r\n", 200),
+            ("Content-Length: 00\r\n", 200),
+            ("Content-Length:  0 \r\n", 200),
+            ("Content-Length: 0\r\nContent-Length: 0\r\n", 200),
+            ("Content-Length: 3\r\n", 413),
+            ("Content-Length: 3\r\nContent-Length: 3\r\n", 413),
+            ("Content-Length: +0\r\n", 400),
+            ("Content-Length: -0\r\n", 400),
+            ("Content-Length: 0, 0\r\n", 400),
+            ("Content-Length: \r\n", 400),
+            ("Content-Length: 99999999999999999999999\r\n", 400),
+            ("Content-Length: 0\r\nContent-Length: 5\r\n", 400),
+            ("Content-Length: 5\r\nContent-Length: 0\r\n", 400),
+            ("Transfer-Encoding: chunked\r\n", 413),
+            ("Transfer-Encoding: Chunked\r\n", 413),
+            ("Transfer-Encoding: gzip, chunked\r\n", 413),
+            ("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", 413),
+            ("Transfer-Encoding: chunked\r\nContent-Length: 0\r\n", 413),
+            ("Transfer-Encoding: gzip\r\n", 400),
+            ("Transfer-Encoding: identity\r\n", 400),
+            ("Transfer-Encoding: chunked, gzip\r\n", 400),
+            ("Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n", 400),
+            ("Transfer-Encoding: chunked,\r\n", 400),
+            ("Transfer-Encoding: \r\n", 400),
+        ] {
+            assert_eq!(status(headers, "HTTP/1.1"), want, "{headers:?}");
+        }
+        assert_eq!(status("Transfer-Encoding: chunked\r\n", "HTTP/1.0"), 400, "chunked on HTTP/1.0");
+        assert_eq!(status("Content-Length: 3\r\n", "HTTP/1.0"), 413);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! (with shardwheel's timer, and tokio's where a timer of the connection's is under test):
 //! a client that never reads is closed at the send timeout and frees its `--max-conns`
 //! slot; a connection with a request in hand is not idle; a client that half-closes has its
-//! request in hand answered; bad input gets the same answers; `--max-conns` holds exactly
-//! that many; and every accepted connection lands in exactly one close reason.
+//! request in hand answered; bad input gets the same answers, framing and targets as RFC
+//! 9112 says; `--max-conns` holds exactly that many; and every accepted connection lands in
+//! exactly one close reason.
 
 mod common;
 
@@ -536,6 +537,60 @@ fn bad_input_gets_the_same_answers(stack: &[&str]) {
     client.assert_closed_now("400");
 }
 
+/// Framing and targets, as RFC 9112 says, the same on both stacks (the local stack answered
+/// 200, 413, 413, 413 and 404 to the first five before, hyper 400, 400, 400, 400 and 200):
+/// a `Content-Length` that is not digits alone, or two that differ, and a
+/// `Transfer-Encoding` whose final coding is not `chunked`, or on HTTP/1.0, are framing a
+/// server must not trust: `400`, and the connection closes (§6.1, §6.3); an absolute-form
+/// target is routed by its path (§3.2.2); a body behind a coding the server does not know
+/// (`gzip, chunked`) is a body, a `413`. Every case is tried; the failures are listed
+/// together.
+fn framing_and_targets_get_the_same_answers(stack: &[&str]) {
+    let server = start(stack, 5000, 5000, 5000, &[]);
+    let addr = server.addr;
+    let cases = [
+        ("Content-Length: +0", "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: +0\r\n\r\n".to_string(), 400),
+        (
+            "two differing Content-Lengths",
+            "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n".to_string(),
+            400,
+        ),
+        ("Transfer-Encoding: gzip", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n".to_string(), 400),
+        (
+            "chunked on HTTP/1.0",
+            "POST / HTTP/1.0\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".to_string(),
+            400,
+        ),
+        ("an absolute-form target", format!("GET http://{addr}/ HTTP/1.1\r\nHost: t\r\n\r\n"), 200),
+        ("an absolute-form target's path", format!("GET http://{addr}/stats?x HTTP/1.1\r\nHost: t\r\n\r\n"), 200),
+        (
+            "Transfer-Encoding: gzip, chunked",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n".to_string(),
+            413,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (what, request, status) in &cases {
+        let mut client = server.connect();
+        client.send(request);
+        let Some(response) = client.try_response() else {
+            wrong.push(format!("{what}: closed without an answer ({status} wanted)"));
+            continue;
+        };
+        if response.status != *status {
+            wrong.push(format!("{what}: {} ({status} wanted)", response.status));
+        } else if *status == 200 {
+            // Served as any request: the connection goes on.
+            assert!(!response.closes(), "{what}: {}", response.head);
+            assert_eq!(client.get("/").status, 200, "{what}: the next request");
+        } else {
+            assert!(response.closes(), "{what}: {}", response.head);
+            client.assert_closed_now(what);
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// `--max-conns 20` and 30 clients: exactly 20 are served, the other 10 closed at once;
 /// every time, even when the 20th slot was freed by a client that closed just before the
 /// last 11 connected at once (a readiness probe, say: its close and their connects reach
@@ -677,6 +732,7 @@ for_each_stack!(
     a_client_that_half_closes_gets_every_answer_waiting_for_it,
     the_head_limits_are_exact,
     bad_input_gets_the_same_answers,
+    framing_and_targets_get_the_same_answers,
     max_conns_holds_exactly_that_many,
     every_connection_lands_in_exactly_one_close_reason;
     tokio: a_client_that_never_reads_is_closed_at_the_send_timeout,
