@@ -35,6 +35,10 @@
 //! - **Half-close**: a peer that shuts down its sending side has its requests answered
 //!   first: a `/delay/` in hand, and whole requests behind it; then, with every response
 //!   sent, the connection closes. (A partial head at the end of the stream is dropped.)
+//! - **Stop**: at the graceful stop ([`Conn::stop`]) a connection with nothing in hand
+//!   closes at once; one with a response in hand (a `/delay/`, or output waiting for the
+//!   peer) reads no more, finishes that response with `Connection: close`, and closes, as
+//!   hyper's `graceful_shutdown` does. Requests pipelined behind it are not answered.
 //!
 //! Every timer a connection holds is cancelled when it closes, so a timer that fires always
 //! names a live connection; the key is checked all the same.
@@ -59,8 +63,13 @@ const READ_CHUNK: usize = 16 * 1024;
 pub enum ConnTimer {
     /// A connection's timer: the connection's slab index and which of its timers.
     Conn { id: usize, kind: TimerKind },
-    /// The graceful stop, armed by the main thread through the `RemoteWheel`.
+    /// The graceful stop, armed by the main thread through the `RemoteWheel`: the thread
+    /// stops accepting and finishes the requests in hand.
     Shutdown,
+    /// The end of the graceful stop's grace: what is still open is closed.
+    StopGrace,
+    /// An `accept` that failed for want of descriptors (or memory) is tried again.
+    AcceptRetry,
 }
 
 /// Which of a connection's timers.
@@ -220,6 +229,9 @@ pub struct Conn {
     /// A write would block and no bytes went through since: a stall, counted in
     /// `send_stalls` when it began, in `send_stalls_ended` when it ends.
     stalled: bool,
+    /// The graceful stop came: nothing more is read or answered; the response in hand is
+    /// finished, then the connection closes.
+    stopping: bool,
 }
 
 impl Conn {
@@ -242,6 +254,7 @@ impl Conn {
             delay: None,
             send: None,
             stalled: false,
+            stopping: false,
         };
         conn.enter_head_at(accepted, ctx);
         conn
@@ -264,7 +277,7 @@ impl Conn {
         loop {
             let end = if self.eof {
                 ReadEnd::Eof
-            } else if ready.readable || self.unread {
+            } else if (ready.readable || self.unread) && !self.stopping {
                 self.read(ready.closed, ctx)?
             } else {
                 ReadEnd::Drained
@@ -339,6 +352,25 @@ impl Conn {
         Ok(())
     }
 
+    /// The graceful stop: `Err` if nothing is in hand (close it now); else it reads no more,
+    /// answers nothing more, and closes once the response in hand is out (its `/delay/`
+    /// answered with `Connection: close`, or the output waiting for the peer sent), under
+    /// its send timer and the stop's grace.
+    pub fn stop(&mut self) -> Result<(), Close> {
+        self.stopping = true;
+        self.input.clear();
+        if let Some((_, _, keep_alive)) = &mut self.delay {
+            *keep_alive = false;
+            return Ok(());
+        }
+        if self.output.is_empty() {
+            return Err(Close::Shutdown);
+        }
+        // One closing already (a `Connection: close` answer in the output) keeps its reason.
+        self.closing.get_or_insert(Close::Shutdown);
+        Ok(())
+    }
+
     /// Closes: cancels every timer it holds and counts why, in exactly one reason. The
     /// socket closes on drop; after a send timeout, with a reset (what the peer never took
     /// is dropped at once, not kept by the kernel for a peer that does not read).
@@ -404,7 +436,11 @@ impl Conn {
     /// delay, a partial head) or the output is at its cap. Whether it consumed any input.
     fn answer(&mut self, ctx: &mut Ctx<'_>) -> bool {
         let mut consumed = false;
-        while self.phase != Phase::Delay && self.closing.is_none() && self.output.len() - self.written < OUTPUT_CAP {
+        while self.phase != Phase::Delay
+            && self.closing.is_none()
+            && !self.stopping
+            && self.output.len() - self.written < OUTPUT_CAP
+        {
             if self.input.is_empty() {
                 break;
             }
@@ -468,7 +504,9 @@ impl Conn {
     fn responded(&mut self, keep_alive: bool, ctx: &mut Ctx<'_>) {
         self.phase = Phase::Idle;
         if !keep_alive {
-            self.closing = Some(Close::Answered);
+            // The response in hand at the stop closes its connection for the stop, not
+            // because the request asked.
+            self.closing = Some(if self.stopping { Close::Shutdown } else { Close::Answered });
             self.input.clear();
         }
         let deadline = Instant::now() + ctx.timeouts.idle;

@@ -16,20 +16,25 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use std::io;
 use std::os::fd::AsFd;
 
-/// Raises the soft `RLIMIT_NOFILE` to `wanted` (at most the hard limit), then grows the
-/// descriptor table to hold `wanted` descriptors (or as many as the limit allows), through
-/// a duplicate of `/dev/null`'s. Call it while the process has one thread. Returns the
-/// table's size reached (at least).
-pub fn reserve(wanted: u64) -> io::Result<u64> {
-    let null = std::fs::File::open("/dev/null")?;
+/// Raises the soft `RLIMIT_NOFILE` to `wanted`, at most to the hard limit (which only a
+/// privileged process may raise), and returns the soft limit now in force: how many
+/// descriptors the process may hold.
+pub fn raise_limit(wanted: u64) -> io::Result<u64> {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
-    let soft = if soft < wanted {
-        let raised = wanted.min(hard);
-        setrlimit(Resource::RLIMIT_NOFILE, raised, hard).map_err(io::Error::from)?;
-        raised
-    } else {
-        soft
-    };
+    if soft >= wanted {
+        return Ok(soft);
+    }
+    let raised = wanted.min(hard);
+    setrlimit(Resource::RLIMIT_NOFILE, raised, hard).map_err(io::Error::from)?;
+    Ok(raised)
+}
+
+/// Grows the descriptor table to hold `wanted` descriptors (or as many as the limit
+/// allows), through a duplicate of `/dev/null`'s. Call it while the process has one
+/// thread. Returns the table's size reached (at least).
+pub fn grow_table(wanted: u64) -> io::Result<u64> {
+    let null = std::fs::File::open("/dev/null")?;
+    let (soft, _) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
     // The highest descriptor the limit allows, or the one `wanted` needs.
     let top = i32::try_from(wanted.min(soft).saturating_sub(1)).unwrap_or(i32::MAX);
     let dup = fcntl(null.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(top)).map_err(io::Error::from)?;

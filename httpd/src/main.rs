@@ -165,7 +165,6 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     let started = Instant::now();
     let threads = usize::from(flags.threads);
     let timeouts = Timeouts::of(flags);
-    let per_thread = usize::try_from(flags.max_conns).unwrap_or(usize::MAX).div_ceil(threads);
     // Before the start line: a signal sent once it is out stops the server gracefully.
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
     let mut poll = Poll::new()?;
@@ -173,7 +172,8 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
 
     // Held until the end: keeps a second server off the address.
     let (_guard, listeners) = server::bind(flags.addr, threads)?;
-    reserve_fds(flags);
+    let max_conns = reserve_fds(flags);
+    let per_thread = usize::try_from(max_conns).unwrap_or(usize::MAX).div_ceil(threads);
     let addr = listeners[0].local_addr()?;
     let stats: Arc<[ThreadStats]> = (0..threads).map(|_| ThreadStats::default()).collect();
     let mut stoppers = Vec::with_capacity(threads);
@@ -194,7 +194,7 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     println!(
         "shardwheel-httpd: listening on {addr} (stack local, {threads} threads, header timeout {} ms, \
          idle timeout {} ms, send timeout {} ms, max {} connections, tick {} us)",
-        flags.header_timeout_ms, flags.idle_timeout_ms, flags.send_timeout_ms, flags.max_conns, flags.tick_us
+        flags.header_timeout_ms, flags.idle_timeout_ms, flags.send_timeout_ms, max_conns, flags.tick_us
     );
 
     let deadline = flags.for_secs.map(|secs| started + Duration::from_secs_f64(secs));
@@ -224,12 +224,41 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
 /// Descriptors kept beyond `--max-conns`: the listeners, epoll, wakers, stdio.
 const SPARE_FDS: u64 = 64;
 
-/// Grows the descriptor table for `--max-conns` now, while the process has one thread, so
-/// that no `accept` waits for it to grow later (`fds.rs`); a failure is only said.
-pub(crate) fn reserve_fds(flags: &Flags) {
-    if let Err(e) = fds::reserve(flags.max_conns.saturating_add(SPARE_FDS)) {
+/// The connections the server holds at most: `--max-conns`, or fewer if the descriptor
+/// limit cannot hold them and the spare (the hard limit caps the soft one, which the server
+/// raises): past the limit, `accept` would fail, and a connection wait in the backlog,
+/// instead of being closed at once as `--max-conns` promises. Fewer is said on stderr,
+/// with the limit. Then grows the descriptor table for them now, while the process has one
+/// thread, so that no `accept` waits for it to grow later (`fds.rs`); a failure is only
+/// said.
+pub(crate) fn reserve_fds(flags: &Flags) -> u64 {
+    let asked = flags.max_conns;
+    let held = match fds::raise_limit(asked.saturating_add(SPARE_FDS)) {
+        Ok(limit) => held_under(asked, limit),
+        Err(e) => {
+            eprintln!("shardwheel-httpd: the descriptor limit not read ({e}): --max-conns {asked} taken as it is");
+            asked
+        }
+    };
+    if let Err(e) = fds::grow_table(held.saturating_add(SPARE_FDS)) {
         eprintln!("shardwheel-httpd: the descriptor table not grown in advance ({e}): accepts may wait for it");
     }
+    held
+}
+
+/// `asked` connections, clamped to what `limit` descriptors hold beside the spare (one at
+/// least), with a message naming the limit if clamped.
+fn held_under(asked: u64, limit: u64) -> u64 {
+    let room = limit.saturating_sub(SPARE_FDS).max(1);
+    if asked <= room {
+        return asked;
+    }
+    eprintln!(
+        "shardwheel-httpd: --max-conns {asked} is more than the descriptor limit allows (RLIMIT_NOFILE {limit}, \
+         {SPARE_FDS} of them kept for the server's own): holding at most {room} connections; raise the hard limit \
+         (ulimit -Hn) for more"
+    );
+    room
 }
 
 /// Waits for SIGINT or SIGTERM, the `--for` deadline, or a loop that ended (an error);

@@ -12,8 +12,20 @@
 //! again after every `SLICE` of them, so neither a new connection's header timer nor a due
 //! timeout waits for the whole turn: `httpd/trace_join.py` showed connections waiting 8–14
 //! ms in the accept queue behind one turn's requests before this.
+//!
+//! An `accept` that fails for want of descriptors (`EMFILE`, `ENFILE`) or memory leaves the
+//! connection in the backlog, and the listener, edge-triggered, says nothing more of it
+//! until another connection comes: before this, the backlog waited for that connection
+//! however many descriptors were freed meanwhile. So accepting pauses and a timer tries
+//! again `ACCEPT_RETRY` later, until it goes through, as nginx re-enables its accept events
+//! after a delay.
+//!
+//! The graceful stop (the main thread's timer) closes the listener, closes the connections
+//! with nothing in hand, and lets the others finish the response in hand (`Conn::stop`), for
+//! `STOP_GRACE` at most, the hyper stack's bound; then it closes what is left, and the loop
+//! returns once no connection is open.
 
-use crate::conn::{Close, Conn, ConnTimer, Ctx, Ready, Timeouts};
+use crate::conn::{Close, Conn, ConnTimer, Ctx, Ready, Timeouts, TimerKind};
 use crate::stats::{ThreadStats, bump};
 use crate::trace::Trace;
 use mio::net::TcpListener;
@@ -21,7 +33,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-use shardwheel::{LocalWheel, RemoteWheel};
+use shardwheel::{LocalWheel, RemoteWheel, TimerKey};
 use slab::Slab;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -56,6 +68,14 @@ const EVENTS: usize = 1024;
 /// Within a turn, the listener is accepted from and due timers fired again every this many
 /// events.
 const SLICE: usize = 32;
+/// After an `accept` failed for want of descriptors or memory, how long until it is tried
+/// again (nginx's `accept_mutex_delay`, which it waits after `EMFILE`, is 500 ms): short
+/// enough that a freed descriptor soon serves what waits, long enough that a server out of
+/// descriptors does not spin on them.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// How long the graceful stop waits for the responses in hand before it closes their
+/// connections: the same on both stacks.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// A socket bound to the server's address without `SO_REUSEPORT`, never listening, held
 /// while the server runs: the kernel refuses it if anything listens on the address
@@ -134,8 +154,9 @@ pub struct Stopper {
 }
 
 impl Stopper {
-    /// Asks the loop to close its connections and return: a timer due now, armed through
-    /// the `RemoteWheel`, which wakes the loop if it sleeps.
+    /// Asks the loop to stop gracefully (stop accepting, finish the responses in hand for
+    /// `STOP_GRACE` at most) and return: a timer due now, armed through the `RemoteWheel`,
+    /// which wakes the loop if it sleeps.
     pub fn stop(&self) {
         // `Closed` only if the loop is gone already.
         let _ = self.remote.arm(Duration::ZERO, ConnTimer::Shutdown);
@@ -152,7 +173,8 @@ pub struct Worker {
     /// timeout counts whole milliseconds, rounded up, which added up to a millisecond to
     /// every timeout close.
     alarm: Alarm,
-    listener: TcpListener,
+    /// `None` once the stop came: it accepts no more.
+    listener: Option<TcpListener>,
     wheel: LocalWheel<ConnTimer>,
     conns: Slab<Conn>,
     stats: Arc<[ThreadStats]>,
@@ -163,6 +185,12 @@ pub struct Worker {
     trace: Option<Trace>,
     /// At `max_conns`, connections were left in the backlog until the turn's end.
     waiting: bool,
+    /// An `accept` failed for want of descriptors or memory: it waits for the retry timer.
+    accept_paused: bool,
+    /// No `accept` went through since one failed so (said once, not at every retry).
+    accept_failing: bool,
+    /// The graceful stop came: the responses in hand are finishing.
+    stopping: bool,
 }
 
 /// What `accept` does at `--max-conns`.
@@ -203,7 +231,22 @@ impl Worker {
         let conns = Slab::with_capacity(max_conns.min(1 << 16));
         let trace = trace.map(|path| Trace::new(path, index));
         Ok((
-            Worker { index, poll, alarm, listener, wheel, conns, stats, timeouts, max_conns, trace, waiting: false },
+            Worker {
+                index,
+                poll,
+                alarm,
+                listener: Some(listener),
+                wheel,
+                conns,
+                stats,
+                timeouts,
+                max_conns,
+                trace,
+                waiting: false,
+                accept_paused: false,
+                accept_failing: false,
+                stopping: false,
+            },
             stopper,
         ))
     }
@@ -258,40 +301,51 @@ impl Worker {
         }
     }
 
-    /// Fires every timer due by `now`; `true` once the stop's timer fired (every
-    /// connection closed, the trace written).
+    /// Fires every timer due by `now`; `true` once the stop is over (every connection
+    /// closed, the trace written).
     fn fire(&mut self, now: Instant) -> io::Result<bool> {
         while let Some((key, timer)) = self.wheel.poll_expired(now) {
             match timer {
-                ConnTimer::Conn { id, kind } => {
-                    bump(&self.stats[self.index].counters.timers_fired);
-                    let mut ctx = ctx!(self, now);
-                    if let Some(conn) = self.conns.get_mut(id) {
-                        let deadline = conn.deadline(kind);
-                        if let Err(why) = conn.on_timer(kind, key, &mut ctx) {
-                            self.close(id, why, now);
-                            if let (Some(trace), Some(deadline)) = (&mut self.trace, deadline) {
-                                trace.closed(id, why, Some((deadline, now)), Instant::now());
-                            }
-                        }
-                    }
-                }
-                ConnTimer::Shutdown => {
-                    self.shutdown(now);
-                    if let Some(trace) = &self.trace {
-                        trace.write()?;
-                    }
-                    return Ok(true);
+                ConnTimer::Conn { id, kind } => self.fire_conn(id, kind, key, now),
+                ConnTimer::Shutdown => self.stop(now),
+                ConnTimer::StopGrace => self.close_all(now),
+                ConnTimer::AcceptRetry => {
+                    self.accept_paused = false;
+                    self.accept(now, Full::Wait);
                 }
             }
         }
+        if self.stopping && self.conns.is_empty() {
+            if let Some(trace) = &self.trace {
+                trace.write()?;
+            }
+            return Ok(true);
+        }
         Ok(false)
+    }
+
+    /// Connection `id`'s timer `kind` fired.
+    fn fire_conn(&mut self, id: usize, kind: TimerKind, key: TimerKey, now: Instant) {
+        bump(&self.stats[self.index].counters.timers_fired);
+        let mut ctx = ctx!(self, now);
+        if let Some(conn) = self.conns.get_mut(id) {
+            let deadline = conn.deadline(kind);
+            if let Err(why) = conn.on_timer(kind, key, &mut ctx) {
+                self.close(id, why, now);
+                if let (Some(trace), Some(deadline)) = (&mut self.trace, deadline) {
+                    trace.closed(id, why, Some((deadline, now)), Instant::now());
+                }
+            }
+        }
     }
 
     /// Accepts every waiting connection; past `max_conns`, closes it at once (`Full::Close`)
     /// or leaves it in the backlog until the end of the turn (`Full::Wait`).
     fn accept(&mut self, now: Instant, full: Full) {
         self.waiting = false;
+        if self.accept_paused {
+            return;
+        }
         loop {
             if self.conns.len() >= self.max_conns && full == Full::Wait {
                 // A connection this turn's events close may make room: the peer's close came
@@ -300,17 +354,15 @@ impl Worker {
                 return;
             }
             let called = Instant::now();
-            let (mut stream, peer) = match self.listener.accept() {
+            let Some(listener) = &self.listener else { return };
+            let (mut stream, peer) = match listener.accept() {
                 Ok(accepted) => accepted,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => continue,
-                // Out of descriptors or memory: the rest wait in the backlog for the next
-                // connection's event.
-                Err(e) => {
-                    eprintln!("shardwheel-httpd: accept: {e}");
-                    return;
-                }
+                // Out of descriptors or memory: the rest wait in the backlog for the retry.
+                Err(e) => return self.pause_accept(&e),
             };
+            self.accept_failing = false;
             // The header timeout counts from here: the kernel had the connection by now.
             let accepted = Instant::now();
             if self.conns.len() >= self.max_conns {
@@ -362,8 +414,41 @@ impl Worker {
         }
     }
 
-    /// The graceful stop: closes every connection, then the listener (on drop).
-    fn shutdown(&mut self, now: Instant) {
+    /// An `accept` failed for want of descriptors or memory: no event will come for what
+    /// waits in the backlog (the listener is edge-triggered) until another connection does,
+    /// so accepting pauses until a timer tries again. A new connection's event meanwhile
+    /// accepts nothing: it would only fail the same way.
+    fn pause_accept(&mut self, e: &io::Error) {
+        if !self.accept_failing {
+            eprintln!("shardwheel-httpd: accept: {e}: trying again every {} ms", ACCEPT_RETRY.as_millis());
+            self.accept_failing = true;
+        }
+        self.accept_paused = true;
+        self.wheel.arm(ACCEPT_RETRY, ConnTimer::AcceptRetry);
+    }
+
+    /// The graceful stop begins: the listener closes (what waits in its backlog is reset,
+    /// as a closed server's would be), a connection with nothing in hand closes now, and
+    /// the others finish the response in hand, until `STOP_GRACE`.
+    fn stop(&mut self, now: Instant) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        self.wheel.arm(STOP_GRACE, ConnTimer::StopGrace);
+        let ids: Vec<usize> = self.conns.iter().map(|(id, _)| id).collect();
+        for id in ids {
+            if let Err(why) = self.conns[id].stop() {
+                self.close(id, why, now);
+            }
+        }
+    }
+
+    /// The stop's grace is over: closes every connection still open.
+    fn close_all(&mut self, now: Instant) {
         let ids: Vec<usize> = self.conns.iter().map(|(id, _)| id).collect();
         for id in ids {
             self.close(id, Close::Shutdown, now);

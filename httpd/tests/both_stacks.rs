@@ -3,8 +3,8 @@
 //! a client that never reads is closed at the send timeout and frees its `--max-conns`
 //! slot; a connection with a request in hand is not idle; a client that half-closes has its
 //! request in hand answered; bad input gets the same answers, framing and targets as RFC
-//! 9112 says; `--max-conns` holds exactly that many; and every accepted connection lands in
-//! exactly one close reason.
+//! 9112 says; the graceful stop answers the request in hand within its grace; `--max-conns`
+//! holds exactly that many; and every accepted connection lands in exactly one close reason.
 
 mod common;
 
@@ -591,6 +591,50 @@ fn framing_and_targets_get_the_same_answers(stack: &[&str]) {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The graceful stop (SIGTERM) answers the request in hand, with `Connection: close`;
+/// closes an idle connection at once; accepts no more; and cuts, without an answer, a
+/// request that outlasts its grace of 3 s (the hyper stack's bound, both stacks'); then the
+/// server exits, the three counted "by the stop".
+fn the_stop_answers_the_request_in_hand_within_its_grace(stack: &[&str]) {
+    let grace = Duration::from_secs(3);
+    let mut server = start(stack, 10_000, 10_000, 10_000, &[]);
+    let mut short = server.connect();
+    let sent = Instant::now();
+    short.send("GET /delay/500 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut long = server.connect();
+    long.send("GET /delay/60000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut idle = server.connect();
+    assert_eq!(idle.get("/").status, 200);
+    // Both delays in hand (the `/stats` request counts itself).
+    let stats = server.stats_when(|s| s["requests"].as_u64() >= Some(4));
+    assert_eq!(stats["requests"], 4, "{stats}");
+    assert!(sent.elapsed() < Duration::from_millis(400), "the stop would come after the short delay: nothing to test");
+    let stopped = Instant::now();
+    server.signal(Signal::SIGTERM);
+
+    let response = short.try_response().expect("the request in hand was not answered at the stop");
+    assert_eq!((response.status, response.body.as_str()), (200, "delayed 500 ms\n"));
+    assert!(sent.elapsed() >= Duration::from_millis(500), "answered after {:?}", sent.elapsed());
+    assert!(response.closes(), "{}", response.head);
+    short.assert_closed_now("answered at the stop");
+    let idle_after = idle.closed_at() - stopped;
+    assert!(idle_after < Duration::from_secs(1), "an idle connection closed {idle_after:?} after the stop");
+    let refused = std::net::TcpStream::connect(server.addr).map_err(|e| e.kind());
+    assert_eq!(refused.err(), Some(ErrorKind::ConnectionRefused), "a connection accepted after the stop");
+
+    assert!(long.try_response().is_none(), "a request past the grace was answered");
+    let cut = long.closed_at() - stopped;
+    assert!(cut >= grace && cut <= grace + SLACK, "cut {cut:?} after the stop, its grace {grace:?}");
+    let (status, summary) = server.wait();
+    assert!(status.success(), "{status}\n{summary}");
+    assert!(summary.contains("stopped by SIGTERM"), "{summary}");
+    let reasons = reasons(&summary);
+    let count = |what: &str| reasons.iter().find(|(w, _)| w == what).map_or(0, |(_, n)| *n);
+    // The `/stats` connection's close, seen before the stop or not (then the stop's).
+    assert_eq!(count("by the stop") + count("by peer"), 4, "{summary}");
+    assert!(count("by the stop") >= 3, "{summary}");
+}
+
 /// `--max-conns 20` and 30 clients: exactly 20 are served, the other 10 closed at once;
 /// every time, even when the 20th slot was freed by a client that closed just before the
 /// last 11 connected at once (a readiness probe, say: its close and their connects reach
@@ -733,6 +777,7 @@ for_each_stack!(
     the_head_limits_are_exact,
     bad_input_gets_the_same_answers,
     framing_and_targets_get_the_same_answers,
+    the_stop_answers_the_request_in_hand_within_its_grace,
     max_conns_holds_exactly_that_many,
     every_connection_lands_in_exactly_one_close_reason;
     tokio: a_client_that_never_reads_is_closed_at_the_send_timeout,

@@ -29,6 +29,7 @@ mod service;
 
 use crate::conn::Timeouts;
 use crate::http::{MAX_HEADER_BYTES, MAX_HEADERS};
+use crate::server::STOP_GRACE;
 use crate::stats::{ThreadStats, Totals, bump_shared};
 use crate::summary::{Summary, TimerCounts, Usage};
 use crate::{Flags, TimerChoice};
@@ -47,8 +48,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
-/// How long the stop waits for the connections to end before dropping them.
-const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long the runtime's shutdown waits for its tasks once dropped.
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
 /// At `--max-conns`, how many times the accepting task yields to the others (connections
@@ -123,7 +122,7 @@ pub fn serve(flags: &Flags) -> io::Result<()> {
     let threads = usize::from(flags.threads);
     let next_slot = AtomicUsize::new(0);
     // Before the runtime's threads (see `fds.rs`).
-    crate::reserve_fds(flags);
+    let max_conns = crate::reserve_fds(flags);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("httpd-hyper")
@@ -161,7 +160,7 @@ pub fn serve(flags: &Flags) -> io::Result<()> {
     };
     let stats: Arc<[ThreadStats]> = (0..threads).map(|_| ThreadStats::default()).collect();
     let shared = Arc::new(Shared { timer, service, choice: flags.timer, timeouts, stats });
-    let stopped_by = runtime.block_on(run(flags, shared.clone(), Arc::new(http1)))?;
+    let stopped_by = runtime.block_on(run(flags, max_conns, shared.clone(), Arc::new(http1)))?;
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     let timers = if shared.service.is_some() { TimerCounts::Service } else { TimerCounts::Uncounted };
     let summary = Summary { totals: shared.totals(), usage: Usage::now(), ran: started.elapsed(), stopped_by, timers };
@@ -170,7 +169,7 @@ pub fn serve(flags: &Flags) -> io::Result<()> {
 }
 
 /// Listens, prints the start line, serves until the stop, and stops; says what stopped it.
-async fn run(flags: &Flags, shared: Arc<Shared>, http1: Arc<http1::Builder>) -> io::Result<String> {
+async fn run(flags: &Flags, max_conns: u64, shared: Arc<Shared>, http1: Arc<http1::Builder>) -> io::Result<String> {
     // Before the start line: a signal sent once it is out stops the server gracefully.
     let (mut sigint, mut sigterm) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
     // The guard lives as long as `run`: it keeps a second server off the address.
@@ -191,11 +190,11 @@ async fn run(flags: &Flags, shared: Arc<Shared>, http1: Arc<http1::Builder>) -> 
         flags.header_timeout_ms,
         flags.idle_timeout_ms,
         flags.send_timeout_ms,
-        flags.max_conns
+        max_conns
     );
     let (stop, stopped) = watch::channel(false);
     let live = Arc::new(AtomicUsize::new(0));
-    let max_conns = usize::try_from(flags.max_conns).unwrap_or(usize::MAX);
+    let max_conns = usize::try_from(max_conns).unwrap_or(usize::MAX);
     tokio::spawn(accept(listener, shared, http1, max_conns, live.clone(), stopped));
 
     // `--for` on tokio's clock whatever the `--timer`: it times the run, not a connection.

@@ -4,13 +4,15 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// The longest any single read waits.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How much later than its timeout a close may come on a loaded 2-core machine.
 pub const SLACK: Duration = Duration::from_secs(1);
+/// The server's binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_shardwheel-httpd");
 
 /// The server, started on `127.0.0.1:0`; killed on drop if still running.
 #[derive(Debug)]
@@ -25,12 +27,16 @@ impl Server {
     /// Starts the binary with `args` (after `--addr 127.0.0.1:0`), and reads the port off
     /// its start line.
     pub fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shardwheel-httpd"))
-            .args(["--addr", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the binary starts");
+        let mut command = Command::new(BIN);
+        command.args(["--addr", "127.0.0.1:0"]).args(args);
+        Server::spawn(command)
+    }
+
+    /// Starts `command`, which runs the binary (`BIN`, or a shell that `exec`s it: the
+    /// process is the server) with its flags, `--addr` included; reads the port off its
+    /// start line.
+    pub fn spawn(mut command: Command) -> Server {
+        let mut child = command.stdout(Stdio::piped()).spawn().expect("the binary starts");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
         let mut start_line = String::new();
         stdout.read_line(&mut start_line).expect("a start line");
@@ -44,6 +50,17 @@ impl Server {
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Its standard error, if `spawn`'s command piped it (read it once the server exited).
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    /// Sends `signal`, and does not wait.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("kill");
     }
 
     /// A connection to it, reads and writes bounded by `READ_TIMEOUT`.
@@ -78,8 +95,7 @@ impl Server {
     /// Sends `signal` and waits (at most 10 s) for the exit; its status and the rest of
     /// its standard output (the summary).
     pub fn stop_with(mut self, signal: nix::sys::signal::Signal) -> (ExitStatus, String) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, signal).expect("kill");
+        self.signal(signal);
         self.wait()
     }
 
