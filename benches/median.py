@@ -170,6 +170,12 @@ def wait_for_load(max_load, wait):
     return loadavg()[0] <= max_load
 
 
+def cargo_bench(args):
+    """`cargo bench --bench NAME`, with `--features F` if asked (a bench that requires one)."""
+    features = ["--features", args.features] if args.features else []
+    return ["cargo", "bench", *features, "--bench", args.bench]
+
+
 def run_once(args, bench_args, index, log_dir):
     """One `cargo bench` run; returns (rows, a line about the machine, whether it is marked)."""
     calm = True
@@ -178,7 +184,7 @@ def run_once(args, bench_args, index, log_dir):
     before = loadavg()
     busy0, own0, t0 = busy_seconds(), own_seconds(), time.time()
     before_rows = snapshot(args.criterion_dir)
-    cmd = ["cargo", "bench", "--bench", args.bench, "--", *bench_args]
+    cmd = [*cargo_bench(args), "--", *bench_args]
     if args.nice is not None:
         cmd = ["nice", "-n", str(args.nice), *cmd]
     log = os.path.join(log_dir, f"{args.bench}-run{index}.log")
@@ -272,6 +278,7 @@ def main():
     p.add_argument("--max-others", type=float, help="mark a run during which other processes used more cores")
     p.add_argument("--reruns", type=int, default=0, help="extra runs allowed to replace marked ones")
     p.add_argument("--nice", type=int, help="run cargo under `nice -n N`")
+    p.add_argument("--features", help="cargo features the bench requires (cargo bench --features F)")
     p.add_argument("--criterion-dir", default=None, help="default: $CRITERION_HOME, else $CARGO_TARGET_DIR (or target) + /criterion")
     p.add_argument("--json", help="write every run's rows and notes here")
     p.add_argument("--from-json", help="no runs: summarize the runs a --json FILE kept")
@@ -301,10 +308,10 @@ def main():
     log_dir = os.path.join(target, "median")
     os.makedirs(log_dir, exist_ok=True)
     # Build first, so that no run pays for (or is slowed by) the compile.
-    build = ["cargo", "bench", "--bench", args.bench, "--no-run"]
+    build = [*cargo_bench(args), "--no-run"]
     if subprocess.call(build, stdout=subprocess.DEVNULL) != 0:
         sys.exit(f"`{' '.join(build)}` failed")
-    print(f"$ cargo bench --bench {args.bench} -- {' '.join(bench_args)}   ({args.runs} runs)", flush=True)
+    print(f"$ {' '.join(cargo_bench(args))} -- {' '.join(bench_args)}   ({args.runs} runs)", flush=True)
     kept, notes, extra = [], [], args.reruns
     index = 0
     while len(kept) < args.runs:
@@ -323,7 +330,7 @@ def main():
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": ["cargo", "bench", "--bench", args.bench, "--", *bench_args], "notes": notes, "runs": kept}, f, indent=1)
+            json.dump({"command": [*cargo_bench(args), "--", *bench_args], "notes": notes, "runs": kept}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,9 @@ mod error;
 mod future;
 #[cfg(feature = "hyper")]
 mod hyper_timer;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod io;
 mod lateness;
 mod local;
 #[cfg(loom)]
@@ -388,10 +391,10 @@ pub mod loom_support {
     }
 }
 
-/// The README's recipes, compiled and run as doc tests. One is hyper's and one Prometheus's,
-/// so they run with those features: `cargo test -p shardwheel --features hyper,metrics --doc`
-/// (CI runs it).
-#[cfg(all(doctest, feature = "hyper", feature = "metrics"))]
+/// The README's recipes, compiled and run as doc tests. One is hyper's, one Prometheus's and
+/// one `io::TimeoutStream`'s, so they run with those features: `cargo test -p shardwheel
+/// --features hyper,metrics,tokio --doc` (CI runs it).
+#[cfg(all(doctest, feature = "hyper", feature = "metrics", feature = "tokio"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 

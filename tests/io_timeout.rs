@@ -1,0 +1,296 @@
+//! The `tokio` feature: `io::TimeoutStream`'s read, write and idle timeouts fire at their
+//! deadline and never before, activity pushes the idle one out (in either direction), a zero
+//! or `None` timeout is off, and hyper serves through it. Most tests run on the paused clock
+//! (`time::pause`, auto-advance off where a test steps the clock itself); the hyper test and
+//! one read timeout run on the real clock. Run with
+//! `cargo test --features tokio --test io_timeout`.
+#![cfg(feature = "tokio")]
+
+use futures::poll;
+use shardwheel::io::TimeoutStream;
+use shardwheel::time::{self, Duration, Instant};
+use std::io::ErrorKind;
+use std::task::Poll;
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, duplex};
+
+const D: Duration = Duration::from_secs(10);
+/// A paused clock's sleep completes at its tick boundary: 1 ms, the default tick.
+const TICK: Duration = Duration::from_millis(1);
+
+fn timed_out<T: std::fmt::Debug>(result: std::io::Result<T>) -> bool {
+    matches!(&result, Err(e) if e.kind() == ErrorKind::TimedOut)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_read_times_out_at_its_timeout_and_not_before() {
+    time::pause();
+    time::auto_advance(false);
+    let (_client, server) = duplex(64);
+    let mut server = TimeoutStream::new(server).with_read_timeout(D);
+    let mut buf = [0; 8];
+    let mut read = Box::pin(server.read(&mut buf));
+    assert!(poll!(read.as_mut()).is_pending()); // the wait starts here
+    time::advance(D - Duration::from_millis(1)).await;
+    assert!(poll!(read.as_mut()).is_pending(), "timed out early");
+    time::advance(Duration::from_millis(1)).await;
+    match poll!(read.as_mut()) {
+        Poll::Ready(result) => assert!(timed_out(result), "not a timeout"),
+        Poll::Pending => panic!("no timeout at the deadline"),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_read_times_out_on_the_real_clock() {
+    let d = Duration::from_millis(100);
+    let (_client, server) = duplex(64);
+    let mut server = TimeoutStream::new(server).with_read_timeout(d);
+    let start = Instant::now();
+    let result = server.read(&mut [0; 8]).await;
+    let took = start.elapsed();
+    assert!(timed_out(result));
+    assert!(took >= d, "early: {took:?}");
+    assert!(took < d + Duration::from_secs(2), "late: {took:?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_write_times_out_on_a_full_pipe() {
+    time::pause();
+    time::auto_advance(false);
+    let (_client, server) = duplex(8); // nobody reads: 8 bytes fit, then the write waits
+    let mut server = TimeoutStream::new(server).with_write_timeout(D);
+    let mut write = Box::pin(server.write_all(&[7; 64]));
+    assert!(poll!(write.as_mut()).is_pending());
+    time::advance(D - Duration::from_millis(1)).await;
+    assert!(poll!(write.as_mut()).is_pending(), "timed out early");
+    time::advance(Duration::from_millis(1)).await;
+    match poll!(write.as_mut()) {
+        Poll::Ready(result) => assert!(timed_out(result), "not a timeout"),
+        Poll::Pending => panic!("no timeout at the deadline"),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_write_that_drains_slowly_never_times_out() {
+    time::pause();
+    let (mut client, server) = duplex(8);
+    let mut server = TimeoutStream::new(server).with_write_timeout(D);
+    // The reader takes 8 bytes every D/2: each write waits less than D, and completes.
+    let reader = async {
+        let mut got = 0;
+        while got < 64 {
+            time::sleep(D / 2).await;
+            got += client.read(&mut [0; 8]).await.unwrap();
+        }
+    };
+    let (written, ()) = tokio::join!(server.write_all(&[7; 64]), reader);
+    written.unwrap();
+}
+
+/// The peer sends a byte every `D / 2` for `3 D`, then falls silent: the read that waits then
+/// fails `D` after the last byte (at the tick boundary), never before, and none earlier.
+async fn trickle_then_silence(mut server: TimeoutStream<tokio::io::DuplexStream>, mut client: tokio::io::DuplexStream) {
+    let start = Instant::now();
+    let client_side = async move {
+        for _ in 0..6 {
+            time::sleep(D / 2).await;
+            client.write_all(b"x").await.unwrap();
+        }
+        client // kept open, silent
+    };
+    let server_side = async move {
+        let mut last = start;
+        let mut buf = [0; 8];
+        loop {
+            match server.read(&mut buf).await {
+                Ok(0) => panic!("the client hung up"),
+                Ok(_) => last = Instant::now(),
+                Err(e) => return (last, Instant::now(), e),
+            }
+        }
+    };
+    let (_client, (last, failed, err)) = tokio::join!(client_side, server_side);
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_eq!(last - start, 3 * D, "every byte came through");
+    assert!(failed - last >= D, "closed {:?} after the last byte", failed - last);
+    assert!(failed - last <= D + TICK, "closed {:?} after the last byte", failed - last);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn idle_is_pushed_out_by_reads() {
+    time::pause();
+    let (client, server) = duplex(64);
+    trickle_then_silence(TimeoutStream::new(server).with_idle_timeout(D), client).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_read_timeout_counts_from_each_wait() {
+    time::pause();
+    let (client, server) = duplex(64);
+    trickle_then_silence(TimeoutStream::new(server).with_read_timeout(D), client).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn idle_with_a_longer_read_timeout_fires_at_the_idle_deadline() {
+    time::pause();
+    let (client, server) = duplex(64);
+    let server = TimeoutStream::new(server).with_idle_timeout(D).with_read_timeout(5 * D);
+    trickle_then_silence(server, client).await;
+}
+
+/// A read waits while the other direction writes: the writes push the idle deadline out,
+/// so the read is not failed until `D` after the last of them (its sleep fires at the old
+/// deadline, finds it moved, and waits again). The stream is split: each half in a task of
+/// its own, each woken for its own wait.
+#[tokio::test(flavor = "current_thread")]
+async fn idle_is_pushed_out_by_writes_while_a_read_waits() {
+    time::pause();
+    let (mut client, server) = duplex(64);
+    let server = TimeoutStream::new(server).with_idle_timeout(D);
+    let (mut reader, mut writer) = tokio::io::split(server);
+    let start = Instant::now();
+    let read = tokio::spawn(async move {
+        let result = reader.read(&mut [0; 8]).await;
+        (result, Instant::now())
+    });
+    let write = tokio::spawn(async move {
+        for _ in 0..6 {
+            time::sleep(D / 2).await;
+            writer.write_all(b"y").await.unwrap();
+        }
+        writer
+    });
+    let mut got = [0; 6];
+    client.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"yyyyyy");
+    let _writer = write.await.unwrap();
+    let (result, failed) = read.await.unwrap();
+    assert!(timed_out(result));
+    let after_last = failed - (start + 3 * D);
+    assert!(after_last >= D && after_last <= D + TICK, "the read failed {after_last:?} after the last write");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_read_that_finds_bytes_is_served_past_the_idle_deadline() {
+    time::pause();
+    time::auto_advance(false);
+    let (mut client, server) = duplex(64);
+    let mut server = TimeoutStream::new(server).with_idle_timeout(D);
+    client.write_all(b"late").await.unwrap();
+    time::advance(2 * D).await; // nobody read: the deadline passed with bytes waiting
+    let mut buf = [0; 4];
+    server.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"late");
+    // That read was activity: the next wait has a whole D again.
+    let mut read = Box::pin(server.read(&mut buf));
+    assert!(poll!(read.as_mut()).is_pending());
+    time::advance(D - Duration::from_millis(1)).await;
+    assert!(poll!(read.as_mut()).is_pending(), "timed out early");
+    time::advance(Duration::from_millis(1)).await;
+    match poll!(read.as_mut()) {
+        Poll::Ready(result) => assert!(timed_out(result), "not a timeout"),
+        Poll::Pending => panic!("no timeout at the deadline"),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn once_idle_every_wait_fails_until_bytes_move() {
+    time::pause();
+    let (_client, server) = duplex(64);
+    let mut server = TimeoutStream::new(server).with_idle_timeout(D);
+    let start = Instant::now();
+    assert!(timed_out(server.read(&mut [0; 4]).await));
+    assert!(start.elapsed() >= D);
+    let again = Instant::now();
+    assert!(timed_out(server.read(&mut [0; 4]).await));
+    assert!(again.elapsed() <= TICK, "the second wait failed {:?} later", again.elapsed());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn zero_and_none_timeouts_are_off() {
+    time::pause(); // auto-advance: an hour passes at once
+    let (_client, server) = duplex(8);
+    let mut server = TimeoutStream::new(server)
+        .with_read_timeout(Duration::ZERO)
+        .with_write_timeout(Duration::ZERO)
+        .with_idle_timeout(Duration::ZERO);
+    assert_eq!((server.read_timeout(), server.write_timeout(), server.idle_timeout()), (None, None, None));
+    let hour = Duration::from_secs(3600);
+    assert!(time::timeout(hour, server.read(&mut [0; 4])).await.is_err(), "the read ended");
+    assert!(time::timeout(hour, server.write_all(&[0; 64])).await.is_err(), "the write ended");
+    // Set, then taken off again with `None`.
+    server.set_read_timeout(Some(D));
+    server.set_idle_timeout(Some(D));
+    server.set_read_timeout(None);
+    server.set_idle_timeout(None);
+    assert!(time::timeout(hour, server.read(&mut [0; 4])).await.is_err(), "the read ended");
+    // The longest timeouts (kept as 584 years of nanoseconds) wait, and overflow nothing.
+    server.set_read_timeout(Some(Duration::MAX));
+    server.set_idle_timeout(Some(Duration::MAX));
+    assert!(time::timeout(hour, server.read(&mut [0; 4])).await.is_err(), "the read ended");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_stream_inside_is_at_hand() {
+    let (mut client, server) = duplex(64);
+    let mut server = TimeoutStream::new(server).with_read_timeout(D);
+    assert_eq!(server.read_timeout(), Some(D));
+    let shown = format!("{server:?}");
+    assert!(shown.contains("TimeoutStream") && shown.contains("read_timeout: Some(10s)"), "{shown}");
+    server.get_mut().write_all(b"hi").await.unwrap();
+    let _: &tokio::io::DuplexStream = server.get_ref();
+    assert_eq!(server.is_write_vectored(), server.get_ref().is_write_vectored());
+    let mut inner = server.into_inner();
+    let mut buf = [0; 2];
+    client.read_exact(&mut buf).await.unwrap();
+    inner.write_all(b"ok").await.unwrap();
+    client.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"ok");
+}
+
+/// hyper through `TokioIo`: one request served, then the keep-alive connection, silent, is
+/// closed at the idle timeout, counted from the response, never before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hyper_serves_through_it_and_closes_an_idle_keep_alive() {
+    use http_body_util::Full;
+    use hyper::body::{Bytes, Incoming};
+    use hyper::{Request, Response, server::conn::http1, service::service_fn};
+    use hyper_util::rt::TokioIo;
+    use std::convert::Infallible;
+    use tokio::net::{TcpListener, TcpStream};
+
+    const IDLE: Duration = Duration::from_millis(300);
+    async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let stream = TimeoutStream::new(stream).with_idle_timeout(IDLE);
+        http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(hello)).await
+    });
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    client.write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n").await.unwrap();
+    // The server's last byte moved after this: its idle deadline is later than this plus IDLE.
+    let sent = Instant::now();
+    let mut response = Vec::new();
+    let mut buf = [0; 1024];
+    while !response.ends_with(b"hello") {
+        let n = client.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before the response: {:?}", String::from_utf8_lossy(&response));
+        response.extend_from_slice(&buf[..n]);
+    }
+    let answered = Instant::now();
+    assert!(response.starts_with(b"HTTP/1.1 200 OK"), "{:?}", String::from_utf8_lossy(&response));
+    let closed = client.read(&mut buf).await;
+    let (since_sent, after) = (sent.elapsed(), answered.elapsed());
+    assert!(matches!(closed, Ok(0) | Err(_)), "more than the response: {closed:?}");
+    assert!(since_sent >= IDLE, "closed {since_sent:?} after the request, {after:?} after the response");
+    assert!(after < IDLE + Duration::from_secs(2), "closed {after:?} after the response");
+    // hyper has no timer here: only the idle timeout could end the connection. A read error
+    // on an idle keep-alive connection is a close to hyper (`Ok`); anywhere else, its error.
+    if let Err(err) = server.await.unwrap() {
+        let io = std::error::Error::source(&err).and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(io.map(std::io::Error::kind), Some(ErrorKind::TimedOut), "{err}");
+    }
+}
