@@ -7,8 +7,9 @@
 //! past the deadline (a full shard of 60 s timeouts has no room for 60 s). So a [`Sleep`]
 //! that every shard refuses, for being full (`max_pending_per_shard`, or a wheel at its
 //! limit), stopping ([`TimerService::stop_gracefully`]) or stopped, waits here instead: on
-//! one process-wide thread with an ordered map under a mutex, started the first time
-//! anything overflows, parked for good once nothing waits. It is the slow path of a service
+//! one process-wide thread with an ordered map under a mutex, which runs while anything
+//! waits (the first entry starts it; it exits when it finds none left, and the next entry
+//! starts another). It is the slow path of a service
 //! past what it was sized for, or past its life: one lock per registration, poll with a new
 //! waker, cancel and firing, against the shards' lock-free arms. `Stats::overflowed` counts
 //! what comes here, so an operator sees it.
@@ -66,8 +67,9 @@ pub(crate) struct Overflow {
 struct Waiting {
     timers: BTreeMap<Key, Waker>,
     next_id: u64,
-    /// Whether the thread has been started (it never ends).
-    started: bool,
+    /// Whether a thread runs (set by the entry that starts it, cleared by the thread as it
+    /// finds the map empty and exits, both under the lock).
+    running: bool,
 }
 
 impl fmt::Debug for Overflow {
@@ -100,28 +102,29 @@ impl Overflow {
         self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Adds a sleep due at `at`, woken through `waker`. The first call starts the thread;
-    /// one that comes before the entry the thread sleeps towards rings it. (Under loom there
-    /// is no thread: the model runs its turn, `fire_due`, as a step of its own.)
+    /// Adds a sleep due at `at`, woken through `waker`. With no thread running, it starts
+    /// one; an entry before the one the thread sleeps towards rings it. (Under loom there is
+    /// no thread: the model runs its turn, `fire_due`, as a step of its own.)
     pub(crate) fn register(&'static self, at: Instant, waker: &Waker) -> Key {
         let mut waiting = self.waiting();
         let key = Key::new(at, waiting.next_id);
         waiting.next_id += 1;
         let earliest = waiting.timers.first_key_value().is_none_or(|(first, _)| key < *first);
         waiting.timers.insert(key, waker.clone());
-        let first_ever = !std::mem::replace(&mut waiting.started, true);
+        let start_one = !std::mem::replace(&mut waiting.running, true);
         // Rung (and started) under the lock: the thread reads the map under it before each
-        // wait, so a ring can only be missed by a thread that will see the entry anyway.
+        // wait, and before it exits, so a ring can only be missed by a thread that will see
+        // the entry anyway, and no entry is left with no thread.
         #[cfg(not(loom))]
         {
-            if first_ever {
+            if start_one {
                 start(self);
             } else if earliest {
                 self.ring.notify_one();
             }
         }
         #[cfg(loom)]
-        let _ = (earliest, first_ever);
+        let _ = (earliest, start_one);
         key
     }
 
@@ -187,29 +190,29 @@ pub(crate) fn timer() -> &'static Overflow {
 }
 
 /// Starts the thread, which wakes what is due and sleeps until the next deadline (or until
-/// `register` rings for an earlier one), forever. A thread that cannot start (the process is
+/// `register` rings for an earlier one), and exits once nothing waits (a process, or a test
+/// under Miri, is left with no thread of ours). A thread that cannot start (the process is
 /// out of threads) is a panic with the reason: there is no other way to keep the promise.
 #[cfg(not(loom))]
 fn start(overflow: &'static Overflow) {
     let spawned = crate::sync::plain::thread::Builder::new().name("shardwheel-overflow".into()).spawn(move || {
         loop {
-            let (due, next) = overflow.fire_due(Instant::now());
+            let (due, _) = overflow.fire_due(Instant::now());
             for waker in due {
                 waker.wake();
             }
-            let waiting = overflow.waiting();
+            let mut waiting = overflow.waiting();
             // Look again under the lock: an entry registered since `fire_due` rang before
             // this wait began, and its ring is lost; the map is not.
-            let next = waiting.timers.first_key_value().map(|(key, _)| key.at).or(next);
+            let Some(at) = waiting.timers.first_key_value().map(|(key, _)| key.at) else {
+                // Nothing waits: exit, and let the next entry start another thread.
+                waiting.running = false;
+                return;
+            };
+            let wait = at.saturating_duration_since(Instant::now());
             // A poisoned lock comes back as the guard all the same (see `waiting`); it is
             // let go here, and the next turn locks again.
-            match next {
-                None => drop(overflow.ring.wait(waiting)),
-                Some(at) => {
-                    let wait = at.saturating_duration_since(Instant::now());
-                    drop(overflow.ring.wait_timeout(waiting, wait));
-                }
-            }
+            drop(overflow.ring.wait_timeout(waiting, wait));
         }
     });
     if let Err(e) = spawned {
@@ -278,6 +281,24 @@ mod tests {
         assert_eq!(overflow.len(), 0);
         assert!(overflow.fire_due(at).0.is_empty());
         assert_eq!(a.0.load(Ordering::SeqCst), 0, "a cancelled entry is never woken");
+    }
+
+    /// The thread exits once nothing waits, and the next entry starts another that fires it.
+    #[test]
+    fn the_thread_runs_while_something_waits_and_a_new_one_starts_after() {
+        let overflow = leaked();
+        for round in 0..2 {
+            let (count, waker) = counter();
+            let at = Instant::now() + Duration::from_millis(5);
+            overflow.register(at, &waker);
+            assert!(overflow.waiting().running, "round {round}: a thread runs while the entry waits");
+            let give_up = Instant::now() + Duration::from_secs(10);
+            while (count.0.load(Ordering::SeqCst) == 0 || overflow.waiting().running) && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(count.0.load(Ordering::SeqCst), 1, "round {round}: fired");
+            assert!(!overflow.waiting().running, "round {round}: the thread exited with nothing left");
+        }
     }
 
     #[test]
