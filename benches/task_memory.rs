@@ -5,6 +5,8 @@
 //! future's size, rounded to tokio's allocation of the task). Each row in a process of its
 //! own, RSS from `/proc/self/status`. Bar (issue 29): shardwheel's ambient `sleep` and
 //! `timeout` ≤ 100 B (tokio 127 B, pingora's `fast_sleep` 128 B, measured when it was set).
+//! Two rows of plain futures of 24 and 32 bytes show the room a task has before it steps up
+//! (the future shares it with the task's output, `Result<(), JoinError>`).
 //!
 //! ```sh
 //! cargo bench --bench task_memory
@@ -17,8 +19,10 @@ use std::time::Duration;
 const N: usize = 1_000_000;
 const DELAY: Duration = Duration::from_secs(60);
 
-const ROWS: [&str; 7] = [
+const ROWS: [&str; 9] = [
     "pending() (the baseline)",
+    "a 24-byte future (the room)",
+    "a 32-byte future (one step)",
     "shardwheel time::sleep",
     "shardwheel time::timeout",
     "shardwheel TimerService::sleep",
@@ -60,6 +64,17 @@ where
     std::mem::forget(tasks);
 }
 
+/// A future of `K` bytes that never completes: where tokio's task steps up a size.
+struct Padded<const K: usize>([u64; K]);
+
+impl<const K: usize> Future for Padded<K> {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::hint::black_box(&self.0);
+        std::task::Poll::Pending
+    }
+}
+
 fn child(row: &str) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
     // The default service (and pingora's timer thread) started before the count.
@@ -70,6 +85,8 @@ fn child(row: &str) {
     let explicit = shardwheel::TimerService::builder().shards(1).build().expect("a service");
     match row {
         "pending() (the baseline)" => measure(&rt, std::future::pending::<()>),
+        "a 24-byte future (the room)" => measure(&rt, || Padded::<3>([0; 3])),
+        "a 32-byte future (one step)" => measure(&rt, || Padded::<4>([0; 4])),
         "shardwheel time::sleep" => measure(&rt, || shardwheel::time::sleep(DELAY)),
         "shardwheel time::timeout" => measure(&rt, || shardwheel::time::timeout(DELAY, std::future::pending::<()>())),
         "shardwheel TimerService::sleep" => measure(&rt, || explicit.sleep(DELAY)),
