@@ -16,7 +16,7 @@ mod harness;
 
 use harness::{Probe, assert_exactly_once, drop_unfired, model};
 use loom::sync::atomic::{AtomicUsize, Ordering};
-use shardwheel::loom_support::{fire_overflow, overflow_len};
+use shardwheel::loom_support::{advance_clock, fire_overflow, overflow_len};
 use shardwheel::{ScheduleError, Sleep, TimerService};
 use std::future::Future;
 use std::pin::Pin;
@@ -68,7 +68,12 @@ fn overflow_poll_with_a_new_waker_races_the_timers_turn() {
         let mut sleep = timers.sleep(Duration::from_millis(5));
         assert!(poll(&mut sleep, &a).is_pending(), "overflows: the shard is full");
         assert_eq!(overflow_len(), 1);
-        let turn = loom::thread::spawn(|| fire_overflow(true));
+        // The timer's turn comes with the deadline: the service's clock passes it first (the
+        // real clock's time is the thread's; the mocked one must be moved by hand).
+        let turn = loom::thread::spawn(|| {
+            advance_clock(Duration::from_millis(10));
+            fire_overflow(true)
+        });
         match poll(&mut sleep, &b) {
             Poll::Ready(()) => {}
             Poll::Pending => {
@@ -103,6 +108,7 @@ fn overflow_drop_races_the_timers_turn() {
             "overflows: the shard is full"
         );
         let dropper = loom::thread::spawn(move || drop(sleep));
+        advance_clock(Duration::from_millis(10));
         let fired = fire_overflow(true);
         dropper.join().unwrap();
         assert_eq!(woken(&a), fired, "woken only if the turn took it first");

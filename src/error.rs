@@ -411,9 +411,10 @@ impl From<Elapsed> for std::io::Error {
 /// [`WithTimeout`](crate::WithTimeout) waits on was stopped before its deadline: no timer is
 /// left to end the wait, and completing now would be early.
 ///
-/// Awaited as futures, they panic with this error's message (as tokio's timers do once
-/// their runtime is shut down), so that neither "timed out" nor "the tick came" is ever
-/// said early, and no task waits forever in silence. The fallible forms return it instead:
+/// Awaited as futures, they do not see it: they wait on the overflow timer and complete at
+/// their deadline (see [`Sleep`](crate::Sleep)'s "Full, stopping, stopped"), so that
+/// neither "timed out" nor "the tick came" is ever said early, no task panics, and none
+/// waits forever. The fallible forms return it, for a loop that should end with the service:
 /// [`Sleep::try_poll`](crate::Sleep::try_poll),
 /// [`Interval::try_tick`](crate::Interval::try_tick),
 /// [`WithTimeout::try_poll`](crate::WithTimeout::try_poll).

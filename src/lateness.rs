@@ -4,7 +4,11 @@
 //! EXPIRED) minus the start of its deadline's tick: how long after the wheel could first
 //! fire it the shard did (its sleep's wake-up, a busy turn, a task that held the thread).
 //! It does not include the rounding of the deadline up to its tick (at most a tick, by
-//! design), nor the wait in the turn's batch before the task runs.
+//! design), nor the wait in the turn's batch before the task runs, nor the turn's own work
+//! before its expiries (the turn's time is read as it begins, before it files the stages
+//! and reads the mail), and it counts only what the shards fire: a future on the overflow
+//! timer is not in it. A bucket's bound is exclusive (`< 2^i` µs), where Prometheus's `le`
+//! is inclusive: a lateness of exactly `2^i` µs counts in the next bucket.
 //!
 //! Buckets are powers of two of microseconds: bucket 0 holds lateness under 1 µs, bucket
 //! `i` lateness in `[2^(i−1), 2^i)` µs, the last everything from `2^(BUCKETS−2)` µs (~18

@@ -111,11 +111,11 @@
 //! - A timeout ends exactly once: it fires, or a `cancel()` returns true for it, or `stop()`
 //!   hands it back. A `cancel()` that returns true means the task never runs (for a series:
 //!   see above).
-//! - Every error hands the task back; bad input is an error, never a panic. The futures
-//!   are the exception, as tokio's are: one whose deadline had not come when its service
-//!   was stopped panics when polled, with [`Stopped`]'s message, rather than complete early
-//!   or wait forever; [`Sleep::try_poll`], [`WithTimeout::try_poll`] and
-//!   [`Interval::try_tick`] return `Err(Stopped)` instead.
+//! - Every error hands the task back; bad input is an error, never a panic. A future has no
+//!   task to hand back: one that no shard takes (every shard full, the service stopping or
+//!   stopped) waits on the overflow timer and completes at its deadline, never early and
+//!   never with a panic (tokio's panic there); [`Sleep::try_poll`], [`WithTimeout::try_poll`]
+//!   and [`Interval::try_tick`] return `Err(`[`Stopped`]`)` for a stop instead.
 #![warn(missing_docs)]
 // docs.rs (`--cfg docsrs`, nightly) labels the feature-gated items with their feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -90,9 +90,16 @@ impl TimerService {
     ///   …, `+Inf`) and `shardwheel_lateness_seconds_count`, so that
     ///   `histogram_quantile(0.99, rate(shardwheel_lateness_seconds_bucket[1m]))` works.
     ///
+    /// The histogram goes out as counters, so an exporter shows two counter families
+    /// (`…_bucket` and `…_count`), with no `_sum` (the shard keeps no sum of lateness). With
+    /// `metrics-exporter-prometheus`, keep its default naming: its "recommended naming" adds
+    /// `_total` to every counter, and `histogram_quantile` over `…_bucket` then finds
+    /// nothing.
+    ///
     /// Call it before each scrape, or every few seconds from a task: it reads the shards'
     /// counters (`Relaxed` loads, as [`stats`](TimerService::stats)) and touches nothing the
-    /// arm path does. The repository's README has a Prometheus recipe.
+    /// arm path does. Each counter only grows from one call to the next (`scheduled` too: it
+    /// counts the arms themselves). The repository's README has a Prometheus recipe.
     ///
     /// ```
     /// # use metrics_util::debugging::DebuggingRecorder;

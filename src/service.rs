@@ -351,10 +351,14 @@ impl TimerService {
     ///   waiting at the end, once its task polls it again (ending the handed-back timeout
     ///   wakes it).
     ///
-    /// Blocks the calling thread for up to `grace` (checking every millisecond): from async
-    /// code, call it where blocking is allowed (`tokio::task::spawn_blocking`). From a task
-    /// on one of this service's shard threads it would wait for itself, and returns
-    /// [`StopError::OnTimerThread`].
+    /// Blocks the calling thread for up to `grace` (checking every millisecond, real time
+    /// even on a paused clock): from async code, call it where blocking is allowed
+    /// (`tokio::task::spawn_blocking`). "Pending" counts every timeout not yet ended, far ones
+    /// too: with `grace` = `Duration::MAX`, one an hour off (or a `sleep(Duration::MAX)`)
+    /// holds the stop for as long, and a connection that pushes its timeout out (`reset` to a
+    /// later deadline is one CAS, not a new timeout, so the drain does not refuse it) keeps it
+    /// pending. From a task on one of this service's shard threads it would wait for itself,
+    /// and returns [`StopError::OnTimerThread`].
     ///
     /// ```
     /// use shardwheel::{ScheduleError, TimerService};
@@ -584,7 +588,10 @@ fn shard_stats(shard: &Shard) -> Stats {
     stats.pending = shard.pending() as u64;
     stats.queued = shard.mailbox.len() as u64;
     stats.failed_shards = u64::from(shard.has_failed());
-    stats.scheduled = stats.expired + stats.cancelled + stats.unfired + stats.pending;
+    // The arms themselves, not `expired + cancelled + unfired + pending` from reads taken at
+    // different moments: those add up at rest, but while calls are in flight their sum can
+    // read lower than a moment before, and a counter must never go back (`record_metrics`).
+    stats.scheduled = shard.armed();
     stats
 }
 

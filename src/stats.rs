@@ -11,12 +11,13 @@ use crossbeam_utils::CachePadded;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Timeouts accepted by `schedule*`, and the futures' registrations: each `Sleep`,
-    /// `timeout` or `Interval` tick that waited registered one (one more each time a sleep
-    /// moves to another task's waker); a future ready at once, or dropped before its first
-    /// poll, none. Each is, at any moment, pending or ended in exactly one way, so this is
-    /// counted as `expired + cancelled + unfired + pending`: no counter is written for it on
-    /// the arm path.
+    /// Timeouts accepted by `schedule*`, and the futures' registrations on a shard: each
+    /// `Sleep`, `timeout` or `Interval` tick that waited registered one (one more each time a
+    /// sleep on a shard moves to another task's waker); a future ready at once, dropped
+    /// before its first poll, or waiting on the overflow timer (`overflowed`), none. Each is,
+    /// at any moment, pending or ended in exactly one way, so at rest this equals
+    /// `expired + cancelled + unfired + pending`. Counted from the per-thread arm counts the
+    /// arm path keeps anyway, so it never reads lower than an earlier read.
     pub scheduled: u64,
     /// Timeouts whose task the shard committed to run.
     pub expired: u64,

@@ -143,6 +143,10 @@ impl TestClock {
         if let Some(service) = service {
             service.settle_paused();
         }
+        // The sleeps no shard took (full, or the service stopped) wait on the overflow timer,
+        // which keeps no paused clock's time: each looks at its own clock again (a stopped
+        // service's too, which `settle_paused` no longer reaches).
+        crate::future::overflow::timer().wake_paused();
     }
 }
 

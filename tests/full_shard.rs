@@ -87,3 +87,56 @@ fn an_async_executor_sees_no_panic_either() {
     futures_lite::future::block_on(ex.run(task));
     assert!(started.elapsed() >= Duration::from_millis(10));
 }
+
+/// A full service on a paused clock (`TestClock`): an overflowed sleep keeps the paused
+/// clock's time, not real time. It completed early once real time passed the tick's instant
+/// (the overflow timer's thread fired it), and it hung when the test moved the clock past
+/// its deadline (nothing woke it): now each move wakes it and it completes exactly then.
+#[test]
+fn an_overflowed_sleep_on_a_paused_clock_keeps_that_clocks_time() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let (timers, clock) =
+        TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build_paused().unwrap();
+    let _holder = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
+    let count = Arc::new(Count(AtomicUsize::new(0)));
+    let waker = Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+    std::thread::sleep(Duration::from_millis(30)); // real time passes the 10 ms tick's instant
+    let mut sleep = pin!(timers.sleep(Duration::from_millis(10)));
+    assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Pending);
+    assert_eq!(timers.stats().overflowed, 1);
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Pending, "real time is not the paused clock's");
+    clock.advance(Duration::from_millis(9));
+    assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Pending, "never early by the paused clock");
+    let woken = count.0.load(Ordering::SeqCst);
+    clock.advance(Duration::from_millis(1));
+    assert!(count.0.load(Ordering::SeqCst) > woken, "the move woke it");
+    assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Ready(()));
+
+    // A task blocked on such a sleep completes when the clock is moved past its deadline.
+    let t = timers.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let blocked = std::thread::spawn(move || {
+        futures_executor::block_on(t.sleep(Duration::from_secs(1)));
+        tx.send(()).unwrap();
+    });
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while timers.stats().overflowed < 2 {
+        assert!(Instant::now() < give_up, "the blocked sleep never polled");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    clock.advance(Duration::from_millis(999));
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "never early");
+    clock.advance(Duration::from_millis(1));
+    rx.recv_timeout(Duration::from_secs(10)).expect("the move past its deadline completes it: no hang");
+    blocked.join().unwrap();
+}

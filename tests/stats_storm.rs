@@ -91,9 +91,35 @@ fn stats_match_the_books_after_every_storm() {
                 std::thread::spawn(move || storm(&timers, &books, round * 97 + k * 31 + 7, 3_000))
             })
             .collect();
+        // A reader beside the storm: each shard's totals never read lower than a moment
+        // before (they are published as counters; `scheduled` once summed reads taken at
+        // different moments, and went back by up to 100,000 under a mass expiry).
+        let reader = {
+            let timers = timers.clone();
+            std::thread::spawn(move || {
+                let mut last = vec![Stats::default(); 2];
+                let mut reads = 0;
+                while reads < 2_000 {
+                    for (i, s) in timers.shard_stats().into_iter().enumerate() {
+                        let l = &last[i];
+                        assert!(
+                            s.scheduled >= l.scheduled
+                                && s.expired >= l.expired
+                                && s.cancelled >= l.cancelled
+                                && s.rejected >= l.rejected
+                                && s.lateness.count() >= l.lateness.count(),
+                            "shard {i} went back: {l:?} then {s:?}"
+                        );
+                        last[i] = s;
+                    }
+                    reads += 1;
+                }
+            })
+        };
         for t in threads {
             t.join().unwrap();
         }
+        reader.join().unwrap();
         // At rest: every short deadline (≤ 30 ms) has passed, and every expiry's task ran.
         std::thread::sleep(Duration::from_millis(60));
         eventually(|| timers.stats().expired == books.ran.load(Ordering::SeqCst));

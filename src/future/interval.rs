@@ -138,8 +138,7 @@ impl Interval {
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         match self.poll_tick_with(cx, OnStop::Overflow) {
             Poll::Ready(Ok(due)) => Poll::Ready(due),
-            // `OnStop::Overflow` never reports a stop.
-            Poll::Ready(Err(_)) => Poll::Ready(self.next),
+            Poll::Ready(Err(_)) => unreachable!("`OnStop::Overflow` never reports a stop"),
             Poll::Pending => Poll::Pending,
         }
     }

@@ -66,6 +66,11 @@ pub(crate) struct Overflow {
 #[derive(Default)]
 struct Waiting {
     timers: BTreeMap<Key, Waker>,
+    /// Sleeps of services on a paused clock (`TestClock`, `time::pause`), by number: their
+    /// time is not real time, so the thread never fires them. Every move of a paused clock
+    /// wakes them all (`wake_paused`), and each polls again: it completes if its own clock
+    /// has reached its deadline, else it waits on here.
+    paused: BTreeMap<u64, Waker>,
     next_id: u64,
     /// Whether a thread runs (set by the entry that starts it, cleared by the thread as it
     /// finds the map empty and exits, both under the lock).
@@ -118,7 +123,15 @@ impl Overflow {
         #[cfg(not(loom))]
         {
             if start_one {
-                start(self);
+                if let Err(e) = start(self) {
+                    // No thread: leave nothing behind that waits for one (the map held only
+                    // this entry, or a thread would be running), so that a later entry
+                    // starts one again; then say why, with the lock let go.
+                    waiting.timers.remove(&key);
+                    waiting.running = false;
+                    drop(waiting);
+                    panic!("shardwheel: the overflow timer's thread could not start: {e}");
+                }
             } else if earliest {
                 self.ring.notify_one();
             }
@@ -126,6 +139,46 @@ impl Overflow {
         #[cfg(loom)]
         let _ = (earliest, start_one);
         key
+    }
+
+    /// Adds a sleep of a service on a paused clock, woken through `waker` at every move of a
+    /// paused clock (`wake_paused`); returns its number.
+    pub(crate) fn register_paused(&self, waker: &Waker) -> u64 {
+        let mut waiting = self.waiting();
+        let id = waiting.next_id;
+        waiting.next_id += 1;
+        waiting.paused.insert(id, waker.clone());
+        id
+    }
+
+    /// A paused-clock entry's poll: stores `waker` if the one held would not wake the same
+    /// task; `false` if the entry is gone (never, unless it was cancelled).
+    pub(crate) fn poll_paused(&self, id: u64, waker: &Waker) -> bool {
+        let mut waiting = self.waiting();
+        match waiting.paused.get_mut(&id) {
+            None => false,
+            Some(held) => {
+                if !held.will_wake(waker) {
+                    held.clone_from(waker);
+                }
+                true
+            }
+        }
+    }
+
+    /// Takes a paused-clock entry out; its waker is dropped unwoken, with the lock let go.
+    pub(crate) fn cancel_paused(&self, id: u64) {
+        let removed = self.waiting().paused.remove(&id);
+        drop(removed);
+    }
+
+    /// A paused clock moved: wakes every paused-clock entry (each keeps its place; its sleep
+    /// polls again and completes if its own clock has reached its deadline).
+    pub(crate) fn wake_paused(&self) {
+        let wakers: Vec<Waker> = self.waiting().paused.values().cloned().collect();
+        for waker in wakers {
+            waker.wake();
+        }
     }
 
     /// The entry's state; while it waits, `waker` is the one to wake (stored if the one held
@@ -165,10 +218,11 @@ impl Overflow {
         (due, next)
     }
 
-    /// Entries waiting now (tests, loom models).
+    /// Entries waiting now, on real time and on paused clocks (tests, loom models).
     #[cfg_attr(not(any(test, loom)), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
-        self.waiting().timers.len()
+        let waiting = self.waiting();
+        waiting.timers.len() + waiting.paused.len()
     }
 }
 
@@ -191,10 +245,11 @@ pub(crate) fn timer() -> &'static Overflow {
 
 /// Starts the thread, which wakes what is due and sleeps until the next deadline (or until
 /// `register` rings for an earlier one), and exits once nothing waits (a process, or a test
-/// under Miri, is left with no thread of ours). A thread that cannot start (the process is
-/// out of threads) is a panic with the reason: there is no other way to keep the promise.
+/// under Miri, is left with no thread of ours). The error of a thread that cannot start (the
+/// process is out of threads): `register` undoes its entry and panics with it, as there is
+/// no other way to keep the promise.
 #[cfg(not(loom))]
-fn start(overflow: &'static Overflow) {
+fn start(overflow: &'static Overflow) -> std::io::Result<()> {
     let spawned = crate::sync::plain::thread::Builder::new().name("shardwheel-overflow".into()).spawn(move || {
         loop {
             let (due, _) = overflow.fire_due(Instant::now());
@@ -215,9 +270,7 @@ fn start(overflow: &'static Overflow) {
             drop(overflow.ring.wait_timeout(waiting, wait));
         }
     });
-    if let Err(e) = spawned {
-        panic!("shardwheel: the overflow timer's thread could not start: {e}");
-    }
+    spawned.map(drop)
 }
 
 #[cfg(all(test, not(loom)))]

@@ -69,8 +69,14 @@
 //!   polled after the stop overflows at once.
 //!
 //! [`Sleep::try_poll`] is the way to hear of a stop instead: it returns `Err(Stopped)` where
-//! the poll would overflow for a stop (not for a full shard). A sleep whose deadline has
-//! passed completes as usual, stopped or not: completing then is on time.
+//! the poll would overflow for a stop (not for a full shard), and for a sleep that had
+//! overflowed before the stop. A sleep whose deadline has passed completes as usual, stopped
+//! or not: completing then is on time. An overflowed sleep stays on the overflow timer until
+//! its deadline, even once a shard has room again, and a poll with a new waker swaps the
+//! waker there (under the timer's lock) rather than register anew; only a `reset` sends it
+//! back to a shard. On a paused clock (`TestClock`, `time::pause`) the overflow timer keeps
+//! that clock's time: every move of a paused clock wakes its overflowed sleeps, and each
+//! completes once its own clock has reached its deadline.
 //! [`Stats::overflowed`](crate::Stats::overflowed) counts the sleeps that overflowed.
 //!
 //! # On a shard thread
@@ -411,7 +417,7 @@ impl<H: Holder> Sleep<H> {
                 return Poll::Ready(Ok(()));
             }
             Phase::Idle(tick) => return this.arm(*tick, cx.waker(), on_stop),
-            Phase::Overflow { id, tick } => return this.poll_overflow(*id, *tick, cx.waker()),
+            Phase::Overflow { id, tick } => return this.poll_overflow(*id, *tick, cx.waker(), on_stop),
             Phase::Armed(timeout) => timeout,
         };
         // The identity first, the state second: see "The waker slot" in the module docs.
@@ -500,32 +506,70 @@ impl<H: Holder> Sleep<H> {
         }
     }
 
-    /// Waits on the overflow timer (`overflow.rs`) for tick `tick`'s instant: no shard took
-    /// the sleep. Counted in `Stats::overflowed`.
+    /// Waits on the overflow timer (`overflow.rs`) for tick `tick`: no shard took the
+    /// sleep. On the real clock, the timer's thread fires it at the tick's instant; on a
+    /// paused clock, whose time is not real time, every move of a paused clock wakes it and
+    /// it completes once its own clock has reached the tick. Counted in `Stats::overflowed`.
     #[cold]
     #[inline(never)]
     fn overflow(&mut self, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
         let service = self.service.service();
-        let at = service.clock().instant_of(tick);
-        let key = overflow::timer().register(at, waker);
+        let id = if service.clock().is_paused() {
+            overflow::timer().register_paused(waker)
+        } else {
+            overflow::timer().register(service.clock().instant_of(tick), waker).id()
+        };
         service.shard_at(service.route()).counters.overflowed();
-        self.phase = Phase::Overflow { id: key.id(), tick };
+        self.phase = Phase::Overflow { id, tick };
         Poll::Pending
     }
 
-    /// A poll of a sleep on the overflow timer: done once the timer took its entry out (at
-    /// or after the deadline), or at once on a paused clock that has reached it.
+    /// A poll of a sleep on the overflow timer: done once the deadline has come by the
+    /// sleep's own clock (the timer took its entry out on the real clock; a paused clock
+    /// reached it); else its waker is the one the timer will wake. `try_poll` on a service
+    /// stopped since says so, as for a sleep on a shard.
     #[cold]
     #[inline(never)]
-    fn poll_overflow(&mut self, id: u64, tick: u64, waker: &Waker) -> Poll<Result<(), Stopped>> {
-        let key = self.overflow_key(id, tick);
-        if self.due_on_a_paused_clock(tick) {
-            overflow::timer().cancel(key);
-        } else if overflow::timer().poll(key, waker) == Polled::Waiting {
+    fn poll_overflow(&mut self, id: u64, tick: u64, waker: &Waker, on_stop: OnStop) -> Poll<Result<(), Stopped>> {
+        let paused = self.service.service().clock().is_paused();
+        if self.passed(tick) {
+            // Never early: the deadline has come by the sleep's own clock (the thread's
+            // firing, at the tick's instant, is only the wake-up).
+            self.cancel_overflow(id, tick);
+            self.phase = Phase::Stopped(tick);
+            return Poll::Ready(Ok(()));
+        }
+        if on_stop == OnStop::Report && self.service.service().is_stopped() {
+            self.cancel_overflow(id, tick);
+            self.phase = Phase::Stopped(tick);
+            return Poll::Ready(Err(Stopped::new()));
+        }
+        let waiting = if paused {
+            overflow::timer().poll_paused(id, waker)
+        } else {
+            overflow::timer().poll(self.overflow_key(id, tick), waker) == Polled::Waiting
+        };
+        if waiting {
             return Poll::Pending;
         }
-        self.phase = Phase::Stopped(tick);
-        Poll::Ready(Ok(()))
+        // Taken out by the thread, which fires at the tick's instant by `Instant::now()`:
+        // the clock read above came before that, so read it again.
+        if self.passed(tick) {
+            self.phase = Phase::Stopped(tick);
+            return Poll::Ready(Ok(()));
+        }
+        // Taken out, and yet not due by this sleep's own clock (never on the real clock, whose
+        // time the thread reads): wait again.
+        self.overflow(tick, waker)
+    }
+
+    /// Takes the overflow timer's entry `id` (due at `tick`) out, if it is still there.
+    fn cancel_overflow(&self, id: u64, tick: u64) {
+        if self.service.service().clock().is_paused() {
+            overflow::timer().cancel_paused(id);
+        } else {
+            overflow::timer().cancel(self.overflow_key(id, tick));
+        }
     }
 
     /// The overflow timer's key of the entry numbered `id`, due at tick `tick`.
@@ -555,7 +599,7 @@ impl<H: Holder> Sleep<H> {
     pub fn reset(&mut self, deadline: Instant) {
         match &self.phase {
             Phase::Armed(timeout) if timeout.reset_at(deadline) => return,
-            Phase::Overflow { id, tick } => overflow::timer().cancel(self.overflow_key(*id, *tick)),
+            Phase::Overflow { id, tick } => self.cancel_overflow(*id, *tick),
             _ => {}
         }
         // Not registered, or its cell is spent (fired, or taken by `stop`): a fresh start.
@@ -574,7 +618,7 @@ impl<H: Holder> Sleep<H> {
             }
             Phase::Overflow { id, tick } => {
                 let tick = *tick;
-                overflow::timer().cancel(self.overflow_key(*id, tick));
+                self.cancel_overflow(*id, tick);
                 self.phase = Phase::Idle(tick);
             }
             Phase::Idle(_) | Phase::Stopped(_) => {}
@@ -685,7 +729,7 @@ impl<H: Holder> Drop for Sleep<H> {
             Phase::Armed(timeout) => {
                 timeout.cancel();
             }
-            Phase::Overflow { id, tick } => overflow::timer().cancel(self.overflow_key(*id, *tick)),
+            Phase::Overflow { id, tick } => self.cancel_overflow(*id, *tick),
             Phase::Idle(_) | Phase::Stopped(_) => {}
         }
     }

@@ -189,8 +189,7 @@ impl<F: Future> Future for WithTimeout<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.poll_with(cx, OnStop::Overflow) {
             Poll::Ready(Ok(outcome)) => Poll::Ready(outcome),
-            // `OnStop::Overflow` never reports a stop: the deadline is the only end.
-            Poll::Ready(Err(_)) => Poll::Ready(Err(Elapsed::new())),
+            Poll::Ready(Err(_)) => unreachable!("`OnStop::Overflow` never reports a stop"),
             Poll::Pending => Poll::Pending,
         }
     }

@@ -205,6 +205,13 @@ impl Shard {
         usize::try_from(pending).unwrap_or(usize::MAX)
     }
 
+    /// Timeouts armed on this shard, ever: the threads' slots and the shard's own count. A
+    /// sum of counts that only grow, so one read is never below an earlier one (`Stats`'s
+    /// `scheduled`, which `record_metrics` publishes as a counter).
+    pub(crate) fn armed(&self) -> u64 {
+        self.counts.sum().0 + self.counters.for_pending().0
+    }
+
     /// Cancels counted in the threads' slots and here.
     pub(crate) fn cancelled(&self) -> u64 {
         self.counts.sum().1 + self.counters.for_pending().1

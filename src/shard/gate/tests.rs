@@ -430,7 +430,7 @@ fn a_shard_failed_while_full_answers_shard_failed() {
 /// Every schedule path on a closed (and full) one-shard service: `schedule` and
 /// `schedule_repeating` refuse with `expected`, their task handed back; a sleep ends as on a
 /// stopped service (`Err(Stopped)`, no panic), or, with its one shard failed and no other to
-/// move to, panics with the failure, never with "full".
+/// move to, waits on the overflow timer (no panic).
 fn assert_closed_everywhere(timers: &TimerService, expected: ScheduleErrorKind) {
     for _ in 0..2 {
         match timers.schedule(FAR, Holding(5, Arc::new(AtomicUsize::new(0)))) {
