@@ -49,7 +49,7 @@ if [[ "${1:-}" == "--check-config" ]]; then
     cargo install cargo-mutants --locked --version "$VERSION"
   fi
   all=$(mktemp)
-  cargo mutants --list --no-config -p shardwheel --features offload,hyper >"$all"
+  cargo mutants --list --no-config -p shardwheel --features offload,hyper,metrics,tokio >"$all"
   cargo mutants --list --no-config -p shardwheel-httpd >>"$all"
   python3 - "$all" <<'PY'
 import re, sys, tomllib
@@ -181,7 +181,7 @@ if [[ "${1:-}" == "--sample" ]]; then
   set +e
   FIRST_ONLY=(--shard "$slice" --sharding round-robin)
   GROUPS=("|--lib")
-  run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper
+  run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper,metrics,tokio
   echo "(a sample: survivors are reported, not a failure)"
   exit 0
 fi
@@ -209,8 +209,8 @@ failed=0
 summaries=()
 for name in library httpd; do
   if [[ $name == library ]]; then
-    # shellcheck disable=SC2054 # one argument, "offload,hyper"
-    package=shardwheel features=(--features offload,hyper) full=$LIB_FULL
+    # shellcheck disable=SC2054 # one argument, "offload,hyper,metrics,tokio"
+    package=shardwheel features=(--features offload,hyper,metrics,tokio) full=$LIB_FULL
     GROUPS=("${LIB_GROUPS[@]}")
   else
     package=shardwheel-httpd features=() full=$HTTPD_FULL
