@@ -169,8 +169,10 @@ run_package() {
 TIME_TESTS="--lib --test ambient --test ambient_paused --test ambient_lazy --test ambient_configure --test tokio_time_sleep --test tokio_time_timeout --test tokio_time_interval"
 LIB_GROUPS=(
   "-f src/time/**|$TIME_TESTS"
-  "-f src/future/**|$TIME_TESTS --test sleep --test stopped --test interval --test test_clock"
-  "-e src/time/** -e src/future/**|--lib"
+  "-f src/future/**|$TIME_TESTS --test sleep --test stopped --test interval --test test_clock --test full_shard --test graceful_stop"
+  "-f src/io/**|--lib --test io_timeout"
+  "-f src/metrics.rs -f src/lateness.rs|--lib --test metrics --test stats_storm"
+  "-e src/time/** -e src/future/** -e src/io/** -e src/metrics.rs -e src/lateness.rs|--lib"
 )
 LIB_FULL="--lib --tests"
 HTTPD_GROUPS=("|--bins")
