@@ -221,8 +221,13 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     failed.map_or(Ok(()), Err)
 }
 
-/// Descriptors kept beyond `--max-conns`: the listeners, epoll, wakers, stdio.
-const SPARE_FDS: u64 = 64;
+/// Descriptors kept beyond `--max-conns` for `threads` event-loop threads: stdio and the
+/// process's own (9 measured with one thread), and a listener, an epoll, a waker and a
+/// timer's per thread (4 each: 13 at `--threads 1`, 73 at 16, 137 at 32, as a review counted
+/// them), with a few to spare.
+fn spare_fds(threads: u64) -> u64 {
+    16 + 4 * threads
+}
 
 /// The connections the server holds at most: `--max-conns`, or fewer if the descriptor
 /// limit cannot hold them and the spare (the hard limit caps the soft one, which the server
@@ -233,32 +238,39 @@ const SPARE_FDS: u64 = 64;
 /// said.
 pub(crate) fn reserve_fds(flags: &Flags) -> u64 {
     let asked = flags.max_conns;
-    let held = match fds::raise_limit(asked.saturating_add(SPARE_FDS)) {
-        Ok(limit) => held_under(asked, limit),
+    let threads = u64::from(flags.threads).max(1);
+    let spare = spare_fds(threads);
+    // Each thread holds `asked / threads` rounded up: the total may pass `asked` by a few.
+    let total = asked.div_ceil(threads).saturating_mul(threads);
+    let held = match fds::raise_limit(total.saturating_add(spare)) {
+        Ok(limit) => held_under(asked, limit, threads),
         Err(e) => {
             eprintln!("shardwheel-httpd: the descriptor limit not read ({e}): --max-conns {asked} taken as it is");
             asked
         }
     };
-    if let Err(e) = fds::grow_table(held.saturating_add(SPARE_FDS)) {
+    if let Err(e) = fds::grow_table(held.div_ceil(threads).saturating_mul(threads).saturating_add(spare)) {
         eprintln!("shardwheel-httpd: the descriptor table not grown in advance ({e}): accepts may wait for it");
     }
     held
 }
 
-/// `asked` connections, clamped to what `limit` descriptors hold beside the spare (one at
-/// least), with a message naming the limit if clamped.
-fn held_under(asked: u64, limit: u64) -> u64 {
-    let room = limit.saturating_sub(SPARE_FDS).max(1);
-    if asked <= room {
+/// `asked` connections over `threads` threads (each holding its share rounded up), clamped
+/// to what `limit` descriptors hold beside the spare (a connection a thread at least), with
+/// a message naming the limit if clamped.
+fn held_under(asked: u64, limit: u64, threads: u64) -> u64 {
+    let spare = spare_fds(threads);
+    let room = limit.saturating_sub(spare);
+    if asked.div_ceil(threads).saturating_mul(threads) <= room {
         return asked;
     }
+    let held = (room / threads).max(1) * threads;
     eprintln!(
         "shardwheel-httpd: --max-conns {asked} is more than the descriptor limit allows (RLIMIT_NOFILE {limit}, \
-         {SPARE_FDS} of them kept for the server's own): holding at most {room} connections; raise the hard limit \
-         (ulimit -Hn) for more"
+         {spare} of them kept for the server's own with {threads} threads): holding at most {held} connections; \
+         raise the hard limit (ulimit -Hn) for more"
     );
-    room
+    held
 }
 
 /// Waits for SIGINT or SIGTERM, the `--for` deadline, or a loop that ended (an error);

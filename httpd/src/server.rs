@@ -360,7 +360,10 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => continue,
                 // Out of descriptors or memory: the rest wait in the backlog for the retry.
-                Err(e) => return self.pause_accept(&e),
+                Err(e) if out_of_resources(&e) => return self.pause_accept(&e),
+                // Anything else is this connection's alone (a peer gone, a protocol error):
+                // the next may be accepted at once, as accept(2) advises.
+                Err(_) => continue,
             };
             self.accept_failing = false;
             // The header timeout counts from here: the kernel had the connection by now.
@@ -454,4 +457,11 @@ impl Worker {
             self.close(id, Close::Shutdown, now);
         }
     }
+}
+
+/// Whether `accept` failed for the process's or the system's resources (descriptors,
+/// buffers, memory), which a retry on a timer waits out, rather than for the connection.
+fn out_of_resources(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
+        || e.kind() == io::ErrorKind::OutOfMemory
 }

@@ -29,8 +29,10 @@
 //! - **Read**: a read that waits (its stream said `Pending`) and makes no progress for the
 //!   read timeout fails with [`ErrorKind::TimedOut`](std::io::ErrorKind::TimedOut). The count
 //!   starts at the read's first `Pending` and ends when a read completes, as
-//!   [`tokio-io-timeout`](https://docs.rs/tokio-io-timeout)'s and a blocking socket's
-//!   `SO_RCVTIMEO` do.
+//!   [`tokio-io-timeout`](https://docs.rs/tokio-io-timeout)'s does. A read dropped while it
+//!   waits (the loser of a `select!`) does not end the count: the next read goes on from
+//!   it, and may fail at once if the timeout has passed meanwhile (tokio-io-timeout's too;
+//!   a blocking socket's `SO_RCVTIMEO` counts each call afresh).
 //! - **Write**: the same for writes, flushes and shutdowns.
 //! - **Idle**: no read that gave bytes and no write that took bytes for the idle timeout (counted
 //!   from the last of them, or from when the idle timeout was set): a read or write that
@@ -41,9 +43,13 @@
 //! that finds bytes gets them even past the idle deadline (and moves it out). The idle
 //! timeout acts on operations that wait, and offers no future of its own: a server loop, and
 //! hyper between requests, always has a read waiting on a connection that is quiet, and
-//! that read is what fails. A connection whose task waits elsewhere (a slow handler) is not
-//! failed while it does no I/O; its next read or write that waits fails at once if the idle
-//! deadline has passed by then.
+//! that read is what fails. A connection whose task waits elsewhere and does no I/O is not
+//! failed; its next read or write that waits fails at once if the idle deadline has passed
+//! by then. **Under hyper, that includes a slow handler**: with `half_close` off (hyper's
+//! default), hyper's HTTP/1 connection keeps a read waiting while the handler runs (to see a
+//! client hang up), and a handler slower than the idle timeout has that read fail and the
+//! connection dropped unanswered. Serve with `http1::Builder::half_close(true)` (the
+//! README's recipe does), or keep the idle timeout above the slowest handler.
 //!
 //! # Cost
 //!
