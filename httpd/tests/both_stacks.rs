@@ -596,6 +596,19 @@ fn framing_and_targets_get_the_same_answers(stack: &[&str]) {
 /// request that outlasts its grace of 3 s (the hyper stack's bound, both stacks'); then the
 /// server exits, the three counted "by the stop".
 fn the_stop_answers_the_request_in_hand_within_its_grace(stack: &[&str]) {
+    // On a loaded machine the setup can outlast the short delay, leaving nothing in hand at
+    // the stop: then the server is stopped and the scenario runs again (three tries).
+    for _ in 0..3 {
+        if stop_with_a_request_in_hand(stack) {
+            return;
+        }
+    }
+    panic!("three tries, and the setup outlasted the short delay each time: nothing was tested");
+}
+
+/// One try of the scenario above; `false` if the setup took so long that the short request
+/// would be answered before the stop (nothing to test).
+fn stop_with_a_request_in_hand(stack: &[&str]) -> bool {
     let grace = Duration::from_secs(3);
     let mut server = start(stack, 10_000, 10_000, 10_000, &[]);
     let mut short = server.connect();
@@ -605,10 +618,13 @@ fn the_stop_answers_the_request_in_hand_within_its_grace(stack: &[&str]) {
     long.send("GET /delay/60000 HTTP/1.1\r\nHost: t\r\n\r\n");
     let mut idle = server.connect();
     assert_eq!(idle.get("/").status, 200);
-    // Both delays in hand (the `/stats` request counts itself).
+    // Both delays in hand (each `/stats` poll counts itself, on a connection of its own).
     let stats = server.stats_when(|s| s["requests"].as_u64() >= Some(4));
-    assert_eq!(stats["requests"], 4, "{stats}");
-    assert!(sent.elapsed() < Duration::from_millis(400), "the stop would come after the short delay: nothing to test");
+    assert!(stats["requests"].as_u64() >= Some(4), "{stats}");
+    if sent.elapsed() >= Duration::from_millis(400) {
+        let _ = server.stop_with(Signal::SIGKILL);
+        return false;
+    }
     let stopped = Instant::now();
     server.signal(Signal::SIGTERM);
 
@@ -630,9 +646,10 @@ fn the_stop_answers_the_request_in_hand_within_its_grace(stack: &[&str]) {
     assert!(summary.contains("stopped by SIGTERM"), "{summary}");
     let reasons = reasons(&summary);
     let count = |what: &str| reasons.iter().find(|(w, _)| w == what).map_or(0, |(_, n)| *n);
-    // The `/stats` connection's close, seen before the stop or not (then the stop's).
-    assert_eq!(count("by the stop") + count("by peer"), 4, "{summary}");
+    // The `/stats` polls' connections' closes, seen before the stop or not (then the stop's).
+    assert!(count("by the stop") + count("by peer") >= 4, "{summary}");
     assert!(count("by the stop") >= 3, "{summary}");
+    true
 }
 
 /// `--max-conns 20` and 30 clients: exactly 20 are served, the other 10 closed at once;
