@@ -1,0 +1,179 @@
+//! The proxy as a process in front of the test upstream, on each timer: proxying, the
+//! upstream timeout (504), the header timeout, the idle timeout, the graceful stop.
+//! Every timeout is short (200–500 ms); every wait is bounded (`common::BOUND`). A timeout
+//! is checked never to fire early; the checks that it fires in time allow for a loaded
+//! machine (a few seconds).
+
+mod common;
+
+use common::*;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Late allowance for a timeout on a busy two-core machine.
+const LATE: Duration = Duration::from_secs(3);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A request is proxied; `/delay/` past the upstream timeout is a 504 no sooner than it; a
+/// half head is closed at the header timeout, and on a kept-alive connection the header
+/// timeout counts from the head's first byte, not from the previous response.
+fn proxies_and_times_out(timer: &str) {
+    let upstream = upstream();
+    let mut proxy =
+        proxy(timer, &upstream, &["--upstream-timeout", "300ms", "--header-timeout", "300ms", "--idle-timeout", "5s"]);
+
+    let mut conn = connect(proxy.addr);
+    assert_eq!(get(&mut conn, "/").unwrap(), Answer { status: 200, body: HELLO.into() });
+    let echo = request(&mut conn, "POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello").unwrap();
+    assert_eq!(echo, Answer { status: 200, body: "hello".into() });
+
+    let start = Instant::now();
+    let late = get(&mut conn, "/delay/2000").unwrap();
+    let took = start.elapsed();
+    assert_eq!(late.status, 504, "{late:?}");
+    assert!(took >= ms(300), "504 early: {took:?}");
+    assert!(took < ms(2000), "504 late: {took:?}");
+    // The connection is still good.
+    assert_eq!(get(&mut conn, "/").unwrap().status, 200);
+
+    // A fresh connection that sends half a head: closed at the header timeout from the accept.
+    let start = Instant::now();
+    let mut half = connect(proxy.addr);
+    std::io::Write::write_all(&mut half, b"GET / HTTP/1.1\r\nHost: te").unwrap();
+    assert!(closed(&mut half), "not closed");
+    let took = start.elapsed();
+    assert!(took >= ms(300), "header timeout early: {took:?}");
+    assert!(took < ms(300) + LATE, "header timeout late: {took:?}");
+
+    // Kept alive, quiet longer than the header timeout (under the idle timeout): still open;
+    // then half a head, closed at the header timeout from its first byte.
+    let mut kept = connect(proxy.addr);
+    assert_eq!(get(&mut kept, "/").unwrap().status, 200);
+    thread::sleep(ms(600));
+    assert_eq!(get(&mut kept, "/").unwrap().status, 200, "closed while waiting for a request");
+    thread::sleep(ms(400));
+    let start = Instant::now();
+    std::io::Write::write_all(&mut kept, b"GET / HTTP/1.1\r\n").unwrap();
+    assert!(closed(&mut kept), "not closed");
+    let took = start.elapsed();
+    assert!(took >= ms(300), "header timeout early: {took:?}");
+    assert!(took < ms(300) + LATE, "header timeout late: {took:?}");
+
+    drop(conn);
+    let counts = proxy.stop();
+    assert_eq!(count(&counts, "requests"), 6, "{counts:?}");
+    assert_eq!(count(&counts, "gateway_timeouts"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "header_timeouts"), 2, "{counts:?}");
+    assert_eq!(count(&counts, "idle_closes"), 0, "{counts:?}");
+}
+
+/// An idle kept-alive connection is closed at the idle timeout, not before; one with a
+/// request every idle/2 stays open; a request in flight longer than the idle timeout is
+/// answered.
+fn idle(timer: &str) {
+    let upstream = upstream();
+    let idle = ms(500);
+    let mut proxy =
+        proxy(timer, &upstream, &["--idle-timeout", "500ms", "--header-timeout", "200ms", "--upstream-timeout", "5s"]);
+    let addr = proxy.addr;
+    thread::scope(|s| {
+        s.spawn(|| {
+            let mut quiet = connect(addr);
+            // Counted from before the request: the proxy's idle time starts after it.
+            let since = Instant::now();
+            assert_eq!(get(&mut quiet, "/").unwrap().status, 200);
+            assert!(closed(&mut quiet), "not closed");
+            let took = since.elapsed();
+            assert!(took >= idle, "idle close early: {took:?}");
+            assert!(took < idle + LATE, "idle close late: {took:?}");
+        });
+        s.spawn(|| {
+            let mut busy = connect(addr);
+            let start = Instant::now();
+            for round in 0..6 {
+                assert_eq!(get(&mut busy, "/").unwrap().status, 200, "round {round} at {:?}", start.elapsed());
+                thread::sleep(idle / 2);
+            }
+            assert_eq!(get(&mut busy, "/").unwrap().status, 200);
+        });
+        s.spawn(|| {
+            let mut slow = connect(addr);
+            let answer = get(&mut slow, "/delay/900").unwrap();
+            assert_eq!(answer, Answer { status: 200, body: "delayed 900 ms\n".into() });
+            assert_eq!(get(&mut slow, "/").unwrap().status, 200);
+        });
+    });
+    let counts = proxy.stop();
+    assert_eq!(count(&counts, "requests"), 10, "{counts:?}");
+    assert_eq!(count(&counts, "idle_closes"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "header_timeouts"), 0, "{counts:?}");
+}
+
+/// SIGTERM with a request in flight: it is answered, a quiet connection is closed, no new
+/// connection is taken, and the proxy exits.
+fn sigterm(timer: &str) {
+    let upstream = upstream();
+    let mut proxy = proxy(timer, &upstream, &["--grace", "5s", "--idle-timeout", "30s"]);
+    let addr = proxy.addr;
+    let mut quiet = connect(addr);
+    assert_eq!(get(&mut quiet, "/").unwrap().status, 200);
+    let in_flight = thread::spawn(move || {
+        let mut conn = connect(addr);
+        get(&mut conn, "/delay/800")
+    });
+    thread::sleep(ms(300));
+    let stop = Instant::now();
+    proxy.terminate();
+    assert!(closed(&mut quiet), "the quiet connection stayed open");
+    assert!(stop.elapsed() < ms(800), "the quiet connection was closed only at the end: {:?}", stop.elapsed());
+    thread::sleep(ms(100));
+    assert!(std::net::TcpStream::connect_timeout(&addr, BOUND).is_err(), "a connection taken while stopping");
+    let answer = in_flight.join().unwrap().unwrap();
+    assert_eq!(answer, Answer { status: 200, body: "delayed 800 ms\n".into() });
+    let status = proxy.wait(BOUND);
+    assert!(status.success(), "{status}");
+    assert_eq!(count(&proxy.counts("total"), "requests"), 2);
+}
+
+macro_rules! each_timer {
+    ($($timer:ident),*) => {$(
+        mod $timer {
+            #[test]
+            fn proxies_and_times_out() {
+                super::proxies_and_times_out(stringify!($timer));
+            }
+
+            #[test]
+            fn idle() {
+                super::idle(stringify!($timer));
+            }
+
+            #[test]
+            fn sigterm() {
+                super::sigterm(stringify!($timer));
+            }
+        }
+    )*};
+}
+
+each_timer!(shardwheel, tokio, pingora);
+
+/// Two processes on one port: requests are answered by both, each counts its own, and the
+/// parent's SIGTERM stops both and sums them.
+#[test]
+fn two_processes_share_the_port() {
+    let upstream = upstream();
+    let mut proxy = proxy("shardwheel", &upstream, &["--processes", "2"]);
+    for _ in 0..20 {
+        let mut conn = connect(proxy.addr);
+        assert_eq!(get(&mut conn, "/").unwrap(), Answer { status: 200, body: HELLO.into() });
+    }
+    let counts = proxy.stop();
+    assert_eq!(count(&counts, "processes"), 2);
+    assert_eq!(count(&counts, "requests"), 20, "{counts:?}");
+    let exits: Vec<_> = proxy.lines().into_iter().filter(|l| l.starts_with("shardwheel-proxy: exit")).collect();
+    assert_eq!(exits.len(), 2, "{exits:?}");
+}
