@@ -138,6 +138,32 @@ fn sigterm(timer: &str) {
     assert_eq!(count(&proxy.counts("total"), "requests"), 2);
 }
 
+/// A client that sends requests and never reads: once the socket buffers are full, the
+/// proxy's write waits, and the send timeout closes the connection.
+fn send_stall(timer: &str) {
+    let upstream = upstream();
+    let mut proxy = proxy(timer, &upstream, &["--send-timeout", "300ms", "--idle-timeout", "30s"]);
+    let mut conn = connect(proxy.addr);
+    // 1 MiB echoed per request, pipelined: hyper reads the next one when a response is out.
+    let body = "x".repeat(1 << 20);
+    let head = format!("POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n", body.len());
+    let start = Instant::now();
+    let mut failed = false;
+    for _ in 0..64 {
+        let sent = std::io::Write::write_all(&mut conn, head.as_bytes())
+            .and_then(|()| std::io::Write::write_all(&mut conn, body.as_bytes()));
+        if sent.is_err() {
+            failed = true; // reset by the proxy, or our own write timeout (BOUND)
+            break;
+        }
+    }
+    assert!(failed, "64 MiB went in without a stall");
+    assert!(start.elapsed() < BOUND + LATE, "{:?}", start.elapsed());
+    let counts = proxy.stop();
+    assert_eq!(count(&counts, "send_timeouts"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "idle_closes"), 0, "{counts:?}");
+}
+
 macro_rules! each_timer {
     ($($timer:ident),*) => {$(
         mod $timer {
@@ -149,6 +175,11 @@ macro_rules! each_timer {
             #[test]
             fn idle() {
                 super::idle(stringify!($timer));
+            }
+
+            #[test]
+            fn send_stall() {
+                super::send_stall(stringify!($timer));
             }
 
             #[test]
