@@ -293,13 +293,19 @@ mod tests {
         (count.clone(), Waker::from(count))
     }
 
-    fn leaked() -> &'static Overflow {
-        Box::leak(Box::new(Overflow::new()))
+    /// An overflow timer of the test's own, `'static` as the process's is (its thread holds
+    /// it): a `static` of the calling test's, so that it stays reachable (valgrind's leak
+    /// check: a leaked box is "definitely lost" once the test returns).
+    macro_rules! own_timer {
+        () => {{
+            static TIMER: std::sync::OnceLock<Overflow> = std::sync::OnceLock::new();
+            TIMER.get_or_init(Overflow::new)
+        }};
     }
 
     #[test]
     fn fires_in_deadline_order_and_never_before() {
-        let overflow = leaked();
+        let overflow = own_timer!();
         let t0 = Instant::now() + Duration::from_secs(3600);
         let (a, wa) = counter();
         let (b, wb) = counter();
@@ -319,7 +325,7 @@ mod tests {
 
     #[test]
     fn a_new_waker_is_the_one_woken_and_a_cancel_wakes_none() {
-        let overflow = leaked();
+        let overflow = own_timer!();
         let at = Instant::now() + Duration::from_secs(3600);
         let (a, wa) = counter();
         let (b, wb) = counter();
@@ -339,7 +345,7 @@ mod tests {
     /// The thread exits once nothing waits, and the next entry starts another that fires it.
     #[test]
     fn the_thread_runs_while_something_waits_and_a_new_one_starts_after() {
-        let overflow = leaked();
+        let overflow = own_timer!();
         for round in 0..2 {
             let (count, waker) = counter();
             let at = Instant::now() + Duration::from_millis(5);
@@ -356,7 +362,7 @@ mod tests {
 
     #[test]
     fn the_thread_wakes_an_earlier_entry_registered_while_it_sleeps() {
-        let overflow = leaked();
+        let overflow = own_timer!();
         let (far, wfar) = counter();
         overflow.register(Instant::now() + Duration::from_secs(3600), &wfar);
         std::thread::sleep(Duration::from_millis(20)); // the thread now sleeps for an hour
