@@ -140,3 +140,70 @@ fn an_overflowed_sleep_on_a_paused_clock_keeps_that_clocks_time() {
     rx.recv_timeout(Duration::from_secs(10)).expect("the move past its deadline completes it: no hang");
     blocked.join().unwrap();
 }
+
+/// An overflowed sleep's entry goes when the sleep does: dropped, reset, or completed, the
+/// overflow timer lets go of its waker (the `Arc`'s count comes back), on the real clock and
+/// on a paused one; and two overflowed sleeps on a paused clock, one of them moved to another
+/// task, are each woken and each complete (a review of this code's mutants: entries left
+/// behind, a number handed out twice, a new task's waker never stored).
+#[test]
+fn an_overflowed_sleeps_entry_goes_with_it_and_each_is_woken_once_due() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let counted = || {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    };
+    // The real clock: each way out lets go of the waker.
+    let timers = TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build().unwrap();
+    let _holder = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
+    for way in ["drop", "reset", "complete"] {
+        let (count, waker) = counted();
+        let mut sleep = Box::pin(timers.sleep(Duration::from_millis(if way == "complete" { 5 } else { 3_600_000 })));
+        assert_eq!(sleep.as_mut().poll(&mut Context::from_waker(&waker)), Poll::Pending);
+        assert_eq!(Arc::strong_count(&count), 3, "{way}: the overflow timer holds a clone");
+        match way {
+            "drop" => drop(sleep),
+            "reset" => {
+                sleep.as_mut().reset(Instant::now() + Duration::from_secs(7200));
+                assert_eq!(Arc::strong_count(&count), 2, "reset: the entry went");
+            }
+            _ => {
+                futures_executor::block_on(sleep.as_mut());
+                assert_eq!(Arc::strong_count(&count), 2, "complete: the entry went");
+            }
+        }
+        drop(waker);
+        assert_eq!(Arc::strong_count(&count), 1, "{way}: a clone of the waker was left behind");
+    }
+    // A paused clock: two sleeps, the first moved to another task; each woken, each done.
+    let (timers, clock) =
+        TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build_paused().unwrap();
+    let _holder = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
+    let (a, wa) = counted();
+    let (b, wb) = counted();
+    let (c, wc) = counted();
+    let mut first = Box::pin(timers.sleep(Duration::from_millis(10)));
+    let mut second = Box::pin(timers.sleep(Duration::from_millis(20)));
+    assert_eq!(first.as_mut().poll(&mut Context::from_waker(&wa)), Poll::Pending);
+    assert_eq!(second.as_mut().poll(&mut Context::from_waker(&wb)), Poll::Pending);
+    assert_eq!(first.as_mut().poll(&mut Context::from_waker(&wc)), Poll::Pending, "moved to task c");
+    clock.advance(Duration::from_millis(10));
+    assert!(c.0.load(Ordering::SeqCst) >= 1, "the task the first sleep moved to is woken");
+    assert!(b.0.load(Ordering::SeqCst) >= 1, "the second sleep's task is woken too");
+    assert_eq!(first.as_mut().poll(&mut Context::from_waker(&wc)), Poll::Ready(()));
+    assert_eq!(second.as_mut().poll(&mut Context::from_waker(&wb)), Poll::Pending, "never early");
+    clock.advance(Duration::from_millis(10));
+    assert_eq!(second.as_mut().poll(&mut Context::from_waker(&wb)), Poll::Ready(()));
+    drop((first, second, wa, wb, wc));
+    for (name, count) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_eq!(Arc::strong_count(count), 1, "{name}: a clone of the waker was left behind");
+    }
+}

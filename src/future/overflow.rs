@@ -79,7 +79,7 @@ struct Waiting {
 
 impl fmt::Debug for Overflow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Overflow").field("waiting", &self.waiting().timers.len()).finish()
+        f.debug_struct("Overflow").field("waiting", &self.len()).finish()
     }
 }
 
@@ -218,8 +218,7 @@ impl Overflow {
         (due, next)
     }
 
-    /// Entries waiting now, on real time and on paused clocks (tests, loom models).
-    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    /// Entries waiting now, on real time and on paused clocks (`Debug`, tests, loom models).
     pub(crate) fn len(&self) -> usize {
         let waiting = self.waiting();
         waiting.timers.len() + waiting.paused.len()
@@ -336,6 +335,12 @@ mod tests {
         assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (0, 1));
         assert_eq!(Arc::strong_count(&a), 2, "the replaced waker was let go");
         let key = overflow.register(at, &wa);
+        assert_eq!(overflow.len(), 1, "one entry on real time");
+        let paused = overflow.register_paused(&wb);
+        assert_eq!(overflow.len(), 2, "and one on a paused clock");
+        assert!(format!("{overflow:?}").contains("waiting: 2"), "{overflow:?}");
+        overflow.cancel_paused(paused);
+        assert_eq!(overflow.len(), 1);
         overflow.cancel(key);
         assert_eq!(overflow.len(), 0);
         assert!(overflow.fire_due(at).0.is_empty());
