@@ -105,3 +105,30 @@ pub fn wait_for_run(counts: &Counts) {
         loom::thread::yield_now();
     }
 }
+
+/// A waker that counts its wake-ups (the sleep and overflow models'). Its clones are counted
+/// by its `Arc`: once every clone the service took is gone, the strong count is back to one.
+pub struct Flag {
+    wakes: AtomicUsize,
+}
+
+impl std::task::Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+pub fn flag() -> std::sync::Arc<Flag> {
+    std::sync::Arc::new(Flag { wakes: AtomicUsize::new(0) })
+}
+
+pub fn woken(flag: &std::sync::Arc<Flag>) -> usize {
+    flag.wakes.load(Ordering::SeqCst)
+}
+
+/// Polls `sleep` once with `flag`'s waker.
+pub fn poll(sleep: &mut shardwheel::Sleep, flag: &std::sync::Arc<Flag>) -> std::task::Poll<()> {
+    use std::future::Future;
+    let waker = std::task::Waker::from(flag.clone());
+    std::pin::Pin::new(sleep).poll(&mut std::task::Context::from_waker(&waker))
+}

@@ -14,39 +14,12 @@
 #[path = "harness.rs"]
 mod harness;
 
-use harness::{Probe, assert_exactly_once, drop_unfired, model};
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use harness::{Probe, assert_exactly_once, drop_unfired, flag, model, poll, woken};
 use shardwheel::loom_support::{advance_clock, fire_overflow, overflow_len};
-use shardwheel::{ScheduleError, Sleep, TimerService};
-use std::future::Future;
-use std::pin::Pin;
+use shardwheel::{ScheduleError, TimerService};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Duration;
-
-/// A waker that counts its wake-ups.
-struct Flag {
-    wakes: AtomicUsize,
-}
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.wakes.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn flag() -> Arc<Flag> {
-    Arc::new(Flag { wakes: AtomicUsize::new(0) })
-}
-
-fn woken(flag: &Arc<Flag>) -> usize {
-    flag.wakes.load(Ordering::SeqCst)
-}
-
-fn poll(sleep: &mut Sleep, flag: &Arc<Flag>) -> Poll<()> {
-    let waker = Waker::from(flag.clone());
-    Pin::new(sleep).poll(&mut Context::from_waker(&waker))
-}
 
 /// A one-shard service that holds one timeout, and holds one already: every sleep overflows.
 /// The mocked clock is frozen, so that the one it holds never comes due (the shard's sleep

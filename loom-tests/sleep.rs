@@ -7,39 +7,11 @@
 #[path = "harness.rs"]
 mod harness;
 
-use harness::{model, service};
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use harness::{Flag, flag, model, poll, service, woken};
 use shardwheel::{Sleep, TimerService};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Duration;
-
-/// A waker that counts its wake-ups. Its clones are counted by its `Arc`: once every clone
-/// the service took is gone, the strong count is back to one.
-struct Flag {
-    wakes: AtomicUsize,
-}
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.wakes.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn flag() -> Arc<Flag> {
-    Arc::new(Flag { wakes: AtomicUsize::new(0) })
-}
-
-fn woken(flag: &Arc<Flag>) -> usize {
-    flag.wakes.load(Ordering::SeqCst)
-}
-
-fn poll(sleep: &mut Sleep, flag: &Arc<Flag>) -> Poll<()> {
-    let waker = Waker::from(flag.clone());
-    Pin::new(sleep).poll(&mut Context::from_waker(&waker))
-}
 
 /// After a `Pending`, the sleep's latest waker is woken, and the next poll completes. If the
 /// wake-up were lost, this would spin until loom gives up on the model.
