@@ -119,12 +119,14 @@ fn the_timer_service_is_sized_and_pinned_as_asked() {
         let all: Vec<&str> = ["--stack", "hyper"].iter().chain(args).copied().collect();
         let server = Server::start(&all);
         assert!(server.start_line.contains(says), "{all:?}: {}", server.start_line);
-        // The shard threads themselves: how many, and on how many cores each may run (a
-        // thread names itself once it runs: wait a little for the last ones).
+        // The shard threads themselves: how many, and on how many cores each may run. A
+        // thread names itself as it starts and pins itself a moment later, so wait (at most
+        // 5 s) for the last ones to do both; one not pinned by then fails below.
         let until = Instant::now() + Duration::from_secs(5);
         let timers = loop {
             let timers = timer_threads(server.pid());
-            if timers.len() >= shards || Instant::now() > until {
+            let settled = timers.len() >= shards && (!pinned || timers.iter().all(|a| a.parse::<usize>().is_ok()));
+            if settled || Instant::now() > until {
                 break timers;
             }
             std::thread::sleep(Duration::from_millis(20));
