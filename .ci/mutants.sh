@@ -95,14 +95,16 @@ names_regex() {
 }
 
 # run_package NAME PACKAGE FULL_TESTS ARGS...: the two passes over one package. The first
-# pass runs once per entry of the global array GROUPS, "FILES|TESTS": the mutants of the files
+# pass runs once per entry of the global array FIRST_GROUPS, "FILES|TESTS": the mutants of the files
 # FILES selects (cargo-mutants' `-f GLOB` and `-e GLOB`) against the test targets TESTS,
 # the few that reach them; the second runs the first's survivors against FULL_TESTS. ARGS go
 # to both (features, the change), FIRST_ONLY (a global array) to the first only (a slice:
 # the second pass takes the first's survivors by name). Prints a summary line; returns
 # non-zero if a mutant survives both.
 FIRST_ONLY=()
-GROUPS=()
+# (Not `GROUPS`: that is bash's own array of the user's group ids, which ignores an assignment
+# and abandons the command it is in: the groups never reached cargo-mutants.)
+FIRST_GROUPS=()
 run_package() {
   local name=$1 package=$2 full=$3
   shift 3
@@ -111,7 +113,7 @@ run_package() {
   mkdir -p "$dir"
   : >"$dir/first-survivors.txt"
   local total=0 caught=0 timeout=0 unviable=0 k=0 status baseline=run
-  for group in "${GROUPS[@]}"; do
+  for group in "${FIRST_GROUPS[@]}"; do
     local files fast
     IFS='|' read -r files fast <<<"$group"
     k=$((k + 1))
@@ -182,7 +184,7 @@ if [[ "${1:-}" == "--sample" ]]; then
   slice=${2:?"--sample K/N"}
   set +e
   FIRST_ONLY=(--shard "$slice" --sharding round-robin)
-  GROUPS=("|--lib")
+  FIRST_GROUPS=("|--lib")
   run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper,metrics,tokio
   echo "(a sample: survivors are reported, not a failure)"
   exit 0
@@ -213,10 +215,10 @@ for name in library httpd; do
   if [[ $name == library ]]; then
     # shellcheck disable=SC2054 # one argument, "offload,hyper,metrics,tokio"
     package=shardwheel features=(--features offload,hyper,metrics,tokio) full=$LIB_FULL
-    GROUPS=("${LIB_GROUPS[@]}")
+    FIRST_GROUPS=("${LIB_GROUPS[@]}")
   else
     package=shardwheel-httpd features=() full=$HTTPD_FULL
-    GROUPS=("${HTTPD_GROUPS[@]}")
+    FIRST_GROUPS=("${HTTPD_GROUPS[@]}")
   fi
   if [[ -z "$(cargo mutants -p "$package" --list --in-diff "$diff" "${features[@]}" 2>/dev/null)" ]]; then
     summaries+=("$name: no mutant in the change")
