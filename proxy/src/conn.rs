@@ -245,7 +245,7 @@ pub fn serve(
             stream.set_write_timeout(on(timeouts.send));
             spawn_conn(stream, state, timer, proxy, timeouts, graceful, counts);
         }
-        TimerKind::Tokio | TimerKind::Pingora => {
+        TimerKind::Tokio | TimerKind::TokioAlt | TimerKind::Pingora => {
             let stream = TimedStream::new(tcp, timer, timeouts.idle, timeouts.send);
             spawn_conn(stream, state, timer, proxy, timeouts, graceful, counts);
         }

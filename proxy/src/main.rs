@@ -1,5 +1,6 @@
 //! `shardwheel-proxy`: a hyper 1 reverse proxy in front of a pooled hyper client, whose
-//! timeouts (header, idle, upstream, send) run on `--timer`: shardwheel, tokio or pingora.
+//! timeouts (header, idle, upstream, send) run on `--timer`: shardwheel, tokio, tokio's
+//! alternative per-worker timer or pingora.
 //! README.md beside this crate has the flags and how to run it.
 
 mod conn;
@@ -132,6 +133,8 @@ fn run(flags: &Flags) -> io::Result<()> {
         .map_or_else(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get), NonZeroUsize::get);
     let timeouts = Timeouts { header: flags.header_timeout, idle: flags.idle_timeout, send: flags.send_timeout };
 
+    // Before any child starts: a runtime this build cannot make is refused at once.
+    let runtime = flags.timer.runtime(threads)?;
     let totals = Arc::new(Mutex::new(Values::default()));
     let mut workers = Vec::new();
     if flags.child.is_none() && processes > 1 {
@@ -152,7 +155,6 @@ fn run(flags: &Flags) -> io::Result<()> {
         }
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build()?;
     runtime.block_on(async { flags.timer.warm_up() });
     println!(
         "{NAME}: listening on {addr} process={index} timer={} upstream={} threads={threads} processes={processes} {timeouts} upstream_timeout={:?} pool_idle_timeout={:?} grace={:?}",

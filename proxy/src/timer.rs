@@ -8,7 +8,7 @@
 //!   run hyper's header timeout ([`crate::conn::HeaderTimer`]) and the tokio and pingora
 //!   streams' idle and send timeouts ([`crate::stream::TimedStream`]).
 //!
-//! A fourth timer is a variant here, an arm in each `match` of this file, and one in
+//! Another timer is a variant here, an arm in each `match` of this file, and one in
 //! `conn::serve`'s choice of stream.
 
 use hyper::rt::{Sleep, Timer};
@@ -27,6 +27,11 @@ pub enum TimerKind {
     Shardwheel,
     /// `tokio::time`, the runtime's own timer driver (hyper-util's `TokioTimer` for hyper).
     Tokio,
+    /// `tokio::time` on tokio's alternative timer, a wheel per worker
+    /// (`runtime::Builder::enable_alt_timer`): only in a build with
+    /// `RUSTFLAGS="--cfg tokio_unstable"` (`proxy/scale.sh` makes one); other builds refuse it
+    /// at start.
+    TokioAlt,
     /// pingora-timeout's `fast_timeout` and `fast_sleep`: one clock thread, 10 ms slots.
     Pingora,
 }
@@ -36,6 +41,7 @@ impl fmt::Display for TimerKind {
         f.write_str(match self {
             TimerKind::Shardwheel => "shardwheel",
             TimerKind::Tokio => "tokio",
+            TimerKind::TokioAlt => "tokio-alt",
             TimerKind::Pingora => "pingora",
         })
     }
@@ -46,11 +52,29 @@ impl fmt::Display for TimerKind {
 pub struct Elapsed;
 
 impl TimerKind {
+    /// The runtime this timer runs in: tokio's multi-threaded one with `threads` workers,
+    /// and for [`TimerKind::TokioAlt`] its alternative timer. An error if this build cannot
+    /// make it (`tokio-alt` without `--cfg tokio_unstable`).
+    pub fn runtime(self, threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(threads).enable_all();
+        if self == TimerKind::TokioAlt {
+            #[cfg(tokio_unstable)]
+            builder.enable_alt_timer();
+            #[cfg(not(tokio_unstable))]
+            return Err(std::io::Error::other(
+                "--timer tokio-alt needs a build with RUSTFLAGS=\"--cfg tokio_unstable\" in a target directory \
+                 of its own (proxy/scale.sh builds one)",
+            ));
+        }
+        builder.build()
+    }
+
     /// `future` under `duration`, on this timer's own `timeout`.
     pub async fn timeout<F: Future>(self, duration: Duration, future: F) -> Result<F::Output, Elapsed> {
         match self {
             TimerKind::Shardwheel => shardwheel::time::timeout(duration, future).await.map_err(|_| Elapsed),
-            TimerKind::Tokio => tokio::time::timeout(duration, future).await.map_err(|_| Elapsed),
+            TimerKind::Tokio | TimerKind::TokioAlt => tokio::time::timeout(duration, future).await.map_err(|_| Elapsed),
             TimerKind::Pingora => {
                 pingora_timeout::fast_timeout::fast_timeout(duration, future).await.map_err(|_| Elapsed)
             }
@@ -68,7 +92,7 @@ impl TimerKind {
             // The ambient service starts on its first use.
             TimerKind::Shardwheel => drop(shardwheel::time::sleep(Duration::ZERO)),
             // The runtime's driver is there already.
-            TimerKind::Tokio => {}
+            TimerKind::Tokio | TimerKind::TokioAlt => {}
             // `fast_timeout` starts pingora's clock thread when it is made (`fast_sleep`, when
             // first polled).
             TimerKind::Pingora => drop(pingora_timeout::fast_timeout::fast_timeout(Duration::ZERO, async {})),
@@ -91,7 +115,7 @@ impl Timer for ProxyTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn Sleep>> {
         match self.0 {
             TimerKind::Shardwheel => Box::pin(ShardwheelSleep(shardwheel::time::sleep(duration))),
-            TimerKind::Tokio => TokioTimer::new().sleep(duration),
+            TimerKind::Tokio | TimerKind::TokioAlt => TokioTimer::new().sleep(duration),
             TimerKind::Pingora => Box::pin(PingoraSleep(Box::pin(pingora_timeout::fast_timeout::fast_sleep(duration)))),
         }
     }
@@ -99,7 +123,7 @@ impl Timer for ProxyTimer {
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
         match self.0 {
             TimerKind::Shardwheel => Box::pin(ShardwheelSleep(shardwheel::time::sleep_until(deadline.into()))),
-            TimerKind::Tokio => TokioTimer::new().sleep_until(deadline),
+            TimerKind::Tokio | TimerKind::TokioAlt => TokioTimer::new().sleep_until(deadline),
             TimerKind::Pingora => self.sleep(deadline.saturating_duration_since(Instant::now())),
         }
     }
@@ -109,7 +133,7 @@ impl Timer for ProxyTimer {
             // shardwheel's clock (the time-stamp counter where there is one), never behind
             // `Instant::now()`.
             TimerKind::Shardwheel => shardwheel::time::Instant::now().into(),
-            TimerKind::Tokio | TimerKind::Pingora => Instant::now(),
+            TimerKind::Tokio | TimerKind::TokioAlt | TimerKind::Pingora => Instant::now(),
         }
     }
 
@@ -120,7 +144,7 @@ impl Timer for ProxyTimer {
                 Some(ours) => Pin::new(&mut Pin::into_inner(ours).0).reset(new_deadline.into()),
                 None => *sleep = self.sleep_until(new_deadline),
             },
-            TimerKind::Tokio => TokioTimer::new().reset(sleep, new_deadline),
+            TimerKind::Tokio | TimerKind::TokioAlt => TokioTimer::new().reset(sleep, new_deadline),
             // pingora's sleeps have no reset: a new one.
             TimerKind::Pingora => *sleep = self.sleep_until(new_deadline),
         }

@@ -166,32 +166,56 @@ fn send_stall(timer: &str) {
 }
 
 macro_rules! each_timer {
-    ($($timer:ident),*) => {$(
+    ($($(#[$attr:meta])* $timer:ident = $flag:literal),*) => {$(
+        $(#[$attr])*
         mod $timer {
             #[test]
             fn proxies_and_times_out() {
-                super::proxies_and_times_out(stringify!($timer));
+                super::proxies_and_times_out($flag);
             }
 
             #[test]
             fn idle() {
-                super::idle(stringify!($timer));
+                super::idle($flag);
             }
 
             #[test]
             fn send_stall() {
-                super::send_stall(stringify!($timer));
+                super::send_stall($flag);
             }
 
             #[test]
             fn sigterm() {
-                super::sigterm(stringify!($timer));
+                super::sigterm($flag);
             }
         }
     )*};
 }
 
-each_timer!(shardwheel, tokio, pingora);
+each_timer!(
+    shardwheel = "shardwheel",
+    tokio = "tokio",
+    pingora = "pingora",
+    // tokio's alternative timer exists only in a `--cfg tokio_unstable` build (`proxy/scale.sh`
+    // tests that build so before it measures).
+    #[cfg(tokio_unstable)]
+    tokio_alt = "tokio-alt"
+);
+
+/// Without `--cfg tokio_unstable`, `--timer tokio-alt` is refused at start with the way to get
+/// it, before any process listens.
+#[cfg(not(tokio_unstable))]
+#[test]
+fn tokio_alt_is_refused_by_a_build_without_it() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_shardwheel-proxy"))
+        .args(["--timer", "tokio-alt", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--processes", "2"])
+        .output()
+        .expect("run the proxy");
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty(), "it listened: {}", String::from_utf8_lossy(&output.stdout));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--cfg tokio_unstable"), "{stderr}");
+}
 
 /// Two processes on one port: requests are answered by both, each counts its own, and the
 /// parent's SIGTERM stops both and sums them.
