@@ -15,6 +15,7 @@ mod hyper_stack;
 // construction (the two packages share no library).
 #[path = "../conns/src/mono.rs"]
 mod mono;
+mod processes;
 mod server;
 mod stats;
 mod summary;
@@ -37,7 +38,7 @@ use summary::{Summary, TimerCounts, Usage};
 /// An HTTP/1.1 server on shardwheel: per-connection header-read and idle timeouts, and
 /// `GET /delay/<ms>` answered by a timer.
 #[derive(Debug, Parser)]
-#[command(name = "shardwheel-httpd", version)]
+#[command(name = "shardwheel-httpd", version, args_override_self = true)]
 struct Flags {
     /// Where to listen (port 0: any free port, printed on the start line).
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -56,10 +57,18 @@ struct Flags {
     /// reads; past it the connection is reset.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     send_timeout_ms: u64,
-    /// Connections held at most (each thread holds its share); more are accepted and
-    /// closed at once.
+    /// Connections held at most (each process, and each thread in it, holds its share);
+    /// more are accepted and closed at once.
     #[arg(long, default_value_t = 19_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_conns: u64,
+    /// Processes on one port (`SO_REUSEPORT`), as nginx's `worker_processes`: each with its
+    /// own `--threads` loops and its share of `--max-conns`, past the per-process descriptor
+    /// limit. `--stack local` only.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    processes: u16,
+    /// Set by the parent on the processes it starts (their index, from 1).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    child: Option<u16>,
     /// Stop by itself after this many seconds (as on SIGINT or SIGTERM).
     #[arg(long = "for", value_name = "SECS")]
     for_secs: Option<f64>,
@@ -142,6 +151,12 @@ fn main() -> ExitCode {
     if flags.stack == Stack::Hyper && flags.trace.is_some() {
         conflict("--trace needs --stack local");
     }
+    if flags.processes > 1 && flags.stack == Stack::Hyper {
+        conflict("--processes needs --stack local (the hyper stack is one process)");
+    }
+    if flags.processes > 1 && flags.trace.is_some() {
+        conflict("--trace needs one process (each would write the same files)");
+    }
     if let Some(secs) = flags.for_secs
         && !(secs.is_finite() && secs > 0.0 && secs <= 1e9)
     {
@@ -170,11 +185,25 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     let mut poll = Poll::new()?;
     poll.registry().register(&mut signals, Token(0), Interest::READABLE)?;
 
-    // Held until the end: keeps a second server off the address.
-    let (_guard, listeners) = server::bind(flags.addr, threads)?;
+    // Held until the end: keeps a second server off the address. A child shares its
+    // parent's, whose guard it is.
+    let (_guard, listeners) = match flags.child {
+        Some(_) => {
+            processes::die_with_parent()?;
+            (None, server::bind_listeners(flags.addr, threads)?)
+        }
+        None => {
+            let (guard, listeners) = server::bind(flags.addr, threads)?;
+            (Some(guard), listeners)
+        }
+    };
     let max_conns = reserve_fds(flags);
     let per_thread = usize::try_from(max_conns).unwrap_or(usize::MAX).div_ceil(threads);
     let addr = listeners[0].local_addr()?;
+    let children = match (flags.child, flags.processes) {
+        (None, n) if n > 1 => Some(processes::Children::start(usize::from(n), addr)?),
+        _ => None,
+    };
     let stats: Arc<[ThreadStats]> = (0..threads).map(|_| ThreadStats::default()).collect();
     let mut stoppers = Vec::with_capacity(threads);
     let mut loops = Vec::with_capacity(threads);
@@ -191,11 +220,17 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
         stoppers.push(stopper);
         loops.push(thread::Builder::new().name(format!("httpd-{index}")).spawn(move || worker.run())?);
     }
-    println!(
-        "shardwheel-httpd: listening on {addr} (stack local, {threads} threads, header timeout {} ms, \
-         idle timeout {} ms, send timeout {} ms, max {} connections, tick {} us)",
-        flags.header_timeout_ms, flags.idle_timeout_ms, flags.send_timeout_ms, max_conns, flags.tick_us
-    );
+    let each = if flags.processes > 1 { " each" } else { "" };
+    say(format_args!(
+        "shardwheel-httpd: listening on {addr} (stack local, {} processes, {threads} threads{each}, header timeout {} ms, \
+         idle timeout {} ms, send timeout {} ms, max {} connections{each}, tick {} us)",
+        flags.processes,
+        flags.header_timeout_ms,
+        flags.idle_timeout_ms,
+        flags.send_timeout_ms,
+        max_conns,
+        flags.tick_us
+    ));
 
     let deadline = flags.for_secs.map(|secs| started + Duration::from_secs_f64(secs));
     let stopped_by = wait(&mut poll, &mut signals, deadline, &loops)?;
@@ -217,8 +252,21 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
         stopped_by,
         timers: TimerCounts::Wheels,
     };
-    println!("{summary}");
+    say(format_args!("{summary}"));
+    if let Some(children) = children {
+        // Each child stops gracefully as this one did, its summary after this one's.
+        children.stop(Duration::from_secs(10));
+    }
     failed.map_or(Ok(()), Err)
+}
+
+/// Prints a line on stdout, flushed (a child's lines go through its parent's pipe, from
+/// another thread there). A stdout gone (the parent that read it died, a reader that
+/// closed) is no reason to fail a stop: the line is lost, as nobody reads it.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// Descriptors kept beyond `--max-conns` for `threads` event-loop threads: stdio and the
@@ -237,7 +285,8 @@ fn spare_fds(threads: u64) -> u64 {
 /// thread, so that no `accept` waits for it to grow later (`fds.rs`); a failure is only
 /// said.
 pub(crate) fn reserve_fds(flags: &Flags) -> u64 {
-    let asked = flags.max_conns;
+    let asked =
+        processes::share(flags.max_conns, u64::from(flags.processes), u64::from(flags.child.unwrap_or(0))).max(1);
     let threads = u64::from(flags.threads).max(1);
     let spare = spare_fds(threads);
     // Each thread holds `asked / threads` rounded up: the total may pass `asked` by a few.

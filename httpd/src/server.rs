@@ -103,8 +103,14 @@ pub fn bind(addr: SocketAddr, threads: usize) -> io::Result<(PortGuard, Vec<std:
         });
     }
     let addr = guard.local_addr()?.as_socket().ok_or_else(|| io::Error::other("not an IP address"))?;
-    let listeners = (0..threads).map(|_| bind_one(addr)).collect::<io::Result<_>>()?;
+    let listeners = bind_listeners(addr, threads)?;
     Ok((PortGuard { _socket: guard }, listeners))
+}
+
+/// `threads` listeners on `addr` with `SO_REUSEPORT`, no guard: another process of the same
+/// server (`--processes`), whose parent holds the guard.
+pub fn bind_listeners(addr: SocketAddr, threads: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    (0..threads).map(|_| bind_one(addr)).collect()
 }
 
 fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {

@@ -234,6 +234,8 @@ impl Totals {
     /// The totals as a JSON object.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
+            // Which process answered (`--processes`: each answers for its own threads).
+            "pid": std::process::id(),
             "accepted": self.accepted(),
             "connections": self.connections,
             "open": self.accepted().saturating_sub(self.closed()),
