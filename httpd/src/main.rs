@@ -220,16 +220,14 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
         stoppers.push(stopper);
         loops.push(thread::Builder::new().name(format!("httpd-{index}")).spawn(move || worker.run())?);
     }
-    let each = if flags.processes > 1 { " each" } else { "" };
+    let (processes, each) = match flags.processes {
+        1 => (String::new(), ""),
+        n => (format!("{n} processes, "), " each"),
+    };
     say(format_args!(
-        "shardwheel-httpd: listening on {addr} (stack local, {} processes, {threads} threads{each}, header timeout {} ms, \
+        "shardwheel-httpd: listening on {addr} (stack local, {processes}{threads} threads{each}, header timeout {} ms, \
          idle timeout {} ms, send timeout {} ms, max {} connections{each}, tick {} us)",
-        flags.processes,
-        flags.header_timeout_ms,
-        flags.idle_timeout_ms,
-        flags.send_timeout_ms,
-        max_conns,
-        flags.tick_us
+        flags.header_timeout_ms, flags.idle_timeout_ms, flags.send_timeout_ms, max_conns, flags.tick_us
     ));
 
     let deadline = flags.for_secs.map(|secs| started + Duration::from_secs_f64(secs));

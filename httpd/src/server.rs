@@ -26,7 +26,7 @@
 //! returns once no connection is open.
 
 use crate::conn::{Close, Conn, ConnTimer, Ctx, Ready, Timeouts, TimerKind};
-use crate::stats::{ThreadStats, bump};
+use crate::stats::{LONG_TURN_MICROS, ThreadStats, bump};
 use crate::trace::Trace;
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -40,6 +40,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// What a connection's handlers need from a `Worker`: borrows its wheel and counters,
@@ -68,6 +69,12 @@ const EVENTS: usize = 1024;
 /// Within a turn, the listener is accepted from and due timers fired again every this many
 /// events.
 const SLICE: usize = 32;
+/// Within a turn, due timers are fired for this long at most (looked at every
+/// `FIRE_CHECK` timers); the rest fire in the next turns, each after the sockets' events,
+/// as a shard serves a mass expiry in budgeted turns. (A close is a few microseconds: 20,000
+/// connections going idle together would otherwise hold one turn for some 100 ms.)
+const FIRE_BUDGET: Duration = Duration::from_millis(2);
+const FIRE_CHECK: u32 = 16;
 /// After an `accept` failed for want of descriptors or memory, how long until it is tried
 /// again (nginx's `accept_mutex_delay`, which it waits after `EMFILE`, is 500 ms): short
 /// enough that a freed descriptor soon serves what waits, long enough that a server out of
@@ -268,6 +275,7 @@ impl Worker {
                 result => result?,
             }
             let now = Instant::now();
+            let turn = now;
             // New connections first: their header timeout counts from the accept, and a
             // turn may hold hundreds of events (after the thread was descheduled, say).
             if events.iter().any(|event| event.token() == LISTENER) {
@@ -279,7 +287,7 @@ impl Worker {
                     // slice of it at most, not for the rest.
                     let now = Instant::now();
                     self.accept(now, Full::Wait);
-                    if self.fire(now)? {
+                    if self.fire(now, turn)? {
                         return Ok(());
                     }
                 }
@@ -301,16 +309,34 @@ impl Worker {
             }
             // Read again: what came due while the events were handled fires now, and the
             // lateness of a timeout close is measured at the close.
-            if self.fire(Instant::now())? {
+            if self.fire(Instant::now(), turn)? {
                 return Ok(());
             }
+            self.turn_took(turn.elapsed());
         }
     }
 
-    /// Fires every timer due by `now`; `true` once the stop is over (every connection
-    /// closed, the trace written).
-    fn fire(&mut self, now: Instant) -> io::Result<bool> {
+    /// Counts a turn that took `took`: the longest, and those over the mark.
+    fn turn_took(&self, took: Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let counters = &self.stats[self.index].counters;
+        // Only this thread writes them: a load and a store (`stats::add`'s reasoning).
+        if micros > counters.longest_turn_micros.load(Ordering::Relaxed) {
+            counters.longest_turn_micros.store(micros, Ordering::Relaxed);
+        }
+        if micros > LONG_TURN_MICROS {
+            bump(&counters.long_turns);
+        }
+    }
+
+    /// Fires the timers due by `now` until the turn that began at `turn` has fired for
+    /// `FIRE_BUDGET` (the rest wait for the next turn, which then does not sleep: the wheel's
+    /// next deadline has passed); `true` once the stop is over (every connection closed, the
+    /// trace written).
+    fn fire(&mut self, now: Instant, turn: Instant) -> io::Result<bool> {
+        let mut fired = 0_u32;
         while let Some((key, timer)) = self.wheel.poll_expired(now) {
+            fired += 1;
             match timer {
                 ConnTimer::Conn { id, kind } => self.fire_conn(id, kind, key, now),
                 ConnTimer::Shutdown => self.stop(now),
@@ -319,6 +345,10 @@ impl Worker {
                     self.accept_paused = false;
                     self.accept(now, Full::Wait);
                 }
+            }
+            if fired % FIRE_CHECK == 0 && turn.elapsed() >= FIRE_BUDGET {
+                bump(&self.stats[self.index].counters.fire_breaks);
+                break;
             }
         }
         if self.stopping && self.conns.is_empty() {

@@ -63,7 +63,18 @@ pub struct Counters {
     pub timers_cancelled: AtomicU64,
     pub timers_reset: AtomicU64,
     pub timers_fired: AtomicU64,
+    /// The longest event-loop turn (from `epoll_wait`'s return to the next call), in
+    /// microseconds, and the turns longer than [`LONG_TURN_MICROS`].
+    pub longest_turn_micros: AtomicU64,
+    pub long_turns: AtomicU64,
+    /// Turns that stopped firing at their budget, leaving due timers to the next turn.
+    pub fire_breaks: AtomicU64,
 }
+
+/// A turn longer than this (5 ms) is counted: the loop's budget is to fire due timers for
+/// 2 ms of a turn at most, so that a mass expiry is served in slices between the sockets'
+/// events, as a shard serves one.
+pub const LONG_TURN_MICROS: u64 = 5_000;
 
 /// A thread's counters and lateness histogram.
 #[derive(Debug)]
@@ -166,6 +177,9 @@ pub struct Totals {
     pub timers_cancelled: u64,
     pub timers_reset: u64,
     pub timers_fired: u64,
+    pub longest_turn_micros: u64,
+    pub long_turns: u64,
+    pub fire_breaks: u64,
     /// Timeout closes' lateness: p50, p99 and max, in microseconds (p50 and p99 to 6 %).
     pub late_p50_micros: u64,
     pub late_p99_micros: u64,
@@ -199,6 +213,9 @@ impl Totals {
             t.timers_cancelled += load(&c.timers_cancelled);
             t.timers_reset += load(&c.timers_reset);
             t.timers_fired += load(&c.timers_fired);
+            t.longest_turn_micros = t.longest_turn_micros.max(load(&c.longest_turn_micros));
+            t.long_turns += load(&c.long_turns);
+            t.fire_breaks += load(&c.fire_breaks);
             t.late_max_micros = t.late_max_micros.max(load(&s.lateness.max_micros));
             for (sum, b) in buckets.iter_mut().zip(s.lateness.buckets.iter()) {
                 *sum += load(b);
@@ -255,6 +272,9 @@ impl Totals {
             "timers_cancelled": self.timers_cancelled,
             "timers_reset": self.timers_reset,
             "timers_fired": self.timers_fired,
+            "longest_turn_us": self.longest_turn_micros,
+            "turns_over_5ms": self.long_turns,
+            "fire_budget_breaks": self.fire_breaks,
             "timeout_close_late_us": {
                 "p50": self.late_p50_micros,
                 "p99": self.late_p99_micros,

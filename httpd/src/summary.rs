@@ -94,11 +94,21 @@ impl fmt::Display for Summary {
             t.closed()
         )?;
         match self.timers {
-            TimerCounts::Wheels => writeln!(
-                f,
-                "summary: timers armed {}, cancelled {}, reset {}, fired {}",
-                t.timers_armed, t.timers_cancelled, t.timers_reset, t.timers_fired
-            )?,
+            TimerCounts::Wheels => {
+                writeln!(
+                    f,
+                    "summary: timers armed {}, cancelled {}, reset {}, fired {}",
+                    t.timers_armed, t.timers_cancelled, t.timers_reset, t.timers_fired
+                )?;
+                writeln!(
+                    f,
+                    "summary: event-loop turns: longest {:.3} ms, {} over {} ms, {} left due timers to the next",
+                    ms(t.longest_turn_micros),
+                    t.long_turns,
+                    crate::stats::LONG_TURN_MICROS / 1000,
+                    t.fire_breaks
+                )?;
+            }
             TimerCounts::Service => writeln!(
                 f,
                 "summary: timers (shardwheel's service, hyper's and the server's) armed {}, cancelled {}, fired {}",

@@ -89,3 +89,30 @@ fn delay_is_answered_no_earlier_than_asked() {
         assert!(took <= asked + common::SLACK, "/delay/{ms} answered after {took:?}");
     }
 }
+
+/// A mass expiry is served in budgeted turns: 6,000 silent connections whose header timeouts
+/// fall due in one tick (a 1 s tick, so every deadline rounds up to the same boundary) are
+/// all closed, and the loop left due timers to a later turn at least once rather than close
+/// them all in one turn (some 6,000 closes: tens of milliseconds).
+#[test]
+fn a_mass_expiry_is_fired_in_turns_of_a_budget() {
+    const CONNS: u64 = 6_000;
+    let server =
+        Server::start(&["--threads", "1", "--header-timeout-ms", "500", "--tick-us", "1000000", "--max-conns", "7000"]);
+    let clients: Vec<_> = (0..CONNS).map(|_| std::net::TcpStream::connect(server.addr).expect("connect")).collect();
+    // The connects, the timeout and its 1 s tick: a few seconds on a loaded machine.
+    let until = Instant::now() + Duration::from_secs(15);
+    let stats = loop {
+        let stats = server.stats();
+        if stats["closed_by_header_timeout"] == CONNS || Instant::now() > until {
+            break stats;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(stats["closed_by_header_timeout"], CONNS, "{stats}");
+    let breaks = stats["fire_budget_breaks"].as_u64().expect("fire_budget_breaks");
+    assert!(breaks >= 1, "6,000 closes in one turn: {stats}");
+    // Each turn fires for 2 ms at most; the longest turn also holds a slice's events.
+    assert!(stats["longest_turn_us"].as_u64().expect("longest_turn_us") > 0, "{stats}");
+    drop(clients);
+}

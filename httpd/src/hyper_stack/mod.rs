@@ -101,12 +101,17 @@ impl Shared {
     }
 
     /// `GET /stats`: the local stack's fields, the timer's counts where there are any (null
-    /// with tokio's timer, which keeps none; `timers_reset` is not counted apart).
+    /// with tokio's timer, which keeps none; `timers_reset` is not counted apart), and no
+    /// turn lengths (null: tokio's workers' turns are not measured).
     fn json(&self) -> serde_json::Value {
         let mut json = self.totals().to_json();
         json["stack"] = "hyper".into();
         json["timer"] = self.choice.name().into();
         json["timers_reset"] = serde_json::Value::Null;
+        // The workers' turns are tokio's, not measured here.
+        json["longest_turn_us"] = serde_json::Value::Null;
+        json["turns_over_5ms"] = serde_json::Value::Null;
+        json["fire_budget_breaks"] = serde_json::Value::Null;
         if self.service.is_none() {
             for key in ["timers_armed", "timers_cancelled", "timers_fired"] {
                 json[key] = serde_json::Value::Null;
