@@ -44,6 +44,15 @@ struct Flags {
     /// Processes sharing the port (`SO_REUSEPORT`), each with its own runtime and timers.
     #[arg(long, default_value = "1")]
     processes: NonZeroUsize,
+    /// `--timer shardwheel`: the ambient service's shards, per process (default: one per
+    /// worker thread, `--threads`).
+    #[arg(long, value_name = "N")]
+    timer_shards: Option<NonZeroUsize>,
+    /// `--timer shardwheel`: whether its shard threads are pinned to cores of their own
+    /// (default: with one process; not with several, whose shards would all pin to the
+    /// same first cores).
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    timer_pin: Option<bool>,
     /// The whole request head within this, from the accept or from its first byte (0: off).
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     header_timeout: Duration,
@@ -135,6 +144,16 @@ fn run(flags: &Flags) -> io::Result<()> {
 
     // Before any child starts: a runtime this build cannot make is refused at once.
     let runtime = flags.timer.runtime(threads)?;
+    let mut sized = String::new();
+    if flags.timer == TimerKind::Shardwheel {
+        let shards = flags.timer_shards.map_or(threads, NonZeroUsize::get);
+        let pin = flags.timer_pin.unwrap_or(processes == 1);
+        shardwheel::time::configure(shardwheel::TimerService::builder().shards(shards).pin_threads(pin))
+            .map_err(|e| io::Error::other(format!("--timer-shards {shards}: {e}")))?;
+        sized = format!(" shards={shards} pinned={pin}");
+    } else if flags.timer_shards.is_some() || flags.timer_pin.is_some() {
+        return Err(io::Error::other("--timer-shards and --timer-pin need --timer shardwheel (the service they size)"));
+    }
     let totals = Arc::new(Mutex::new(Values::default()));
     let mut workers = Vec::new();
     if flags.child.is_none() && processes > 1 {
@@ -157,7 +176,7 @@ fn run(flags: &Flags) -> io::Result<()> {
 
     runtime.block_on(async { flags.timer.warm_up() });
     println!(
-        "{NAME}: listening on {addr} process={index} timer={} upstream={} threads={threads} processes={processes} {timeouts} upstream_timeout={:?} pool_idle_timeout={:?} grace={:?}",
+        "{NAME}: listening on {addr} process={index} timer={}{sized} upstream={} threads={threads} processes={processes} {timeouts} upstream_timeout={:?} pool_idle_timeout={:?} grace={:?}",
         flags.timer, flags.upstream, flags.upstream_timeout, flags.pool_idle_timeout, flags.grace,
     );
     io::stdout().flush()?;

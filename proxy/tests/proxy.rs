@@ -233,3 +233,33 @@ fn two_processes_share_the_port() {
     let exits: Vec<_> = proxy.lines().into_iter().filter(|l| l.starts_with("shardwheel-proxy: exit")).collect();
     assert_eq!(exits.len(), 2, "{exits:?}");
 }
+
+/// `--timer shardwheel` sizes the ambient service from `--threads` (pinned with one process,
+/// not with several) or `--timer-shards`/`--timer-pin`; the other timers refuse those flags.
+#[test]
+fn the_shardwheel_service_is_sized_per_process() {
+    let upstream = upstream();
+    for (flags, says) in [
+        (&["--threads", "1"][..], "shards=1 pinned=true"),
+        (&["--threads", "2", "--processes", "2"][..], "shards=2 pinned=false"),
+        (
+            &["--threads", "2", "--timer-shards", "1", "--timer-pin", "true", "--processes", "2"][..],
+            "shards=1 pinned=true",
+        ),
+    ] {
+        let mut proxy = proxy("shardwheel", &upstream, flags);
+        let mut conn = connect(proxy.addr);
+        assert_eq!(get(&mut conn, "/").unwrap(), Answer { status: 200, body: HELLO.into() });
+        let lines = proxy.lines();
+        let started: Vec<_> = lines.iter().filter(|l| l.contains("listening on")).collect();
+        assert!(!started.is_empty() && started.iter().all(|l| l.contains(says)), "{flags:?}: {started:?}");
+        proxy.stop();
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_shardwheel-proxy"))
+        .args(["--timer", "tokio", "--timer-shards", "2", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"])
+        .output()
+        .expect("run the proxy");
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty(), "it listened");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("need --timer shardwheel"));
+}
