@@ -5,8 +5,10 @@
 //! it against when the server's timeout was due: count, closed, early (must be 0), lateness
 //! p50 / p99 / max per class, as text or `--json`.
 //!
-//! Its loop and figures are the package's library (`src/lib.rs`), which `shardwheel-load`
-//! (`src/bin/shardwheel-load.rs`) shares.
+//! Its loop and figures are the package's library (`src/lib.rs`), which the package's second
+//! binary shares: `shardwheel-load` (`src/bin/shardwheel-load.rs`), the load generator that
+//! sends open-loop keep-alive requests beside these connections, from many source addresses
+//! and processes, and reports their latency and the server's CPU and RSS.
 
 use clap::{CommandFactory, Parser};
 use serde_json::json;
