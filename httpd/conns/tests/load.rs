@@ -169,9 +169,8 @@ fn a_stall_is_seen_by_every_request_due_in_it_and_counted_queued() {
     assert!(num(&r["requests"]["queued"]) >= 30.0, "{r}");
     // And every due request went out: 200 req/s for 2.5 s.
     assert!((num(&r["requests"]["count"]) - 500.0).abs() <= 10.0, "{r}");
-    // A third of the stall's requests waited more than 200 ms: well past p90 of a run where
-    // only the one in flight per connection (10 of 500) would have.
-    assert!(num(&latency["p90"]) >= 5.0 || num(&latency["p99"]) >= 150.0, "{r}");
+    // About 30 of the 500 waited more than 150 ms (half the stall or more): p99 shows them.
+    assert!(num(&latency["p99"]) >= 150.0, "{r}");
 }
 
 #[test]
