@@ -14,13 +14,14 @@
 //! finds right after the request's write (in the same handling), when it is read; the
 //! failing write of a slowloris byte, when it fails.
 
+use crate::connect::{self, Setup};
 use crate::report::{Class, ClassReport, Outcome, Report};
+use crate::response;
 use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
-use socket2::{Domain, Socket, Type};
-use std::collections::VecDeque;
+use mio::{Events, Interest, Poll, Registry, Token};
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// The idle connections' one request.
@@ -63,12 +64,15 @@ pub struct Plan {
     pub max: Duration,
     /// `--trace FILE`: each connection's port and instants, written at the end.
     pub trace: Option<std::path::PathBuf>,
+    /// The source addresses connection `i` binds to, `sources[i % len]`; empty: the
+    /// kernel's choice (`connect.rs` says why).
+    pub sources: Vec<Ipv4Addr>,
 }
 
 impl Plan {
     /// Every connection's class, in the order opened: unread and idle first (their timeout
     /// starts latest), then slowloris, then silent.
-    fn classes(&self) -> Vec<Class> {
+    pub(crate) fn classes(&self) -> Vec<Class> {
         let mut classes = vec![Class::Unread; self.unread];
         classes.extend(std::iter::repeat_n(Class::Idle, self.idle));
         classes.extend(std::iter::repeat_n(Class::Slowloris, self.slowloris));
@@ -112,28 +116,28 @@ struct Conn {
     closed: Option<Instant>,
 }
 
-/// The loop's state.
+/// The held connections' state, driven by `run` here or by the load generator's loop
+/// (`load/run.rs`), which shares its poll: this side's tokens are `0..` the connections'
+/// count.
 #[derive(Debug)]
-struct Client {
+pub(crate) struct Client {
     plan: Plan,
-    poll: Poll,
+    registry: Registry,
     conns: Vec<Conn>,
     live: usize,
     trickles: VecDeque<(Instant, usize)>,
     errors: Vec<String>,
+    /// Failed connects by reason (`connect::reason`).
+    connect_failures: BTreeMap<String, usize>,
+    /// When the last connect ended (either way), as seen: the load generator's ramp.
+    last_connected: Option<Instant>,
 }
 
 /// Runs the plan to its end (every connection closed or failed) or to `plan.max`.
 pub fn run(plan: &Plan) -> std::io::Result<Report> {
     let classes = plan.classes();
-    let mut client = Client {
-        plan: plan.clone(),
-        poll: Poll::new()?,
-        conns: Vec::with_capacity(classes.len()),
-        live: 0,
-        trickles: VecDeque::new(),
-        errors: Vec::new(),
-    };
+    let mut poll = Poll::new()?;
+    let mut client = Client::new(plan.clone(), poll.registry().try_clone()?);
     let mut events = Events::with_capacity(1024);
     let started = Instant::now();
     let end = started + plan.max;
@@ -165,7 +169,7 @@ pub fn run(plan: &Plan) -> std::io::Result<Report> {
         }
         // Rounded up to a whole millisecond by epoll: never a busy wait.
         let timeout = wake.saturating_duration_since(Instant::now());
-        match client.poll.poll(&mut events, Some(timeout)) {
+        match poll.poll(&mut events, Some(timeout)) {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             result => result?,
         }
@@ -186,8 +190,52 @@ pub fn run(plan: &Plan) -> std::io::Result<Report> {
 }
 
 impl Client {
+    /// No connection yet; each will be registered with `registry`.
+    pub(crate) fn new(plan: Plan, registry: Registry) -> Client {
+        Client {
+            plan,
+            registry,
+            conns: Vec::new(),
+            live: 0,
+            trickles: VecDeque::new(),
+            errors: Vec::new(),
+            connect_failures: BTreeMap::new(),
+            last_connected: None,
+        }
+    }
+
+    /// How many were opened so far.
+    pub(crate) fn opened(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// How many are open (connecting, connected, not yet closed).
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// When the next slowloris byte is due.
+    pub(crate) fn next_trickle(&self) -> Option<Instant> {
+        self.trickles.front().map(|&(due, _)| due)
+    }
+
+    /// Failed connects by reason.
+    pub(crate) fn connect_failures(&self) -> &BTreeMap<String, usize> {
+        &self.connect_failures
+    }
+
+    /// When the last connect ended, either way.
+    pub(crate) fn last_connected(&self) -> Option<Instant> {
+        self.last_connected
+    }
+
+    /// Notes a connect that ended at `at`.
+    fn connect_ended(&mut self, at: Instant) {
+        self.last_connected = Some(self.last_connected.map_or(at, |last| last.max(at)));
+    }
+
     /// Opens one connection of `class`: stamped, then a nonblocking connect.
-    fn open(&mut self, class: Class) {
+    pub(crate) fn open(&mut self, class: Class) {
         let token = self.conns.len();
         let opened = Instant::now();
         let mut conn = Conn {
@@ -205,10 +253,12 @@ impl Client {
             port: 0,
             closed: None,
         };
-        let stream =
-            if class == Class::Unread { unread_connect(self.plan.addr) } else { TcpStream::connect(self.plan.addr) };
-        let registered = stream.and_then(|mut stream| {
-            self.poll.registry().register(&mut stream, Token(token), Interest::READABLE | Interest::WRITABLE)?;
+        let setup = Setup {
+            source: (!self.plan.sources.is_empty()).then(|| self.plan.sources[token % self.plan.sources.len()]),
+            recv_buffer: (class == Class::Unread).then_some(UNREAD_RCVBUF),
+        };
+        let registered = connect::connect(self.plan.addr, setup).and_then(|mut stream| {
+            self.registry.register(&mut stream, Token(token), Interest::READABLE | Interest::WRITABLE)?;
             Ok(stream)
         });
         match registered {
@@ -222,14 +272,16 @@ impl Client {
             }
             Err(e) => {
                 conn.state = State::Done(Outcome::Failed);
+                *self.connect_failures.entry(connect::reason(&e)).or_default() += 1;
                 note(&mut self.errors, format!("connect: {e}"));
+                self.connect_ended(Instant::now());
             }
         }
         self.conns.push(conn);
     }
 
     /// Writes one byte on each slowloris connection whose turn has come.
-    fn trickle_due(&mut self) {
+    pub(crate) fn trickle_due(&mut self) {
         while let Some(&(due, token)) = self.trickles.front() {
             let now = Instant::now();
             if due > now {
@@ -255,23 +307,26 @@ impl Client {
 
     /// A readiness event on `token`, reported by an `epoll_wait` that returned at `now`:
     /// the connect's end, the request's write, reads.
-    fn on_event(&mut self, token: usize, hung_up: bool, now: Instant) {
+    pub(crate) fn on_event(&mut self, token: usize, hung_up: bool, now: Instant) {
         let conn = &mut self.conns[token];
         let (State::Live, Some(stream)) = (&conn.state, conn.stream.as_mut()) else { return };
         if !conn.connected {
             let failure = match (stream.take_error(), stream.peer_addr()) {
-                (Ok(Some(e)) | Err(e), _) => Some(e.to_string()),
+                (Ok(Some(e)) | Err(e), _) => Some(e),
                 (Ok(None), Ok(_)) => None,
-                (Ok(None), Err(e)) if hung_up => Some(e.to_string()),
+                (Ok(None), Err(e)) if hung_up => Some(e),
                 // Not connected yet: the next event tells.
                 (Ok(None), Err(_)) => return,
             };
             if let Some(e) = failure {
+                *self.connect_failures.entry(connect::reason(&e)).or_default() += 1;
                 note(&mut self.errors, format!("connect: {e}"));
                 self.finish(token, Outcome::Failed);
+                self.connect_ended(now);
                 return;
             }
             conn.connected = true;
+            self.last_connected = Some(self.last_connected.map_or(now, |last| last.max(now)));
         }
         if conn.class == Class::Unread {
             // Never reads: the server's close is a hang-up (a reset, or its end of stream).
@@ -335,7 +390,11 @@ impl Client {
                 Ok(0) => return self.close(token, now),
                 Ok(n) if conn.class == Class::Idle && conn.responded.is_none() => {
                     conn.response.extend_from_slice(&buf[..n]);
-                    match response_end(&conn.response) {
+                    match response::frame(&conn.response) {
+                        Ok(Some(framed)) if framed.status != 200 => {
+                            note(&mut self.errors, format!("idle: status {} to GET /", framed.status));
+                            return self.finish(token, Outcome::Failed);
+                        }
                         Ok(Some(_)) => {
                             conn.responded = Some(now);
                             conn.response = Vec::new();
@@ -403,7 +462,7 @@ impl Client {
 
     /// `--trace`: a line per connection, `port class opened_ns responded_ns closed_ns`
     /// (`CLOCK_MONOTONIC` ns; `-` where there is none).
-    fn trace(&self) -> String {
+    pub(crate) fn trace(&self) -> String {
         let ns = |i: Option<Instant>| i.map_or("-".to_string(), |i| crate::mono::mono_ns(i).to_string());
         let mut out = String::new();
         for c in &self.conns {
@@ -414,7 +473,7 @@ impl Client {
     }
 
     /// Every class's figures; connections still live are open.
-    fn report(&self, opening: Duration, ran: Duration) -> Report {
+    pub(crate) fn report(&self, opening: Duration, ran: Duration) -> Report {
         let classes = Class::ALL
             .iter()
             .map(|&class| {
@@ -429,45 +488,8 @@ impl Client {
     }
 }
 
-/// Where a response ends, if it is whole: its head parsed by `httparse`, its body by
-/// `Content-Length` (none: no body).
-fn response_end(buf: &[u8]) -> Result<Option<usize>, String> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut response = httparse::Response::new(&mut headers);
-    let head = match response.parse(buf) {
-        Ok(httparse::Status::Complete(head)) => head,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(format!("a malformed response: {e}")),
-    };
-    if response.code != Some(200) {
-        return Err(format!("status {:?} to GET /", response.code));
-    }
-    let length = match response.headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-length")) {
-        Some(h) => std::str::from_utf8(h.value)
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .ok_or_else(|| "a bad Content-Length".to_string())?,
-        None => 0,
-    };
-    Ok((buf.len() >= head + length).then_some(head + length))
-}
-
-/// A nonblocking connect with a small receive buffer, set before the handshake (so the
-/// window it advertises is small from the start).
-fn unread_connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_recv_buffer_size(UNREAD_RCVBUF)?;
-    socket.set_nonblocking(true)?;
-    match socket.connect(&addr.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(nix::libc::EINPROGRESS) => {}
-        Err(e) => return Err(e),
-    }
-    Ok(TcpStream::from_std(socket.into()))
-}
-
 /// Keeps `error` if it is new and there is room.
-fn note(errors: &mut Vec<String>, error: String) {
+pub(crate) fn note(errors: &mut Vec<String>, error: String) {
     if errors.len() < MAX_ERRORS && !errors.contains(&error) {
         errors.push(error);
     }

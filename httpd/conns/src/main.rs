@@ -5,22 +5,20 @@
 //! it against when the server's timeout was due: count, closed, early (must be 0), lateness
 //! p50 / p99 / max per class, as text or `--json`.
 //!
-//! `client.rs` is the loop, `report.rs` the classification and the figures.
-
-mod client;
-mod mono;
-mod report;
+//! Its loop and figures are the package's library (`src/lib.rs`), which the package's second
+//! binary shares: `shardwheel-load` (`src/bin/shardwheel-load.rs`), the load generator that
+//! sends open-loop keep-alive requests beside these connections, from many source addresses
+//! and processes, and reports their latency and the server's CPU and RSS.
 
 use clap::{CommandFactory, Parser};
-use client::Plan;
-use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde_json::json;
+use shardwheel_conns::client::{self, Plan};
+use shardwheel_conns::limits::raise_nofile;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Descriptors kept for what is not a connection (stdio, epoll).
-const SPARE_FDS: u64 = 32;
+use shardwheel_conns::limits::SPARE_FDS;
 
 /// Silent, idle keep-alive and slowloris connections against a server on loopback; when
 /// it closed each, against its header and idle timeouts.
@@ -94,6 +92,7 @@ fn main() -> ExitCode {
         open_per_ms: usize::try_from(flags.open_per_ms).unwrap_or(usize::MAX),
         max: Duration::from_secs(flags.max_secs),
         trace: flags.trace.clone(),
+        sources: Vec::new(),
     };
     let report = match client::run(&plan) {
         Ok(report) => report,
@@ -121,14 +120,4 @@ fn main() -> ExitCode {
         println!("{report}");
     }
     ExitCode::SUCCESS
-}
-
-/// Raises the soft RLIMIT_NOFILE to the hard limit; an error if that is below `needed`.
-fn raise_nofile(needed: u64) -> Result<(), String> {
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(|e| format!("getrlimit: {e}"))?;
-    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(|e| format!("setrlimit: {e}"))?;
-    if hard < needed {
-        return Err(format!("open files limited to {hard}, {needed} wanted: the connections past it fail"));
-    }
-    Ok(())
 }

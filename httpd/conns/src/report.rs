@@ -28,10 +28,14 @@ pub enum Class {
     /// that went through plus the send timeout (the server's wait may start a little before
     /// or after it), `not_before` its first write.
     Unread,
+    /// `shardwheel-load --quiet-at`: an active keep-alive connection that stopped sending
+    /// with all the others at once: closed at the idle timeout, from its last response
+    /// (`due`); `not_before` its last request's write.
+    Quiet,
 }
 
 impl Class {
-    /// Every class, in the order reported.
+    /// Every class `shardwheel-conns` holds, in the order reported.
     pub const ALL: [Class; 4] = [Class::Silent, Class::Idle, Class::Slowloris, Class::Unread];
 
     /// Its name in the text and the JSON.
@@ -41,6 +45,7 @@ impl Class {
             Class::Idle => "idle",
             Class::Slowloris => "slowloris",
             Class::Unread => "unread",
+            Class::Quiet => "quiet",
         }
     }
 }
