@@ -65,28 +65,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- tools ---------------------------------------------------------------------------------
-as_root() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
-nginx_bin() { command -v nginx || { [[ -x /usr/sbin/nginx ]] && echo /usr/sbin/nginx; } || true; }
-missing=()
-command -v wrk >/dev/null || missing+=(wrk)
-command -v jq >/dev/null || missing+=(jq)
-[[ -n $(nginx_bin) ]] || missing+=(nginx-light)
-if ((${#missing[@]})); then
-  say "installing ${missing[*]} with apt-get (missing)"
-  # Debian starts an installed nginx as a service on port 80 unless policy-rc.d says no.
-  own_policy=
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
-    as_root chmod +x /usr/sbin/policy-rc.d
-    own_policy=1
-  fi
-  as_root apt-get update -qq
-  if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >"$tmp/apt.log" 2>&1; then
-    say "nginx-light did not install; trying nginx"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]/nginx-light/nginx}" >>"$tmp/apt.log" 2>&1
-  fi
-  [[ -n $own_policy ]] && as_root rm -f /usr/sbin/policy-rc.d
-fi
+# shellcheck source=httpd/tools.sh
+source httpd/tools.sh
+ensure_tools "$tmp/apt.log" wrk jq nginx-light
 NGINX=$(nginx_bin)
 
 # --- open files: 11 200 connections (or wrk's 1 000) and the server's share ----------------

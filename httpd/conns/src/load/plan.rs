@@ -88,8 +88,8 @@ impl Options {
                 needed.as_secs_f64()
             ));
         }
-        if self.quiet_at.is_some_and(|q| q >= self.secs) {
-            return Err("--quiet-at must be inside the measured window (less than --secs)".to_string());
+        if self.quiet_at.is_some_and(|q| q > self.secs) {
+            return Err("--quiet-at must be inside the measured window (at most --secs: its end)".to_string());
         }
         Ok(())
     }

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# httpd/scale.sh: shardwheel-httpd (the local stack, `--processes N`) beside nginx
+# (`worker_processes N`) at many connections, a million by default, with the same timeouts;
+# RUNS rounds, the servers in turn within a round; one table of medians and spreads at the
+# end. Issue 30, item 4.
+#
+#   bash httpd/scale.sh                              # 1,000,000 connections, 1 round
+#   QUICK=1 bash httpd/scale.sh                      # a smoke run: 4,000 connections
+#   CONNS=200000 RUNS=3 SERVERS="local nginx" bash httpd/scale.sh
+#
+# A process holds at most 20,000 descriptors here (the hard limit, not to be raised), so each
+# server runs N = CONNS / 19,000 processes (rounded up) on one port (`SO_REUSEPORT`), one
+# thread each, and the load generator (`shardwheel-load`) runs CONNS / 18,000 processes from
+# CONNS / 20,000 loopback source addresses (a source holds up to 55,000 connections to one
+# server). Each run:
+#   - opens CONNS connections at OPEN_PER_MS: SILENT that send nothing, SLOWLORIS that trickle
+#     a header byte every TRICKLE_MS, IDLE that send one `GET /` and wait, and ACTIVE
+#     keep-alive ones that send `GET /` open-loop at RATE req/s in all;
+#   - after WARMUP s, measures SECS s: request latency, the server's CPU (all its processes)
+#     and RSS, and the kernel's socket memory (`/proc/net/sockstat`'s TCP pages, and the
+#     slab's growth, sampled mid-window against before the ramp);
+#   - at the window's end, the ACTIVE connections go quiet together: a mass expiry of that
+#     many idle timeouts within one tick; every close is timed against its timeout (idle from
+#     the last response, header from the connect), none early, nginx's early ones counted.
+# The timeouts (HEADER_S, IDLE_S) outlast the ramp, the warm-up and the window, so every
+# connection is held while requests are measured. The local stack reports its longest
+# event-loop turn and the turns over 5 ms (its summary, each process's); nginx has no such
+# count.
+#
+# Everything listens on and connects to loopback addresses only; every run is bounded (the
+# generator's --max-secs, the servers' SIGTERM/SIGQUIT). Needs nginx and jq (installed with
+# apt-get when missing). Logs and each run's JSON go to a temporary folder, named at the end;
+# `httpd/scale_table.py FOLDER` prints the table again. What ran out first, if anything,
+# is in the generator's report (connects refused and why) and the machine's lines.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+QUICK=${QUICK:-}
+if [[ -n $QUICK ]]; then
+  CONNS=${CONNS:-4000} RATE=${RATE:-1000} RUNS=${RUNS:-1} WARMUP=${WARMUP:-1} SECS=${SECS:-3}
+  HEADER_S=${HEADER_S:-8} IDLE_S=${IDLE_S:-8} OPEN_PER_MS=${OPEN_PER_MS:-10}
+fi
+CONNS=${CONNS:-1000000}
+RATE=${RATE:-10000}
+RUNS=${RUNS:-1}
+WARMUP=${WARMUP:-2}
+SECS=${SECS:-10}
+SERVERS=${SERVERS:-local nginx}
+OPEN_PER_MS=${OPEN_PER_MS:-20}
+TRICKLE_MS=${TRICKLE_MS:-2000}
+ACTIVE=${ACTIVE:-$((CONNS * 4 / 10))}
+IDLE=${IDLE:-$((CONNS * 2 / 10))}
+SLOWLORIS=${SLOWLORIS:-$((CONNS / 20))}
+SILENT=${SILENT:-$((CONNS - ACTIVE - IDLE - SLOWLORIS))}
+ramp_s=$(((CONNS / OPEN_PER_MS + 999) / 1000))
+IDLE_S=${IDLE_S:-$((ramp_s + WARMUP + SECS + 10))}
+HEADER_S=${HEADER_S:-$IDLE_S}
+SEND_S=${SEND_S:-30}
+PROCS=${PROCS:-$(((CONNS + 18999) / 19000))}
+LOAD_PROCS=${LOAD_PROCS:-$(((CONNS + 17999) / 18000))}
+SOURCES=${SOURCES:-$(((CONNS + 19999) / 20000 > LOAD_PROCS ? (CONNS + 19999) / 20000 : LOAD_PROCS))}
+MAX_SECS=${MAX_SECS:-$((ramp_s + WARMUP + SECS + IDLE_S + 30))}
+PORT=${PORT:-20480}
+
+say() { printf 'scale.sh: %s\n' "$*" >&2; }
+
+logs=$(mktemp -d /tmp/httpd-scale.XXXXXX)
+declare -a started_pids=()
+cleanup() {
+  local pid
+  for pid in "${started_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${started_pids[@]}"; do
+    for _ in $(seq 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- tools and build ------------------------------------------------------------------------
+# shellcheck source=httpd/tools.sh
+source httpd/tools.sh
+if [[ " $SERVERS " == *" nginx "* ]]; then ensure_tools "$logs/apt.log" jq nginx-light; else ensure_tools "$logs/apt.log" jq; fi
+NGINX=$(nginx_bin)
+say "building shardwheel-httpd and shardwheel-load (release)"
+cargo build --release -q -p shardwheel-httpd -p shardwheel-conns
+target=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)
+HTTPD=$target/release/shardwheel-httpd
+LOAD=$target/release/shardwheel-load
+
+# --- the machine ----------------------------------------------------------------------------
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+say "$(nproc) cores, $((avail_kib / 1024)) MiB available, load $(cut -d' ' -f1-3 /proc/loadavg), open files $(ulimit -n) a process, somaxconn $(cat /proc/sys/net/core/somaxconn)"
+say "$CONNS connections ($SILENT silent, $SLOWLORIS slowloris every ${TRICKLE_MS} ms, $IDLE idle, $ACTIVE active at $RATE req/s in all, going quiet together)"
+say "servers: $PROCS processes x 1 thread, header timeout ${HEADER_S}s, idle timeout ${IDLE_S}s"
+say "load: $LOAD_PROCS processes from $SOURCES source addresses; ramp ~${ramp_s}s, warm-up ${WARMUP}s, window ${SECS}s, bound ${MAX_SECS}s"
+
+# Kernel memory for sockets: the TCP pages of /proc/net/sockstat (buffers), and the slab
+# (the sockets themselves, their files and epoll items), in KiB.
+tcp_pages_kib() { awk -v p="$(getconf PAGESIZE)" '/^TCP:/ {for (i = 1; i < NF; i++) if ($i == "mem") print $(i + 1) * p / 1024}' /proc/net/sockstat; }
+slab_kib() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
+tcp_inuse() { awk '/^TCP:/ {for (i = 1; i < NF; i++) if ($i == "inuse") print $(i + 1)}' /proc/net/sockstat; }
+
+nginx_conf() { # $1 port, $2 dir
+  local user=
+  [[ $EUID -eq 0 ]] && user="user nobody nogroup;"
+  mkdir -p "$2/logs"
+  cat >"$2/nginx.conf" <<EOF
+# Written by httpd/scale.sh: $PROCS workers, the same timeouts as shardwheel-httpd.
+$user
+worker_processes $PROCS;
+worker_rlimit_nofile 20000;
+daemon off;
+pid $2/nginx.pid;
+error_log $2/logs/error.log warn;
+events { worker_connections 19900; }
+http {
+    access_log off;
+    client_body_temp_path $2/body;
+    proxy_temp_path $2/proxy;
+    fastcgi_temp_path $2/fastcgi;
+    uwsgi_temp_path $2/uwsgi;
+    scgi_temp_path $2/scgi;
+    client_header_timeout ${HEADER_S}s;
+    keepalive_timeout ${IDLE_S}s;
+    send_timeout ${SEND_S}s;
+    reset_timedout_connection on;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$1 backlog=4096 reuseport;
+        location / { return 200 "hello from nginx\n"; }
+    }
+}
+EOF
+}
+
+# Starts server $1 on port $2, logging to $3; sets SERVER_PID. Waits until it answers.
+start_server() {
+  local server=$1 port=$2 log=$3
+  case $server in
+    local)
+      "$HTTPD" --addr "127.0.0.1:$port" --processes "$PROCS" --threads 1 --max-conns $((CONNS + PROCS * 100)) \
+        --header-timeout-ms $((HEADER_S * 1000)) --idle-timeout-ms $((IDLE_S * 1000)) \
+        --send-timeout-ms $((SEND_S * 1000)) >"$log" 2>&1 &
+      ;;
+    nginx)
+      nginx_conf "$port" "$logs/nginx.$port"
+      "$NGINX" -p "$logs/nginx.$port" -c "$logs/nginx.$port/nginx.conf" >"$log" 2>&1 &
+      ;;
+    *)
+      say "unknown server $server"
+      exit 1
+      ;;
+  esac
+  SERVER_PID=$!
+  started_pids+=("$SERVER_PID")
+  for _ in $(seq 300); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  say "$server did not start"
+  cat "$log" >&2
+  exit 1
+}
+
+# Stops the server: SIGTERM for the local stack (graceful), SIGQUIT for nginx (graceful).
+stop_server() {
+  local server=$1 pid=$2
+  if [[ $server == nginx ]]; then kill -QUIT "$pid" 2>/dev/null || true; else kill -TERM "$pid" 2>/dev/null || true; fi
+  for _ in $(seq 300); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+failed=0
+for run in $(seq "$RUNS"); do
+  for server in $SERVERS; do
+    name=$server.$run
+    port=$PORT
+    PORT=$((PORT + 1))
+    say "run $run/$RUNS: $server"
+    before_slab=$(slab_kib)
+    before_tcp=$(tcp_pages_kib)
+    before_inuse=$(tcp_inuse)
+    start_server "$server" "$port" "$logs/$name.server.log"
+    status=0
+    "$LOAD" --addr "127.0.0.1:$port" --active "$ACTIVE" --rate "$RATE" --idle "$IDLE" --silent "$SILENT" \
+      --slowloris "$SLOWLORIS" --trickle-ms "$TRICKLE_MS" --header-timeout-ms $((HEADER_S * 1000)) \
+      --idle-timeout-ms $((IDLE_S * 1000)) --open-per-ms "$OPEN_PER_MS" --warmup-secs "$WARMUP" --secs "$SECS" \
+      --quiet-at "$SECS" --max-secs "$MAX_SECS" --processes "$LOAD_PROCS" --sources "$SOURCES" \
+      --server-tree "$SERVER_PID" --json >"$logs/$name.json" 2>"$logs/$name.load.log" &
+    load_pid=$!
+    # The kernel's memory once every connection is held (both ends' sockets: 95 % of them
+    # is taken as all, the rest failing or on their way), or at the window's end at the latest.
+    until_s=$((SECONDS + ramp_s * 3 + WARMUP + SECS))
+    while ((SECONDS < until_s)) && (($(tcp_inuse) < before_inuse + CONNS * 2 * 95 / 100)); do
+      kill -0 "$load_pid" 2>/dev/null || break
+      sleep 1
+    done
+    printf '{"server": "%s", "run": %s, "tcp_inuse": %s, "slab_kib": %s, "tcp_pages_kib": %s}\n' \
+      "$server" "$run" "$(($(tcp_inuse) - before_inuse))" "$(($(slab_kib) - before_slab))" "$(($(tcp_pages_kib) - before_tcp))" \
+      >"$logs/$name.kernel.json"
+    wait "$load_pid" || status=$?
+    stop_server "$server" "$SERVER_PID"
+    if ((status != 0)); then
+      say "the load generator failed ($status): $logs/$name.load.log"
+      tail -5 "$logs/$name.load.log" >&2
+      failed=$((failed + 1))
+    fi
+  done
+done
+
+python3 httpd/scale_table.py "$logs" || true
+say "logs and each run's JSON: $logs"
+if ((failed > 0)); then
+  say "$failed run(s) failed: their columns lack them"
+  exit 1
+fi
