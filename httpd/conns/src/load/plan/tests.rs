@@ -62,7 +62,10 @@ fn bad_runs_are_refused_with_what_to_change() {
     assert!(Options { silent: 40_000, processes: 3, ..options() }.check().is_ok());
     assert!(Options { addr: "10.0.0.1:80".parse().unwrap(), ..options() }.check().unwrap_err().contains("loopback"));
     assert!(Options { max: Duration::from_secs(3), ..options() }.check().is_err());
-    assert!(Options { quiet_at: Some(Duration::from_secs(2)), ..options() }.check().is_ok(), "quiet at the window's end");
+    assert!(
+        Options { quiet_at: Some(Duration::from_secs(2)), ..options() }.check().is_ok(),
+        "quiet at the window's end"
+    );
     assert!(Options { quiet_at: Some(Duration::from_millis(2001)), ..options() }.check().is_err());
     assert!(Options { rate: 0.0, ..options() }.check().is_err());
     assert!(Options { path: "/a b".to_string(), ..options() }.check().is_err());
