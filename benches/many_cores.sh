@@ -26,6 +26,12 @@
 #   log compares each with the default, run by run. It needs wrk and nginx, which bench.sh installs when missing (and jq, which
 #   this script installs first).
 #
+# - proxy: `proxy/scale.sh` with one proxy process of T worker threads (so that the timer is
+#   shared by T workers: tokio's one driver, tokio's per-worker alternative timer, and
+#   shardwheel's T shards), PROXY_CONNS connections (default 10,000) and PROXY_RATE req/s
+#   (default 5,000 a thread), one round: the proxy's CPU per request and request p99 on
+#   shardwheel's timer against tokio's and tokio-alt's.
+#
 # Every figure is a rate (higher is better) but the p99, and the ratio is shardwheel's
 # advantage: > 1 means shardwheel does better. Logs go to a temporary folder, named at the
 # end. On a loaded machine the figures say little: run it on an idle one.
@@ -33,7 +39,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 QUICK=${QUICK:-}
-PARTS=${PARTS:-pairs sleep httpd}
+PARTS=${PARTS:-pairs sleep httpd proxy}
 PENDING=${PENDING:-10000}
 PAIRS=${PAIRS:-$([[ -n $QUICK ]] && echo 200000 || echo 2000000)}
 SLEEP_WARM=${SLEEP_WARM:-$([[ -n $QUICK ]] && echo 0.5 || echo 2)}
@@ -79,6 +85,7 @@ bench_exe() {
 has pairs && ARM_CANCEL=$(bench_exe arm_cancel)
 has sleep && SLEEP=$(bench_exe sleep)
 has httpd && cargo build --release -q -p shardwheel-httpd -p shardwheel-conns
+has proxy && cargo build --release -q -p shardwheel-proxy -p shardwheel-conns
 
 # --- the parts --------------------------------------------------------------------------------
 pairs() { # $1 threads
@@ -128,10 +135,28 @@ httpd() { # $1 threads
   row "$t" "local stack, req/s on /" "req/s" "$(fig local .rps)" "nginx, 2 workers" "$(fig nginx .rps)" 0
 }
 
+proxy() { # $1 threads
+  local t=$1 dir
+  say "proxy/scale.sh, 1 process of $t worker(s)"
+  { CONNS=${PROXY_CONNS:-10000} RATE=${PROXY_RATE:-$((5000 * t))} RUNS=1 PROXY_PROCS=1 THREADS=$t \
+    TIMERS="shardwheel tokio tokio-alt" bash proxy/scale.sh 2>&1 >"$logs/proxy.$t" ||
+    say "proxy/scale.sh failed at $t thread(s)"; } | tee "$logs/proxy.$t.err" >&2
+  dir=$(sed -n "s/^scale.sh: logs and each run's JSON: //p" "$logs/proxy.$t.err" | tail -1)
+  python3 httpd/scale_table.py "${dir:-/nonexistent}" --json >"$logs/proxy.$t.json" 2>/dev/null || echo '{}' >"$logs/proxy.$t.json"
+  # A timer's median of a measure, or "-".
+  pfig() { jq -r --arg n "$1" --arg m "$2" '.[$n][$m] // "-" | if type == "number" then (. * 100 | round / 100) else . end' "$logs/proxy.$t.json"; }
+  local peer
+  for peer in tokio tokio-alt; do
+    row "$t" "proxy, CPU per request" "µs" "$(pfig shardwheel 'server CPU per request')" "$peer" "$(pfig "$peer" 'server CPU per request')" 1
+    row "$t" "proxy, request p99" "ms" "$(pfig shardwheel 'latency p99')" "$peer" "$(pfig "$peer" 'latency p99')" 1
+  done
+}
+
 for t in $THREADS; do
   has pairs && pairs "$t"
   has sleep && sleeps "$t"
   has httpd && httpd "$t"
+  has proxy && proxy "$t"
 done
 
 # --- the table --------------------------------------------------------------------------------
@@ -147,5 +172,5 @@ awk -F'\t' '{
   printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, ratio
 }' "$rows"
 echo
-echo "(advantage: shardwheel / peer for rates, peer / shardwheel for the p99; > 1x: shardwheel does better)"
+echo "(advantage: shardwheel / peer for rates, peer / shardwheel for the p99 and the CPU per request; > 1x: shardwheel does better)"
 say "logs in $logs"

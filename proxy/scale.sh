@@ -42,13 +42,13 @@ if [[ -n $QUICK ]]; then
   IDLE_S=${IDLE_S:-8} HEADER_S=${HEADER_S:-8} OPEN_PER_MS=${OPEN_PER_MS:-10}
 fi
 CONNS=${CONNS:-200000}
-RATE=${RATE:-20000}
+RATE=${RATE:-10000}
 RUNS=${RUNS:-5}
 WARMUP=${WARMUP:-5}
 SECS=${SECS:-20}
 TIMERS=${TIMERS:-shardwheel tokio tokio-alt pingora}
 THREADS=${THREADS:-1}
-OPEN_PER_MS=${OPEN_PER_MS:-20}
+OPEN_PER_MS=${OPEN_PER_MS:-12}
 TRICKLE_MS=${TRICKLE_MS:-1000}
 # The mix: half active, 30 % idle after one request, 15 % silent, 5 % slowloris.
 ACTIVE=${ACTIVE:-$((CONNS / 2))}
