@@ -47,26 +47,12 @@ PORT=${PORT:-18480}
 say() { printf 'bench.sh: %s\n' "$*" >&2; }
 
 tmp=$(mktemp -d /tmp/bench-httpd.XXXXXX)
-declare -a started_pids=()
-cleanup() {
-  local pid
-  for pid in "${started_pids[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${started_pids[@]}"; do
-    for _ in $(seq 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
+# shellcheck source=httpd/tools.sh
+source httpd/tools.sh
+trap 'stop_started 5' EXIT
 trap 'exit 130' INT TERM
 
 # --- tools ---------------------------------------------------------------------------------
-# shellcheck source=httpd/tools.sh
-source httpd/tools.sh
 ensure_tools "$tmp/apt.log" wrk jq nginx-light
 NGINX=$(nginx_bin)
 

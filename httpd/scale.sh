@@ -9,10 +9,11 @@
 #   CONNS=200000 RUNS=3 SERVERS="local nginx" bash httpd/scale.sh
 #
 # A process holds at most 20,000 descriptors here (the hard limit, not to be raised), so each
-# server runs N = CONNS / 19,000 processes (rounded up) on one port (`SO_REUSEPORT`), one
-# thread each, and the load generator (`shardwheel-load`) runs CONNS / 18,000 processes from
-# CONNS / 20,000 loopback source addresses (a source holds up to 55,000 connections to one
-# server). Each run:
+# server runs N = CONNS / 18,000 processes (rounded up) on one port (`SO_REUSEPORT`), one
+# thread each, each holding up to 19,500 (the kernel's spread over them is not even), and the
+# load generator (`shardwheel-load`) runs CONNS / 18,000 processes from CONNS / 20,000
+# loopback source addresses (a source holds up to 55,000 connections to one server). Each
+# run:
 #   - opens CONNS connections at OPEN_PER_MS: SILENT that send nothing, SLOWLORIS that trickle
 #     a header byte every TRICKLE_MS, IDLE that send one `GET /` and wait, and ACTIVE
 #     keep-alive ones that send `GET /` open-loop at RATE req/s in all;
@@ -48,15 +49,20 @@ SECS=${SECS:-10}
 SERVERS=${SERVERS:-local nginx}
 OPEN_PER_MS=${OPEN_PER_MS:-20}
 TRICKLE_MS=${TRICKLE_MS:-2000}
-ACTIVE=${ACTIVE:-$((CONNS * 4 / 10))}
-IDLE=${IDLE:-$((CONNS * 2 / 10))}
+ACTIVE=${ACTIVE:-$((CONNS / 10))}
+IDLE=${IDLE:-$((CONNS * 3 / 10))}
 SLOWLORIS=${SLOWLORIS:-$((CONNS / 20))}
 SILENT=${SILENT:-$((CONNS - ACTIVE - IDLE - SLOWLORIS))}
 ramp_s=$(((CONNS / OPEN_PER_MS + 999) / 1000))
-IDLE_S=${IDLE_S:-$((ramp_s + WARMUP + SECS + 10))}
+# An active connection sends a request every ACTIVE / RATE s, its first one up to that long
+# after the warm-up starts: until then the header timeout is what holds it.
+every_s=$(((ACTIVE + RATE - 1) / RATE))
+IDLE_S=${IDLE_S:-$((ramp_s + WARMUP + SECS + 2 * every_s + 10))}
 HEADER_S=${HEADER_S:-$IDLE_S}
 SEND_S=${SEND_S:-30}
-PROCS=${PROCS:-$(((CONNS + 18999) / 19000))}
+# 18,000 a process on average: SO_REUSEPORT's spread is not even (at 18,868 on average, some
+# processes were sent 19,000 and more), and each holds up to 19,500 (`--max-conns`).
+PROCS=${PROCS:-$(((CONNS + 17999) / 18000))}
 LOAD_PROCS=${LOAD_PROCS:-$(((CONNS + 17999) / 18000))}
 SOURCES=${SOURCES:-$(((CONNS + 19999) / 20000 > LOAD_PROCS ? (CONNS + 19999) / 20000 : LOAD_PROCS))}
 MAX_SECS=${MAX_SECS:-$((ramp_s + WARMUP + SECS + IDLE_S + 30))}
@@ -65,24 +71,12 @@ PORT=${PORT:-20480}
 say() { printf 'scale.sh: %s\n' "$*" >&2; }
 
 logs=$(mktemp -d /tmp/httpd-scale.XXXXXX)
-declare -a started_pids=()
-cleanup() {
-  local pid
-  for pid in "${started_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${started_pids[@]}"; do
-    for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
+# shellcheck source=httpd/tools.sh
+source httpd/tools.sh
+trap 'stop_started 10' EXIT
 trap 'exit 130' INT TERM
 
 # --- tools and build ------------------------------------------------------------------------
-# shellcheck source=httpd/tools.sh
-source httpd/tools.sh
 if [[ " $SERVERS " == *" nginx "* ]]; then ensure_tools "$logs/apt.log" jq nginx-light; else ensure_tools "$logs/apt.log" jq; fi
 NGINX=$(nginx_bin)
 say "building shardwheel-httpd and shardwheel-load (release)"
@@ -143,7 +137,7 @@ start_server() {
   local server=$1 port=$2 log=$3
   case $server in
     local)
-      "$HTTPD" --addr "127.0.0.1:$port" --processes "$PROCS" --threads 1 --max-conns $((CONNS + PROCS * 100)) \
+      "$HTTPD" --addr "127.0.0.1:$port" --processes "$PROCS" --threads 1 --max-conns $((PROCS * 19500)) \
         --header-timeout-ms $((HEADER_S * 1000)) --idle-timeout-ms $((IDLE_S * 1000)) \
         --send-timeout-ms $((SEND_S * 1000)) >"$log" 2>&1 &
       ;;

@@ -5,6 +5,8 @@
 # package). Debian starts an installed nginx as a service on port 80 unless policy-rc.d says
 # no: it says no for the install. The install's output goes to LOG.
 # nginx_bin: the nginx binary, or nothing.
+# started_pids: the processes a script started; stop_started SECS, run on exit
+# (`trap 'stop_started 5' EXIT`), sends each SIGTERM and kills those still running after SECS.
 
 as_root() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 nginx_bin() { command -v nginx || { [[ -x /usr/sbin/nginx ]] && echo /usr/sbin/nginx; } || true; }
@@ -34,4 +36,17 @@ ensure_tools() {
   fi
   [[ -n $own_policy ]] && as_root rm -f /usr/sbin/policy-rc.d
   return 0
+}
+
+declare -a started_pids=()
+stop_started() {
+  local wait=${1:-5} pid
+  for pid in "${started_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${started_pids[@]}"; do
+    for _ in $(seq $((wait * 10))); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
 }

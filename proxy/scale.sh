@@ -71,19 +71,9 @@ PORT=${PORT:-19480}
 say() { printf 'scale.sh: %s\n' "$*" >&2; }
 
 logs=$(mktemp -d /tmp/proxy-scale.XXXXXX)
-declare -a started_pids=()
-cleanup() {
-  local pid
-  for pid in "${started_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${started_pids[@]}"; do
-    for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
+# shellcheck source=httpd/tools.sh
+source httpd/tools.sh
+trap 'stop_started 10' EXIT
 trap 'exit 130' INT TERM
 
 # --- build ----------------------------------------------------------------------------------

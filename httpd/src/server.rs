@@ -69,8 +69,9 @@ const EVENTS: usize = 1024;
 /// Within a turn, the listener is accepted from and due timers fired again every this many
 /// events.
 const SLICE: usize = 32;
-/// Within a turn, due timers are fired for this long at most (looked at every
-/// `FIRE_CHECK` timers); the rest fire in the next turns, each after the sockets' events,
+/// A turn fires due timers until it has run this long (looked at every `FIRE_CHECK` timers,
+/// so each turn fires that many at least); the rest fire in the next turns, each after the
+/// sockets' events,
 /// as a shard serves a mass expiry in budgeted turns. (A close is a few microseconds: 20,000
 /// connections going idle together would otherwise hold one turn for some 100 ms.)
 const FIRE_BUDGET: Duration = Duration::from_millis(2);

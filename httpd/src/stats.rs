@@ -71,8 +71,8 @@ pub struct Counters {
     pub fire_breaks: AtomicU64,
 }
 
-/// A turn longer than this (5 ms) is counted: the loop's budget is to fire due timers for
-/// 2 ms of a turn at most, so that a mass expiry is served in slices between the sockets'
+/// A turn longer than this (5 ms) is counted: a turn stops firing due timers once it has
+/// run 2 ms, so that a mass expiry is served in slices between the sockets'
 /// events, as a shard serves one.
 pub const LONG_TURN_MICROS: u64 = 5_000;
 
