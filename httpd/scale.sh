@@ -19,9 +19,11 @@
 #     keep-alive ones that send `GET /` open-loop at RATE req/s in all;
 #   - after WARMUP s, measures SECS s: request latency, the server's CPU (all its processes)
 #     and RSS, and the kernel's socket memory (`/proc/net/sockstat`'s TCP pages, and the
-#     slab's growth, sampled mid-window against before the ramp);
-#   - at the window's end, the ACTIVE connections go quiet together: a mass expiry of that
-#     many idle timeouts within one tick; every close is timed against its timeout (idle from
+#     slab's growth, read once 95 % of the sockets are up, against before the ramp, over the
+#     connections then held);
+#   - at the window's end, the ACTIVE connections stop sending together: their idle timeouts
+#     fall due over ACTIVE / RATE s (each counts from its connection's last response; the
+#     default, 10 s); every close is timed against its timeout (idle from
 #     the last response, header from the connect), none early, nginx's early ones counted.
 # The timeouts (HEADER_S, IDLE_S) outlast the ramp, the warm-up and the window, so every
 # connection is held while requests are measured. The local stack reports its longest
@@ -89,7 +91,7 @@ LOAD=$target/release/shardwheel-load
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
 say "$(nproc) cores, $((avail_kib / 1024)) MiB available, load $(cut -d' ' -f1-3 /proc/loadavg), open files $(ulimit -n) a process, somaxconn $(cat /proc/sys/net/core/somaxconn)"
-say "$CONNS connections ($SILENT silent, $SLOWLORIS slowloris every ${TRICKLE_MS} ms, $IDLE idle, $ACTIVE active at $RATE req/s in all, going quiet together)"
+say "$CONNS connections ($SILENT silent, $SLOWLORIS slowloris every ${TRICKLE_MS} ms, $IDLE idle, $ACTIVE active at $RATE req/s in all, stopping together)"
 say "servers: $PROCS processes x 1 thread, header timeout ${HEADER_S}s, idle timeout ${IDLE_S}s"
 say "load: $LOAD_PROCS processes from $SOURCES source addresses; ramp ~${ramp_s}s, warm-up ${WARMUP}s, window ${SECS}s, bound ${MAX_SECS}s"
 
@@ -191,6 +193,7 @@ for run in $(seq "$RUNS"); do
       --quiet-at "$SECS" --max-secs "$MAX_SECS" --processes "$LOAD_PROCS" --sources "$SOURCES" \
       --server-tree "$SERVER_PID" --json >"$logs/$name.json" 2>"$logs/$name.load.log" &
     load_pid=$!
+    started_pids+=("$load_pid")
     # The kernel's memory once every connection is held (both ends' sockets: 95 % of them
     # is taken as all, the rest failing or on their way), or at the window's end at the latest.
     until_s=$((SECONDS + ramp_s * 3 + WARMUP + SECS))

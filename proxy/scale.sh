@@ -17,7 +17,8 @@
 #     SLOWLORIS that trickle a header byte every TRICKLE_MS;
 #   - after WARMUP s, measures SECS s: every request's latency from its scheduled send (HDR),
 #     the proxy's CPU (all its processes) per request and its RSS per connection held;
-#   - at the window's end, the ACTIVE connections go quiet together (a mass expiry of that
+#   - at the window's end, the ACTIVE connections stop sending together (their idle timeouts,
+#     each from its last response, fall due over ACTIVE / RATE s: 10 s by default; a mass expiry of that
 #     many idle timeouts), and every close is timed against its timeout: idle (IDLE and the
 #     quiet ones, from their last response), header (SILENT and SLOWLORIS, from the connect),
 #     none early.
@@ -85,14 +86,20 @@ PROXY=$target/release/shardwheel-proxy
 UPSTREAM=$target/release/shardwheel-proxy-upstream
 LOAD=$target/release/shardwheel-load
 ALT_PROXY=
+alt_failed=0
 if [[ " $TIMERS " == *" tokio-alt "* ]]; then
   # tokio's alternative timer exists only under --cfg tokio_unstable: a build of its own, in
   # a target directory of its own (the flag would rebuild everything else), its tests first.
   say "building the proxy with --cfg tokio_unstable (target/tokio-unstable) and running its tests"
   RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=$target/tokio-unstable \
-    cargo test --release -q -p shardwheel-proxy --test proxy tokio_alt >"$logs/tokio-alt-tests.log" 2>&1 ||
-    { say "the tokio-alt proxy's tests failed: $logs/tokio-alt-tests.log"; exit 1; }
-  ALT_PROXY=$target/tokio-unstable/release/shardwheel-proxy
+    cargo test --release -q -p shardwheel-proxy --test proxy tokio_alt >"$logs/tokio-alt-tests.log" 2>&1 &&
+    ALT_PROXY=$target/tokio-unstable/release/shardwheel-proxy
+  if [[ -z $ALT_PROXY ]]; then
+    # The other timers are still compared: tokio-alt is left out, and the script fails at the end.
+    say "the tokio-alt build or its tests failed ($logs/tokio-alt-tests.log): tokio-alt left out"
+    TIMERS=${TIMERS//tokio-alt/}
+    alt_failed=1
+  fi
 fi
 
 # --- the machine ----------------------------------------------------------------------------
@@ -170,7 +177,7 @@ stop "${started_pids[0]}" 5
 
 python3 httpd/scale_table.py "$logs" || true
 say "logs and each run's JSON: $logs"
-if ((failed > 0)); then
-  say "$failed run(s) failed: their columns lack them"
+if ((failed > 0 || alt_failed > 0)); then
+  say "$failed run(s) failed, tokio-alt left out: $alt_failed (1: yes); the table lacks them"
   exit 1
 fi

@@ -112,7 +112,10 @@ fn a_mass_expiry_is_fired_in_turns_of_a_budget() {
     assert_eq!(stats["closed_by_header_timeout"], CONNS, "{stats}");
     let breaks = stats["fire_budget_breaks"].as_u64().expect("fire_budget_breaks");
     assert!(breaks >= 1, "6,000 closes in one turn: {stats}");
-    // Each turn fires for 2 ms at most; the longest turn also holds a slice's events.
-    assert!(stats["longest_turn_us"].as_u64().expect("longest_turn_us") > 0, "{stats}");
+    // The timers left to later turns fire in them, not a tick later: every close within the
+    // 1 s tick's rounding and a loaded machine's half second of its deadline (a `park` that
+    // slept a whole tick with timers due would be late by a second more).
+    let late_max = stats["timeout_close_late_us"]["max"].as_u64().expect("the closes' lateness");
+    assert!(late_max < 1_500_000, "a close {late_max} us late: {stats}");
     drop(clients);
 }

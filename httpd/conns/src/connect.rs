@@ -12,8 +12,11 @@
 //! the connections already open: 100,000 connects from 6 sources took 35 s of system time
 //! (350 µs each) here, and the ramp ran 21 s instead of 5. Bound to a port of the client's
 //! choosing, a connect checks its one 4-tuple. Each source address hands out its ports in
-//! turn, from `PORTS` (a port another socket holds there is skipped); a process's sources
-//! are its own (`--processes` splits them), so no two processes pick the same pair.
+//! turn, from `PORTS`. A port a listener holds there is skipped (its `bind` fails); another
+//! connection's is not (`SO_REUSEADDR` lets both bind, and the two would collide at
+//! `connect`), so a source must not hand out a port twice in a run: a process holds fewer
+//! connections than a source has ports, and a process's sources are its own (`--processes`
+//! splits them, and refuses fewer sources than processes).
 //! `SO_REUSEADDR` lets a port be bound again while a connection of an earlier run on it
 //! waits out `TIME_WAIT` (to another server port: a distinct 4-tuple).
 

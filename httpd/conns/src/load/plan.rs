@@ -71,6 +71,17 @@ impl Options {
             return Err(format!("--path {:?}: an origin-form target, `/` and no spaces", self.path));
         }
         connect::sources(self.sources)?;
+        // Each process hands out its sources' ports from the same range (`connect.rs`): two
+        // processes on one source would pick the same ports, and collide at `connect`.
+        if self.sources > 0 && self.sources < self.processes {
+            return Err(format!(
+                "--sources {}: fewer than --processes {} (each process needs source addresses of its own); \
+                 use --sources {} or more",
+                self.sources, self.processes, self.processes
+            ));
+        }
+        // (A process holds at most MAX_CONNS_PER_PROCESS, fewer than a source's ports,
+        // `connect::PORTS`: no source wraps around its ports within a run.)
         let most = self.share(0).conns();
         if most > MAX_CONNS_PER_PROCESS {
             let needed = self.conns().div_ceil(MAX_CONNS_PER_PROCESS);
@@ -110,7 +121,7 @@ impl Options {
         let part = |n: usize| n / self.processes + usize::from(index < n % self.processes);
         let active = part(self.active);
         let all = connect::sources(self.sources).unwrap_or_default();
-        // A contiguous slice of the sources; with fewer sources than processes, one each.
+        // A contiguous slice of the sources (`check` refuses fewer sources than processes).
         let sources = if all.is_empty() {
             Vec::new()
         } else if all.len() < self.processes {

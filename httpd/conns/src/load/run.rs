@@ -64,7 +64,8 @@ pub fn run(options: &Options, share: &Share, schedule: &Schedule) -> io::Result<
         // active connection, and a turn comes with every request due and every batch of
         // events (walked on every turn, 8,000 connections a process took more CPU than the
         // server they loaded).
-        let settled = || actives.outstanding() == 0 && (!schedule.quiet || actives.all_closed()) && held.live() == 0;
+        // (The held connections' count first: it is kept, not walked.)
+        let settled = || held.live() == 0 && actives.outstanding() == 0 && (!schedule.quiet || actives.all_closed());
         if now >= schedule.end || (now >= schedule.window_end && all_opened && settled()) {
             break;
         }

@@ -71,4 +71,7 @@ fn bad_runs_are_refused_with_what_to_change() {
     assert!(Options { rate: 0.0, ..options() }.check().is_err());
     assert!(Options { path: "/a b".to_string(), ..options() }.check().is_err());
     assert!(Options { sources: 20_000_000, ..options() }.check().is_err());
+    // Fewer sources than processes: two processes would hand out the same ports.
+    assert!(Options { sources: 2, ..options() }.check().unwrap_err().contains("--sources 3"));
+    assert!(Options { sources: 3, ..options() }.check().is_ok());
 }
