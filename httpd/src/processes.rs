@@ -40,6 +40,7 @@ impl Children {
                 .args(std::env::args_os().skip(1))
                 // Later flags win (`args_override_self`): the bound port, and the index.
                 .args(["--addr", &addr.to_string(), "--child", &index.to_string()])
+                .env(PARENT_ENV, std::process::id().to_string())
                 .stdout(Stdio::piped())
                 .spawn();
             let mut child = match spawned {
@@ -57,9 +58,18 @@ impl Children {
         drop(listening);
         let deadline = Instant::now() + START_BOUND;
         for _ in 1..processes {
-            if up.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
-                started.kill();
-                return Err(io::Error::other(format!("a child process did not listen within {START_BOUND:?}")));
+            match up.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Started::Listening) => {}
+                Ok(Started::Ended(index)) => {
+                    started.kill();
+                    return Err(io::Error::other(format!(
+                        "process {index} ended before it listened (its error is above)"
+                    )));
+                }
+                Err(_) => {
+                    started.kill();
+                    return Err(io::Error::other(format!("a child process did not listen within {START_BOUND:?}")));
+                }
             }
         }
         Ok(started)
@@ -99,20 +109,31 @@ impl Drop for Children {
     }
 }
 
+/// What a child's output says of its start.
+#[derive(Debug)]
+enum Started {
+    Listening,
+    /// Its output ended before its start line: it exited (process `.0`).
+    Ended(usize),
+}
+
 /// Forwards child `index`'s output, each line marked; its start line is kept back and
-/// announced on `listening` instead.
-fn forward(index: usize, stdout: std::process::ChildStdout, listening: &mpsc::Sender<()>) {
+/// announced on `listening` instead, as is an end of output before it.
+fn forward(index: usize, stdout: std::process::ChildStdout, listening: &mpsc::Sender<Started>) {
     let mut announced = false;
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         if !announced && line.starts_with("shardwheel-httpd: listening on") {
             announced = true;
-            let _ = listening.send(());
+            let _ = listening.send(Started::Listening);
             continue;
         }
         let mut out = io::stdout().lock();
         let _ = writeln!(out, "[process {index}] {line}");
         let _ = out.flush();
+    }
+    if !announced {
+        let _ = listening.send(Started::Ended(index));
     }
 }
 
@@ -138,9 +159,19 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
     }
 }
 
-/// In a child: stop when the parent ends, however it ends.
+/// The parent's pid, in each child's environment.
+const PARENT_ENV: &str = "SHARDWHEEL_HTTPD_PARENT";
+
+/// In a child: stop when the parent ends, however it ends. A parent that died before the
+/// death signal was asked for (between the spawn and here) is seen by the parent pid having
+/// changed: then an error, and the child does not start.
 pub fn die_with_parent() -> io::Result<()> {
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(io::Error::from)
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(io::Error::from)?;
+    let parent = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse::<i32>().ok());
+    if parent.is_some_and(|p| nix::unistd::getppid().as_raw() != p) {
+        return Err(io::Error::other("the parent process ended before this one started"));
+    }
+    Ok(())
 }
 
 /// This process's share of `total` connections over `processes` (the first ones take

@@ -234,17 +234,27 @@ fn two_processes_share_the_port() {
     assert_eq!(exits.len(), 2, "{exits:?}");
 }
 
+/// The threads of process `pid` named as the ambient service's shards (`shardwheel-N`).
+fn shard_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the proxy's threads")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end().strip_prefix("shardwheel-").is_some_and(|n| n.parse::<usize>().is_ok()))
+        .count()
+}
+
 /// `--timer shardwheel` sizes the ambient service from `--threads` (pinned with one process,
 /// not with several) or `--timer-shards`/`--timer-pin`; the other timers refuse those flags.
 #[test]
 fn the_shardwheel_service_is_sized_per_process() {
     let upstream = upstream();
-    for (flags, says) in [
-        (&["--threads", "1"][..], "shards=1 pinned=true"),
-        (&["--threads", "2", "--processes", "2"][..], "shards=2 pinned=false"),
+    for (flags, says, shards) in [
+        (&["--threads", "1"][..], "shards=1 pinned=true", 1),
+        (&["--threads", "2", "--processes", "2"][..], "shards=2 pinned=false", 2),
         (
             &["--threads", "2", "--timer-shards", "1", "--timer-pin", "true", "--processes", "2"][..],
             "shards=1 pinned=true",
+            1,
         ),
     ] {
         let mut proxy = proxy("shardwheel", &upstream, flags);
@@ -253,6 +263,8 @@ fn the_shardwheel_service_is_sized_per_process() {
         let lines = proxy.lines();
         let started: Vec<_> = lines.iter().filter(|l| l.contains("listening on")).collect();
         assert!(!started.is_empty() && started.iter().all(|l| l.contains(says)), "{flags:?}: {started:?}");
+        // The service itself, in the parent: its shard threads (named `shardwheel-N`).
+        assert_eq!(shard_threads(proxy.pid()), shards, "{flags:?}: the parent's shard threads");
         proxy.stop();
     }
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_shardwheel-proxy"))

@@ -42,6 +42,11 @@ impl Process {
         Process { child, addr: addr.parse().unwrap(), lines }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGTERM.
     pub fn terminate(&self) {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
