@@ -119,41 +119,7 @@ next_port() {
 
 # --- nginx's configuration ------------------------------------------------------------------
 nginx_conf() { # $1 port, $2 dir
-  local user=
-  [[ $EUID -eq 0 ]] && user="user nobody nogroup;"
-  mkdir -p "$2/logs"
-  cat >"$2/nginx.conf" <<EOF
-# Written by httpd/bench.sh: 2 workers, the same timeouts as shardwheel-httpd, return 200.
-$user
-worker_processes 2;
-worker_rlimit_nofile 20000;
-daemon off;
-pid $2/nginx.pid;
-error_log $2/logs/error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    client_body_temp_path $2/body;
-    proxy_temp_path $2/proxy;
-    fastcgi_temp_path $2/fastcgi;
-    uwsgi_temp_path $2/uwsgi;
-    scgi_temp_path $2/scgi;
-    client_header_timeout ${HEADER_MS}ms;
-    keepalive_timeout ${IDLE_MS}ms;
-    send_timeout ${SEND_MS}ms;
-    # shardwheel-httpd resets a connection it closes at the send timeout (the kernel drops
-    # what the client never took): the same here (and the unread client sees the close).
-    reset_timedout_connection on;
-    # shardwheel-httpd caps neither: without this, nginx closes a wrk connection every 1000
-    # requests (its default) and wrk reconnects.
-    keepalive_requests 1000000;
-    server {
-        # reuseport: a listener per worker, as shardwheel-httpd has one per thread.
-        listen 127.0.0.1:$1 backlog=1024 reuseport;
-        location / { return 200 "hello from nginx\n"; }
-    }
-}
-EOF
+  nginx_conf_in "$1" "$2" 2 16384 1024 "$HEADER_MS" "$IDLE_MS" "$SEND_MS" httpd/bench.sh
 }
 
 # --- one server, one run -------------------------------------------------------------------

@@ -102,36 +102,7 @@ slab_kib() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
 tcp_inuse() { awk '/^TCP:/ {for (i = 1; i < NF; i++) if ($i == "inuse") print $(i + 1)}' /proc/net/sockstat; }
 
 nginx_conf() { # $1 port, $2 dir
-  local user=
-  [[ $EUID -eq 0 ]] && user="user nobody nogroup;"
-  mkdir -p "$2/logs"
-  cat >"$2/nginx.conf" <<EOF
-# Written by httpd/scale.sh: $PROCS workers, the same timeouts as shardwheel-httpd.
-$user
-worker_processes $PROCS;
-worker_rlimit_nofile 20000;
-daemon off;
-pid $2/nginx.pid;
-error_log $2/logs/error.log warn;
-events { worker_connections 19900; }
-http {
-    access_log off;
-    client_body_temp_path $2/body;
-    proxy_temp_path $2/proxy;
-    fastcgi_temp_path $2/fastcgi;
-    uwsgi_temp_path $2/uwsgi;
-    scgi_temp_path $2/scgi;
-    client_header_timeout ${HEADER_S}s;
-    keepalive_timeout ${IDLE_S}s;
-    send_timeout ${SEND_S}s;
-    reset_timedout_connection on;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$1 backlog=4096 reuseport;
-        location / { return 200 "hello from nginx\n"; }
-    }
-}
-EOF
+  nginx_conf_in "$1" "$2" "$PROCS" 19900 4096 $((HEADER_S * 1000)) $((IDLE_S * 1000)) $((SEND_S * 1000)) httpd/scale.sh
 }
 
 # Starts server $1 on port $2, logging to $3; sets SERVER_PID. Waits until it answers.
