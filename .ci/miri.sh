@@ -2,9 +2,10 @@
 # Miri over the unit tests of the crate's unsafe code (docs/verification.md, "Miri"): the
 # cell pool's pages and remote stacks (entry::pool), the entry cell (entry::), the biased
 # count (counts::), the stage ring (stage::), the state word (state::), the wheel and its slab
-# (wheel::), LocalWheel's slots (local::). Stacked Borrows with strict provenance over all of
-# them, then Tree Borrows over the cell, the pool (whose pages are found by masking a slot's
-# address) and the stage ring.
+# (wheel::), LocalWheel's slots (local::), the biased shard handle (shard::handle::), a Sleep's
+# tagged slot and its cell (future::sleep::). Stacked Borrows with strict provenance over all
+# of them, then Tree Borrows over the cell, the pool (whose pages are found by masking a
+# slot's address), the stage ring and the Sleep's slot.
 # Skipped: the proptest models (`*_matches_model`: proptest reads the working directory,
 # which Miri's isolation refuses, and thousands of cases are hours under Miri).
 # Under Miri a pool page is 16 KiB (`src/entry/pool/page.rs`), so its tests fill pages fast.
@@ -24,4 +25,4 @@ MIRIFLAGS="-Zmiri-strict-provenance" cargo +nightly miri test -p shardwheel --li
   --skip matches_model --skip notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps
 
 MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-strict-provenance" cargo +nightly miri test -p shardwheel --lib -- \
-  entry:: stage::
+  entry:: stage:: future::sleep::

@@ -109,7 +109,7 @@ fn main() {
         size_of::<tokio_io_timeout::TimeoutStream<DuplexStream>>() - base
     );
     println!(
-        "  (shardwheel's sleep registers a 40 B cell in a 48 B slot of its thread's pool, and a 24 B wheel node once filed)"
+        "  (shardwheel's sleep registers a 48 B cell, a slot of its thread's pool, and a 16 B wheel node once filed)"
     );
     let exe = std::env::current_exe().expect("this binary's path");
     println!("resident bytes per idle connection, {N} connections, a task waiting in a read on each (a process a row)");

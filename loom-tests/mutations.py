@@ -176,12 +176,10 @@ MUTATIONS = [
             return Poll::Pending;
         }""",
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
-    ("M45", "a re-armed sleep keeps the first waker's identity (a hand-back looks like the same task)", "src/future/sleep.rs",
-     """        self.waker = WakerId::of(waker);""",
-     """        if self.waker == WakerId::NONE {
-            self.waker = WakerId::of(waker);
-        }""",
-     "loom_sleep", "handed_to_another_task_and_back_wakes_the_first"),
+    ("M45", "a poll compares the waker with itself, not with the one in the cell (a hand-over keeps the first task's waker)", "src/future/sleep.rs",
+     """        let same_waker = WakerId::of(cx.waker()) == timeout.waker_id(H::KEEPS_AT);""",
+     """        let same_waker = WakerId::of(cx.waker()) == WakerId::of(cx.waker());""",
+     "loom_sleep", "poll_with_a_new_waker_races_expiry"),
     ("M37", "a run publishes its successor with a blind store, not a CAS (ignores an ended series)", "src/periodic.rs",
      """        match self.state.compare_exchange(RUNNING, WAITING, Ordering::Release, Ordering::Relaxed) {""",
      """        match Ok::<u32, u32>(self.state.swap(WAITING, Ordering::Release)) {""",

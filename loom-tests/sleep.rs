@@ -104,3 +104,31 @@ fn handed_to_another_task_and_back_wakes_the_first() {
         finish(timers, &[&a, &b]);
     });
 }
+
+/// A reset of a registered sleep ∥ expiry: the reset's CAS moves the deadline (to the same
+/// tick: no message to the shard) or finds the sleep fired. Either way the sleep completes,
+/// woken each time it waits: after a lost reset it waits anew (a fresh start) and registers
+/// again on its next poll. The reset also stores the deadline as asked in the cell, beside
+/// the waker the shard may be taking out (`slot.rs`; Miri checks that the two never touch
+/// the same bytes: `future::sleep::tests::a_reset_racing_the_expiry_keeps_the_deadline_as_asked`).
+#[test]
+fn reset_races_expiry() {
+    model("sleep: reset ∥ expiry", || {
+        let timers = service();
+        let a = flag();
+        let mut sleep = timers.sleep(Duration::ZERO);
+        assert!(poll(&mut sleep, &a).is_pending());
+        let deadline = sleep.deadline();
+        sleep.reset(deadline);
+        let mut seen = woken(&a);
+        while poll(&mut sleep, &a).is_pending() {
+            while woken(&a) == seen {
+                loom::thread::yield_now();
+            }
+            seen = woken(&a);
+        }
+        assert!(sleep.is_elapsed(), "complete: the shard fired it");
+        drop(sleep);
+        finish(timers, &[&a]);
+    });
+}

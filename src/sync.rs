@@ -41,6 +41,13 @@ mod imp {
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())
         }
+
+        /// Runs `f` with a raw pointer to the contents, to read through. Dereferencing it is
+        /// the caller's promise that no write overlaps (other reads may).
+        #[inline]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
     }
 }
 

@@ -103,6 +103,23 @@ pub trait TimerTask: Send + 'static {
         false
     }
 
+    /// Moves the task out of its cell, where `at` points to it, for the winner of the
+    /// terminal CAS: a plain read of the whole task, but for a `Sleep`'s wake-up, which
+    /// reads its waker alone and leaves the rest (a field the sleep itself still keeps in
+    /// the cell) untouched. Sealed.
+    ///
+    /// # Safety
+    /// `at` points to a live, initialized task that the caller has the right to move out,
+    /// and the task is not used again (as for `ptr::read`).
+    #[doc(hidden)]
+    unsafe fn move_out(at: *const Self, _: sealed::Token) -> Self
+    where
+        Self: Sized,
+    {
+        // SAFETY: passed on from the caller.
+        unsafe { at.read() }
+    }
+
     /// Whether the task is a `Sleep`'s wake-up, which wakes its sleep when dropped: a shard
     /// whose thread failed drops these at once, so that each sleep registers again on a
     /// shard that runs. Sealed.

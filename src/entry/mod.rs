@@ -12,7 +12,10 @@
 //! - `state` is read and CASed by any thread (see `state.rs`).
 //! - The task is written once, before the entry is shared, and moved out once, by whoever
 //!   wins the terminal CAS (a cancel, the shard's expiry, or a stop): the CAS makes the
-//!   winner unique, so the move is an exclusive access. The winner gets an [`OwnedTask`],
+//!   winner unique, so the task is moved out once. The move is a read (the bytes stay as
+//!   they are): a `Sleep` reads its own wake-up's waker in place meanwhile
+//!   (`EntryRef::read_task`), and an ambient sleep stores to its deadline's atomic beside
+//!   it, which that kind's move-out does not read (`TimerTask::move_out`). The winner gets an [`OwnedTask`],
 //!   which moves the task out exactly once, whatever is done with it (run, cancelled,
 //!   boxed, handed back, or dropped). A task still in place when the last reference goes
 //!   (the state is then still PENDING) is dropped there.
@@ -98,6 +101,12 @@ struct Header {
     /// check sees a cell that is never freed.
     #[cfg(loom)]
     leak_check: crate::sync::Arc<()>,
+    /// Under loom, what makes a move-out a write loom sees: the move itself is a read of
+    /// the task (`Cell::take`, so that a sleep may read its own fields meanwhile), and two
+    /// reads do not conflict; two move-outs (two winners of the terminal CAS: a broken
+    /// protocol) write this cell twice, unordered, which loom reports.
+    #[cfg(loom)]
+    taken: UnsafeCell<()>,
 }
 
 /// What the type-erased code needs to do with a task of a given type. Each function takes a
@@ -157,7 +166,14 @@ impl<T: TimerTask> Cell<T> {
     unsafe fn take(ptr: NonNull<Header>) -> T {
         // SAFETY: by the contract, `ptr` is a `Cell<T>` (the vtable that brought us here is
         // `Cell<T>::VTABLE`), and the task is initialized and ours alone to move out.
-        unsafe { (*ptr.cast::<Cell<T>>().as_ptr()).task.with_mut(|task| (*task).assume_init_read()) }
+        // A read, not a write: the move leaves the bytes as they are, and a sleep may read
+        // its own fields of the task meanwhile (`EntryRef::read_task`). Through the task's
+        // own `move_out`, which for an ambient sleep's wake-up reads only what it moves.
+        let cell = unsafe { &*ptr.cast::<Cell<T>>().as_ptr() };
+        #[cfg(loom)]
+        cell.header.taken.with_mut(|_| ());
+        // SAFETY: as above.
+        unsafe { cell.task.with(|task| T::move_out((*task).as_ptr(), TOKEN)) }
     }
 
     /// # Safety
@@ -217,8 +233,11 @@ pub(crate) struct EntryRef {
 // only ever moved out by the one thread that won the right to it (module docs), so sharing
 // and sending references across threads is sound.
 unsafe impl Send for EntryRef {}
-// SAFETY: as for `Send`: through `&EntryRef` only atomics are touched, or the task by the
-// unique CAS winner.
+// SAFETY: as for `Send`: through `&EntryRef` only atomics are touched, the task moved out by
+// the unique CAS winner (a read), or, by a sleep through `read_task`, read in place (its
+// waker's bytes, which no one writes once the entry is shared) or stored to through an
+// atomic the move-out does not read: no two threads ever write the same bytes, nor one
+// write bytes another reads.
 unsafe impl Sync for EntryRef {}
 
 impl EntryRef {
@@ -252,6 +271,8 @@ impl EntryRef {
                 vtable,
                 #[cfg(loom)]
                 leak_check: crate::sync::Arc::new(()),
+                #[cfg(loom)]
+                taken: UnsafeCell::new(()),
             },
             task: UnsafeCell::new(MaybeUninit::new(task)),
         };
@@ -312,6 +333,24 @@ impl EntryRef {
     pub(crate) fn set_key(&self, key: Option<Key>) {
         // Relaxed: only the owning shard's thread reads or writes `key`.
         self.header().key.store(key.map_or(NO_KEY, Key::into_raw), Ordering::Relaxed);
+    }
+
+    /// Runs `f` on the entry's task in place, without taking it: for a `Sleep`, which reads
+    /// its wake-up's waker (to know it) and keeps its own deadline there.
+    ///
+    /// # Safety
+    /// The cell holds a `T` (the entry was made with a task of type `T`), and `f` reads only
+    /// what no one writes once the entry is shared (a winner's move-out, `Cell::take`, is a
+    /// read), or stores only through an atomic that `T`'s move-out does not read. The cell
+    /// is not freed while this reference lives. What `f` reads of a task already moved out
+    /// is the bytes it left, which must be read as such (no use of a value the move gave
+    /// away).
+    #[inline]
+    pub(crate) unsafe fn read_task<T: TimerTask, R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        debug_assert!((self.header().vtable.type_id)() == TypeId::of::<T>(), "a task of another type");
+        // SAFETY: by the contract, a `Cell<T>` whose task was written before the entry was
+        // shared and is only read since; this reference keeps it alive.
+        unsafe { (*self.ptr.cast::<Cell<T>>().as_ptr()).task.with(|task| f((*task).assume_init_ref())) }
     }
 
     /// True if both refer to the same entry.

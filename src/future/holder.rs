@@ -15,12 +15,20 @@ use crate::service::TimerService;
 /// only so that it may bound the futures' type parameter, in a module nobody outside the
 /// crate can name.
 pub trait Holder: Send + Sync + Unpin + 'static {
+    /// Whether the sleep keeps its deadline as asked (the ambient `Sleep::deadline` returns
+    /// it; the explicit sleep's deadline is its tick): its cell is then 8 bytes bigger
+    /// (`future/sleep/slot.rs`).
+    #[doc(hidden)]
+    const KEEPS_AT: bool;
+
     /// The service.
     #[doc(hidden)]
     fn service(&self) -> &TimerService;
 }
 
 impl Holder for TimerService {
+    const KEEPS_AT: bool = false;
+
     #[inline]
     fn service(&self) -> &TimerService {
         self
@@ -28,6 +36,8 @@ impl Holder for TimerService {
 }
 
 impl Holder for &'static TimerService {
+    const KEEPS_AT: bool = true;
+
     #[inline]
     fn service(&self) -> &TimerService {
         self

@@ -207,8 +207,8 @@ impl Scope {
         // The ended ones go at every poll, so the list holds what waits, not what waited.
         registered.retain(|t| t.state() == TimeoutState::Pending);
         if let Some(timeout) = sleep.registration() {
-            if !registered.iter().any(|t| t.ptr_eq(timeout)) {
-                registered.push(timeout.clone());
+            if !registered.iter().any(|t| t.ptr_eq(&timeout)) {
+                registered.push(timeout);
             }
         }
         polled

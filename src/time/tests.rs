@@ -21,13 +21,18 @@ fn an_ambient_future_holds_no_handle_of_the_service() {
     drop(own);
 }
 
-/// What a pending ambient sleep costs the task that holds it: the explicit `Sleep` (48 B:
-/// `future/sleep/tests.rs`) and the deadline as asked, 8 B of nanoseconds from the clock's
-/// start; its cell is apart, in the pool.
+/// What a pending ambient sleep costs the task that holds it: 24 bytes, the explicit
+/// `Sleep`'s (the service, the slot's word, the deadline as asked: `future/sleep/slot.rs`),
+/// which fits the room a tokio task keeps for its future; so does a `Timeout` of a future
+/// with no state. Its cell is apart, in the pool.
 #[test]
-fn an_ambient_sleep_is_the_explicit_one_and_its_deadline() {
-    assert_eq!(size_of::<super::Sleep>(), size_of::<crate::Sleep>() + size_of::<i64>());
-    assert_eq!(size_of::<super::Sleep>(), 56);
+fn an_ambient_sleep_and_timeout_are_24_bytes() {
+    assert_eq!(size_of::<super::Sleep>(), size_of::<crate::Sleep>());
+    assert_eq!(size_of::<super::Sleep>(), 24);
+    assert_eq!(size_of::<super::Timeout<std::future::Pending<()>>>(), 24);
+    // As `docs/migration.md` lists them beside tokio's.
+    assert_eq!(size_of::<super::Timeout<std::future::Ready<()>>>(), 32);
+    assert_eq!(size_of::<super::Interval>(), 48);
 }
 
 /// The deadline as asked comes back exactly, after, before and long before the clock's

@@ -1,6 +1,6 @@
 //! `Sleep`'s unit tests: its size and traits, and a failed shard's refusal.
 
-use super::{Sleep, WakeTask};
+use super::{Sleep, WakeTask, WakeTaskAt};
 use std::mem::size_of;
 
 fn assert_traits<T: std::future::Future<Output = ()> + Send + Sync + Unpin>() {}
@@ -21,7 +21,7 @@ fn a_sleep_refused_by_a_failed_shard_registers_on_the_next() {
         let mut cx = Context::from_waker(Waker::noop());
         std::pin::Pin::new(sleep).poll(&mut cx)
     };
-    let shard_of = |sleep: &Sleep| match &sleep.phase {
+    let shard_of = |sleep: &Sleep| match sleep.slot.phase() {
         super::Phase::Armed(timeout) => timeout.shard.shard().index,
         _ => panic!("not registered"),
     };
@@ -39,7 +39,7 @@ fn a_sleep_refused_by_a_failed_shard_registers_on_the_next() {
     let deadline = std::time::Instant::now() + Duration::from_millis(20);
     let mut sleep = timers.sleep_until(deadline);
     assert_eq!(poll_once(&mut sleep), Poll::Pending, "no shard runs: no panic");
-    assert!(matches!(sleep.phase, super::Phase::Overflow { .. }), "on the overflow timer");
+    assert!(matches!(sleep.slot.phase(), super::Phase::Overflow { .. }), "on the overflow timer");
     assert_eq!(timers.stats().overflowed, 1);
     futures_executor::block_on(&mut sleep);
     assert!(std::time::Instant::now() >= deadline, "never early");
@@ -48,8 +48,13 @@ fn a_sleep_refused_by_a_failed_shard_registers_on_the_next() {
 #[test]
 fn sleep_is_send_sync_unpin_and_small() {
     assert_traits::<Sleep>();
-    assert_eq!(size_of::<Sleep>(), 48);
+    // The service, the slot's word and the deadline as asked (`slot.rs`).
+    assert_eq!(size_of::<Sleep>(), 24);
+    assert_eq!(size_of::<Sleep<&'static crate::TimerService>>(), 24);
+    // The explicit sleep's cell: the waker alone, with the 24-byte header 40 B (a 48-byte
+    // slot); the ambient sleep's keeps the deadline as asked beside it: 48 B, the same slot.
     assert_eq!(size_of::<WakeTask>(), 16);
+    assert_eq!(size_of::<WakeTaskAt>(), 24);
 }
 
 /// `stop()` closes its shards one after another: a sleep whose cell the first shard's final
@@ -71,7 +76,7 @@ fn a_sleep_taken_back_by_a_closing_shard_ends_and_never_registers_again() {
     // cell back (it reads cancelled), while the other shard still runs.
     timers.shard_at(home).mailbox.close();
     let until = Instant::now() + Duration::from_secs(30);
-    while !matches!(&sleep.phase, super::Phase::Armed(t) if t.state() == TimeoutState::Cancelled) {
+    while !matches!(sleep.slot.phase(), super::Phase::Armed(t) if t.state() == TimeoutState::Cancelled) {
         assert!(Instant::now() < until, "the closed shard never took the cell back");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -99,4 +104,57 @@ fn a_sleep_taken_back_by_a_closing_shard_ends_and_never_registers_again() {
     assert!(matches!(polled, Poll::Ready(Err(_))), "the wait ends as stopped, not {polled:?}");
     drop(sleep);
     assert_eq!(timers.stop().unwrap().len(), 1, "the cell comes back once, from the shard that took it");
+}
+
+/// A registered sleep that keeps its deadline as asked (the ambient kind, here on a service
+/// of the test's own, held `&'static` as the default one is) keeps it in its cell, beside
+/// the waker (`slot.rs`), and a reset moves it there while the shard may be taking the
+/// waker out: the shard's move-out reads the waker alone (`WakeTaskAt::move_out`), so the
+/// two never touch the same bytes (Miri runs this test: a move-out that read the whole task
+/// would race the store). Each reset is to a deadline already past (two, in turn), so the
+/// shard fires the sleep at once, racing the resets.
+#[test]
+fn a_reset_racing_the_expiry_keeps_the_deadline_as_asked() {
+    use crate::TimerService;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    let owned = TimerService::builder().shards(1).pin_threads(false).tick(Duration::from_millis(1)).build().unwrap();
+    let raw = Box::into_raw(Box::new(owned));
+    // SAFETY: `raw` is a live box, freed below only after the last use of this reference.
+    let timers: &'static TimerService = unsafe { &*raw };
+    let mut cx = Context::from_waker(Waker::noop());
+    let sleep_at = |at: Instant| {
+        let clock = timers.clock();
+        Sleep::on(timers, clock.deadline_at(at), clock.offset_of(at))
+    };
+    for _ in 0..if cfg!(miri) { 2 } else { 20 } {
+        let start = Instant::now();
+        let mut sleep = sleep_at(start + Duration::from_millis(1));
+        let mut asked = sleep.at();
+        assert_eq!(asked, timers.clock().offset_of(start + Duration::from_millis(1)));
+        let mut resets = 0u64;
+        while std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending() {
+            let at = start + Duration::from_nanos(resets % 2);
+            sleep.reset(at);
+            asked = timers.clock().offset_of(at);
+            assert_eq!(sleep.at(), asked, "the deadline as asked, where the sleep keeps it now");
+            resets += 1;
+            assert!(resets < 10_000_000, "the shard never fired the sleep");
+        }
+        assert!(sleep.is_elapsed());
+        assert_eq!(sleep.at(), asked, "kept through the expiry");
+        // Done and reset again: it waits anew, its deadline as asked where it is kept then.
+        let again = Instant::now() + Duration::from_secs(60);
+        sleep.reset(again);
+        assert_eq!(sleep.at(), timers.clock().offset_of(again));
+        assert_eq!(std::pin::Pin::new(&mut sleep).poll(&mut cx), Poll::Pending);
+        assert_eq!(sleep.at(), timers.clock().offset_of(again), "and in the new cell");
+    }
+    assert_eq!(timers.stop().unwrap().len(), 0, "every sleep let go of its cell");
+    // SAFETY: the box made above, through its own pointer; nothing refers to it any more:
+    // every sleep is dropped, `timers` is not used again, and the stopped service's threads
+    // are joined.
+    drop(unsafe { Box::from_raw(raw) });
 }
