@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 /// A stream's timeouts and where its waits stand. Kept small (a connection holds one): the
 /// timeouts in nanoseconds (0: off), and the write direction boxed, made only when a write
 /// timeout is set or a write first waits under an idle timeout (a socket's writes seldom
-/// wait): 120 bytes with the read direction's sleep inline.
+/// wait): 88 bytes with the read direction's sleep (24 bytes) inline.
 pub(super) struct Timers {
     read: Direction,
     write: Option<Box<Direction>>,
