@@ -229,8 +229,6 @@ pub(super) trait WakeUp: TimerTask + Sized {
     /// The identity of the waker stored (`NONE` only for one moved out and silenced, never
     /// in a cell).
     fn waker_id(&self) -> WakerId;
-    /// The deadline as asked, if this kind keeps it.
-    fn at(&self) -> Option<&AtomicU64>;
 }
 
 impl WakeUp for WakeTask {
@@ -248,11 +246,6 @@ impl WakeUp for WakeTask {
     fn waker_id(&self) -> WakerId {
         self.waker.as_ref().map_or(WakerId::NONE, WakerId::of)
     }
-
-    #[inline]
-    fn at(&self) -> Option<&AtomicU64> {
-        None
-    }
 }
 
 impl WakeUp for WakeTaskAt {
@@ -269,11 +262,6 @@ impl WakeUp for WakeTaskAt {
     #[inline]
     fn waker_id(&self) -> WakerId {
         self.wake.waker_id()
-    }
-
-    #[inline]
-    fn at(&self) -> Option<&AtomicU64> {
-        Some(&self.at)
     }
 }
 

@@ -136,7 +136,7 @@ impl Registered<'_> {
         // Relaxed: only this sleep reads or writes it (`&mut self` or `&self` of one
         // owner); the atomic is for the shard's move-out, which does not read it.
         // SAFETY: `keeps`: the cell holds a `WakeTaskAt` (`Sleep::arm`).
-        unsafe { self.task(|task: &WakeTaskAt| task.at().map(|at| at.load(Ordering::Relaxed) as i64)) }
+        Some(unsafe { self.task(|task: &WakeTaskAt| task.at.load(Ordering::Relaxed) as i64) })
     }
 
     /// Stores the deadline as asked in the cell of a sleep that keeps it (`keeps`).
@@ -144,13 +144,7 @@ impl Registered<'_> {
     fn set_at(&self, at: i64, keeps: bool) {
         if keeps {
             // Relaxed: as in `at`. SAFETY: as in `at`.
-            unsafe {
-                self.task(|task: &WakeTaskAt| {
-                    if let Some(cell) = task.at() {
-                        cell.store(at as u64, Ordering::Relaxed);
-                    }
-                });
-            }
+            unsafe { self.task(|task: &WakeTaskAt| task.at.store(at as u64, Ordering::Relaxed)) }
         }
     }
 }
@@ -217,17 +211,28 @@ impl Slot {
             return None;
         }
         let word = std::mem::replace(&mut self.word, tick_word(0, IDLE));
-        // SAFETY: the slot's own references, moved out once, here: the word no longer
-        // names them, and `aux` is overwritten at once.
-        let timeout =
-            unsafe { Timeout { entry: EntryRef::from_raw(word), shard: ManuallyDrop::take(&mut self.aux.shard) } };
+        // SAFETY: an `ARMED` word, now replaced.
+        let timeout = unsafe { self.take_timeout(word) };
         self.aux = Aux { at: 0 };
         Some(timeout)
     }
 
+    /// The slot's own registration, moved out of `word` (an `ARMED` word the slot held) and
+    /// `aux` (its shard's reference).
+    ///
+    /// # Safety
+    /// `word` was the slot's `ARMED` word and no longer is (the caller replaced it), and `aux`
+    /// is overwritten before anything reads it again: each reference is given up once.
+    #[inline]
+    unsafe fn take_timeout(&mut self, word: *mut ()) -> Timeout {
+        // SAFETY: by the contract, the entry's counted pointer and the shard's counted
+        // reference, each moved out once, here.
+        unsafe { Timeout { entry: EntryRef::from_raw(word), shard: ManuallyDrop::take(&mut self.aux.shard) } }
+    }
+
     /// Registered: `timeout`'s cell is the sleep's kind of wake-up (with this slot's `at`,
-    /// for a sleep that keeps it). The slot is
-    /// `IDLE` (every arm starts there), so there is nothing to let go of.
+    /// for a sleep that keeps it). The slot is `IDLE` (every arm starts there), so there is
+    /// nothing to let go of.
     #[inline]
     pub(super) fn armed(&mut self, timeout: Timeout) {
         debug_assert_eq!(self.word.addr() & TAG, IDLE, "armed from a phase that holds something");
@@ -280,12 +285,9 @@ impl Slot {
         let word = std::mem::replace(&mut self.word, tick_word(0, IDLE));
         match word.addr() & TAG {
             ARMED => {
-                // SAFETY: the slot's own references: the entry's pointer and the shard's
-                // counted reference, each given up once, here (the word was overwritten
-                // above; `aux` is overwritten before anything reads it again).
-                drop(unsafe {
-                    Timeout { entry: EntryRef::from_raw(word), shard: ManuallyDrop::take(&mut self.aux.shard) }
-                });
+                // SAFETY: an `ARMED` word, replaced above; `aux` is overwritten before anything
+                // reads it again (the callers', or the slot is being dropped).
+                drop(unsafe { self.take_timeout(word) });
             }
             OVERFLOW => {
                 // SAFETY: the slot's `Box<Overflowed>`, given up once, here.
