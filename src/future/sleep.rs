@@ -7,14 +7,14 @@
 //! shard commits the cell (PENDING → EXPIRED) and wakes the waker from its batch of tasks.
 //!
 //! ```text
-//!  Sleep (24 B) ─────────────────▶ cell (48 B): header │ Option<Waker> │ at
+//!  Sleep (24 B) ─────────────────▶ cell (40 B): header │ Option<Waker> [│ at: the ambient sleep's, 48 B]
 //!  │ service │ slot: word │ aux │     Idle(tick) ──first poll──▶ Armed(Timeout) ──fired──▶ Ready
 //!                                     Armed ──poll with another waker──▶ cancel, arm a new cell
 //!                                     Armed ──drop──▶ cancel (one CAS)
 //! ```
 //!
 //! The slot (`sleep/slot.rs`) packs the phase, the cell and the shard's reference into two
-//! words, and the deadline as asked (`at`) moves into the cell while the sleep is
+//! words, and an ambient sleep's deadline as asked (`at`) moves into its cell while it is
 //! registered: 24 bytes in all, the room a tokio task keeps for its future.
 //!
 //! # The waker slot: a hand-over, never a shared slot
