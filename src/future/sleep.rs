@@ -188,84 +188,87 @@ impl WakerId {
     }
 }
 
-/// The task in a sleep's cell: the waker to wake (an ambient sleep's cell keeps its deadline
-/// as asked beside it: [`WakeTaskAt`]).
+/// The task in a sleep's cell: the waker to wake, and `K`, what the sleep keeps beside it:
+/// nothing for the explicit sleep (`()`: 16 B), its deadline as asked for the ambient one
+/// ([`WakeTaskAt`]: 24 B; `sleep/slot.rs`).
 ///
 /// Running it wakes the waker (by dropping the task: see `Drop`). The sleep's own cancels (a
 /// drop, a poll with a new waker) drop it unwoken, through `cancelled_unboxed`, which only
 /// the crate reaches (the cell's vtable; the type is private, so no user holds it unboxed).
 /// Ended any other way, it wakes, so that the sleeping task polls again and completes:
 /// handed back by `stop()` and dropped, run, or told `cancelled()` by the user.
-pub(crate) struct WakeTask {
+pub(crate) struct WakeTask<K: Kept = ()> {
     waker: Option<Waker>,
+    /// The sleep's, not the task's: only the sleep reads or writes it, and the winner of
+    /// the terminal CAS leaves it alone (`move_out`), so a reset may store to it while the
+    /// shard takes the waker.
+    kept: K,
 }
 
-impl WakeTask {
+/// The ambient sleep's wake-up: the deadline as asked kept beside the waker, in
+/// nanoseconds from the clock's start (an `i64`'s bits). 24 B, where the explicit sleep's is
+/// 16: a 16-byte task moves into its cell from two registers, a 24-byte one through memory
+/// (measured: the explicit sleep's arm 7 % slower with the deadline in it), and the explicit
+/// sleep's deadline is its tick anyway.
+pub(crate) type WakeTaskAt = WakeTask<AtomicU64>;
+
+/// What a sleep keeps in its cell beside the waker: `()` or the deadline as asked.
+pub(crate) trait Kept: Send + 'static {
+    /// Kept for a sleep whose deadline as asked is `at`.
+    fn new(at: i64) -> Self;
+    /// What a moved-out task holds in its place (the move-out does not read the cell's).
+    fn fresh() -> Self;
+}
+
+impl Kept for () {
+    #[inline]
+    fn new(_: i64) {}
+
+    #[inline]
+    fn fresh() {}
+}
+
+impl Kept for AtomicU64 {
+    #[inline]
+    fn new(at: i64) -> AtomicU64 {
+        AtomicU64::new(at as u64)
+    }
+
+    #[inline]
+    fn fresh() -> AtomicU64 {
+        AtomicU64::new(0)
+    }
+}
+
+impl<K: Kept> WakeTask<K> {
+    /// A wake-up holding a clone of `waker`, keeping what `K` keeps of `at`.
+    #[inline]
+    fn make(waker: &Waker, at: i64) -> WakeTask<K> {
+        WakeTask { waker: Some(waker.clone()), kept: K::new(at) }
+    }
+
     /// Drops the waker without waking it.
     fn silence(mut self) {
         self.waker = None;
     }
-}
 
-/// The cell's task of an ambient sleep (`H::KEEPS_AT`): the wake-up, and the sleep's own
-/// deadline as asked, which it keeps here while it is registered (`sleep/slot.rs`). 24 B,
-/// where the explicit sleep's `WakeTask` is 16: the explicit sleep's deadline is its tick,
-/// and a 16-byte task moves into its cell from two registers where a 24-byte one goes
-/// through memory (measured: the explicit sleep's arm 7 % slower with the deadline in it).
-pub(super) struct WakeTaskAt {
-    wake: WakeTask,
-    /// The sleep's, not the task's: nanoseconds from the clock's start, as an `i64`'s bits.
-    /// Only the sleep reads or writes it, and the winner of the terminal CAS leaves it alone
-    /// (`move_out`), so a reset may move it while the shard takes the waker.
-    at: AtomicU64,
-}
-
-/// A sleep's wake-up, either kind: what the sleep's generic code makes and reads.
-pub(super) trait WakeUp: TimerTask + Sized {
-    /// A wake-up holding a clone of `waker`; `at` kept by the kind that keeps it.
-    fn make(waker: &Waker, at: i64) -> Self;
-    /// Drops the waker without waking it.
-    fn quiet(self);
     /// The identity of the waker stored (`NONE` only for one moved out and silenced, never
     /// in a cell).
-    fn waker_id(&self) -> WakerId;
-}
-
-impl WakeUp for WakeTask {
-    #[inline]
-    fn make(waker: &Waker, _: i64) -> WakeTask {
-        WakeTask { waker: Some(waker.clone()) }
-    }
-
-    #[inline]
-    fn quiet(self) {
-        self.silence();
-    }
-
     #[inline]
     fn waker_id(&self) -> WakerId {
         self.waker.as_ref().map_or(WakerId::NONE, WakerId::of)
     }
 }
 
-impl WakeUp for WakeTaskAt {
+impl WakeTaskAt {
+    /// The deadline as asked, kept here by the ambient sleep.
     #[inline]
-    fn make(waker: &Waker, at: i64) -> WakeTaskAt {
-        WakeTaskAt { wake: WakeTask::make(waker, at), at: AtomicU64::new(at as u64) }
-    }
-
-    #[inline]
-    fn quiet(self) {
-        self.wake.silence();
-    }
-
-    #[inline]
-    fn waker_id(&self) -> WakerId {
-        self.wake.waker_id()
+    fn at(&self) -> &AtomicU64 {
+        &self.kept
     }
 }
 
-impl TimerTask for WakeTask {
+impl<K: Kept> TimerTask for WakeTask<K> {
     fn run(self: Box<Self>) {
         drop(self);
     }
@@ -298,45 +301,19 @@ impl TimerTask for WakeTask {
     fn is_wake_up(_: Token) -> bool {
         true
     }
-}
 
-/// As [`WakeTask`]'s, whose waker it holds; its move-out reads the waker alone.
-impl TimerTask for WakeTaskAt {
-    fn run(self: Box<Self>) {
-        drop(self);
-    }
-
-    fn cancelled(self: Box<Self>) {
-        drop(self);
-    }
-
-    fn run_unboxed(self, _: Token) {
-        drop(self);
-    }
-
-    fn cancelled_unboxed(self, _: Token) {
-        self.wake.silence();
-    }
-
-    fn runs_on_shard(_: Token) -> bool {
-        true
-    }
-
-    fn is_wake_up(_: Token) -> bool {
-        true
-    }
-
-    /// The waker alone: `at` is the sleep's, which may be storing to it now.
+    /// The waker alone: what is kept beside it is the sleep's, which may be storing to it
+    /// now (for `()`, the same as reading the whole task).
     #[inline]
-    unsafe fn move_out(at: *const WakeTaskAt, _: Token) -> WakeTaskAt {
+    unsafe fn move_out(task: *const WakeTask<K>, _: Token) -> WakeTask<K> {
         // SAFETY: the caller may move the task out (`TimerTask::move_out`); the waker is read
-        // through a raw place, and the atomic beside it is not touched.
-        let wake = unsafe { std::ptr::addr_of!((*at).wake).read() };
-        WakeTaskAt { wake, at: AtomicU64::new(0) }
+        // through a raw place, and the field beside it is not touched.
+        let waker = unsafe { std::ptr::addr_of!((*task).waker).read() };
+        WakeTask { waker, kept: K::fresh() }
     }
 }
 
-impl Drop for WakeTask {
+impl<K: Kept> Drop for WakeTask<K> {
     fn drop(&mut self) {
         if let Some(waker) = self.waker.take() {
             waker.wake();
@@ -739,22 +716,23 @@ impl<H: Holder> Sleep<H> {
         };
         // `Err`: this thread drives none of the service's shards (checked above).
         if H::KEEPS_AT {
-            self.arm_with::<WakeTaskAt>(tick, waker, home, on_stop)
+            self.arm_with::<AtomicU64>(tick, waker, home, on_stop)
         } else {
-            self.arm_with::<WakeTask>(tick, waker, home, on_stop)
+            self.arm_with::<()>(tick, waker, home, on_stop)
         }
     }
 
-    /// Arms a cell of the wake-up `T` (the sleep's kind: `H::KEEPS_AT`) on shard `home`.
+    /// Arms a cell of the wake-up that keeps `K` (the sleep's kind: `H::KEEPS_AT`) on shard
+    /// `home`.
     #[inline]
-    fn arm_with<T: WakeUp>(
+    fn arm_with<K: Kept>(
         &mut self,
         tick: u64,
         waker: &Waker,
         home: usize,
         on_stop: OnStop,
     ) -> Poll<Result<(), Stopped>> {
-        let task = T::make(waker, self.slot.at(H::KEEPS_AT));
+        let task = WakeTask::<K>::make(waker, self.slot.at(H::KEEPS_AT));
         let slot = &mut self.slot;
         match self.service.service().schedule_routed_then(Err(home), |_| tick, task, |timeout| slot.armed(timeout)) {
             Ok(()) => Poll::Pending,
@@ -794,22 +772,22 @@ impl<H: Holder> Sleep<H> {
     /// ordinary day of a server's life (the overflow's module docs weigh the other choices).
     #[cold]
     #[inline(never)]
-    fn arm_refused<T: WakeUp>(
+    fn arm_refused<K: Kept>(
         &mut self,
         tick: u64,
         waker: &Waker,
         home: usize,
-        mut refused: ScheduleError<T>,
+        mut refused: ScheduleError<WakeTask<K>>,
         on_stop: OnStop,
     ) -> Poll<Result<(), Stopped>> {
         let shards = self.service.service().shard_count();
         for k in 1..=shards {
             match refused {
                 ScheduleError::Shutdown(task) => {
-                    task.quiet();
+                    task.silence();
                     return self.stopped_at(tick, waker, on_stop);
                 }
-                other => other.into_task().quiet(),
+                other => other.into_task().silence(),
             }
             if k == shards {
                 break;
@@ -819,7 +797,7 @@ impl<H: Holder> Sleep<H> {
             match self.service.service().schedule_routed(
                 Err(shard),
                 |_| tick,
-                T::make(waker, self.slot.at(H::KEEPS_AT)),
+                WakeTask::<K>::make(waker, self.slot.at(H::KEEPS_AT)),
             ) {
                 Ok(timeout) => return self.registered(timeout),
                 Err(again) => refused = again,

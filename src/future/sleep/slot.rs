@@ -17,7 +17,7 @@
 //! [`Timeout`] needs (a cancel counts on it and sends to the shard), and `at` moves into
 //! the cell, beside the waker (`WakeTaskAt`): an atomic there that only the sleep reads or
 //! writes (a reset moves it), which the winner of the terminal CAS does not read
-//! (`WakeTaskAt::move_out` takes the waker alone). The explicit sleep keeps no `at` (its
+//! (`WakeTask::move_out` takes the waker alone). The explicit sleep keeps no `at` (its
 //! deadline is its tick; `Holder::KEEPS_AT`): its cell is the 16-byte `WakeTask`, and each
 //! method that reads or writes `at` is told which kind it serves (`keeps`). The waker's
 //! identity, compared on every poll, is read from the cell too (the bytes of the waker it
@@ -25,7 +25,7 @@
 //!
 //! A tick takes 61 bits (`state::NEVER`), so the word holds it only on a 64-bit target.
 
-use super::{WakeTask, WakeTaskAt, WakeUp, WakerId};
+use super::{Kept, WakeTask, WakeTaskAt, WakerId};
 use crate::entry::EntryRef;
 use crate::shard::ShardRef;
 use crate::sync::Ordering;
@@ -108,14 +108,14 @@ impl Deref for Registered<'_> {
 }
 
 impl Registered<'_> {
-    /// The wake-up in the cell, of the kind `T`.
+    /// The wake-up in the cell, keeping `K`.
     ///
     /// # Safety
-    /// The cell holds a `T`: a `WakeTaskAt` if the sleep keeps its deadline as asked
-    /// (`Holder::KEEPS_AT`), else a `WakeTask` (`Sleep::arm` makes that kind).
+    /// The cell holds a `WakeTask<K>`: a `WakeTaskAt` if the sleep keeps its deadline as
+    /// asked (`Holder::KEEPS_AT`), else a `WakeTask` (`Sleep::arm` makes that kind).
     #[inline]
-    unsafe fn task<T: WakeUp, R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        // SAFETY: by the contract, the cell holds a `T`; `f` reads the waker's bytes, never
+    unsafe fn task<K: Kept, R>(&self, f: impl FnOnce(&WakeTask<K>) -> R) -> R {
+        // SAFETY: by the contract, the cell holds a `WakeTask<K>`; `f` reads the waker's bytes, never
         // written once the cell is shared, or touches `at`, an atomic the shard never reads.
         unsafe { self.timeout.entry.read_task(f) }
     }
@@ -124,7 +124,7 @@ impl Registered<'_> {
     #[inline]
     pub(super) fn waker_id(&self, keeps: bool) -> WakerId {
         // SAFETY: the kind of the cell's task is the one `keeps` names (`Sleep::arm`).
-        unsafe { if keeps { self.task(WakeTaskAt::waker_id) } else { self.task(WakeTask::waker_id) } }
+        unsafe { if keeps { self.task(WakeTaskAt::waker_id) } else { self.task(WakeTask::<()>::waker_id) } }
     }
 
     /// The deadline as asked, kept in the cell of a sleep that keeps it (`keeps`).
@@ -136,7 +136,7 @@ impl Registered<'_> {
         // Relaxed: only this sleep reads or writes it (`&mut self` or `&self` of one
         // owner); the atomic is for the shard's move-out, which does not read it.
         // SAFETY: `keeps`: the cell holds a `WakeTaskAt` (`Sleep::arm`).
-        Some(unsafe { self.task(|task: &WakeTaskAt| task.at.load(Ordering::Relaxed) as i64) })
+        Some(unsafe { self.task(|task: &WakeTaskAt| task.at().load(Ordering::Relaxed) as i64) })
     }
 
     /// Stores the deadline as asked in the cell of a sleep that keeps it (`keeps`).
@@ -144,7 +144,7 @@ impl Registered<'_> {
     fn set_at(&self, at: i64, keeps: bool) {
         if keeps {
             // Relaxed: as in `at`. SAFETY: as in `at`.
-            unsafe { self.task(|task: &WakeTaskAt| task.at.store(at as u64, Ordering::Relaxed)) }
+            unsafe { self.task(|task: &WakeTaskAt| task.at().store(at as u64, Ordering::Relaxed)) }
         }
     }
 }
