@@ -109,7 +109,7 @@ fn a_sleep_taken_back_by_a_closing_shard_ends_and_never_registers_again() {
 /// A registered sleep that keeps its deadline as asked (the ambient kind, here on a service
 /// of the test's own, held `&'static` as the default one is) keeps it in its cell, beside
 /// the waker (`slot.rs`), and a reset moves it there while the shard may be taking the
-/// waker out: the shard's move-out reads the waker alone (`WakeTaskAt::move_out`), so the
+/// waker out: the shard's move-out reads the waker alone (`WakeTask::move_out`), so the
 /// two never touch the same bytes (Miri runs this test: a move-out that read the whole task
 /// would race the store). Each reset is to a deadline already past (two, in turn), so the
 /// shard fires the sleep at once, racing the resets.
