@@ -27,8 +27,9 @@
 #     the last response, header from the connect), none early, nginx's early ones counted.
 # The timeouts (HEADER_S, IDLE_S) outlast the ramp, the warm-up and the window, so every
 # connection is held while requests are measured. The local stack reports its longest
-# event-loop turn and the turns over 5 ms (its summary, each process's); nginx has no such
-# count.
+# event-loop turn and the turns over 5 ms (its summary, each process's), by the wall clock
+# and, with `--turn-cpu`, by each thread's CPU clock (the wall clock counts the time a
+# process waited for a core: here a hundred processes share two); nginx has no such count.
 #
 # Everything listens on and connects to loopback addresses only; every run is bounded (the
 # generator's --max-secs, the servers' SIGTERM/SIGQUIT). Needs nginx and jq (installed with
@@ -112,7 +113,7 @@ start_server() {
     local)
       "$HTTPD" --addr "127.0.0.1:$port" --processes "$PROCS" --threads 1 --max-conns $((PROCS * 19500)) \
         --header-timeout-ms $((HEADER_S * 1000)) --idle-timeout-ms $((IDLE_S * 1000)) \
-        --send-timeout-ms $((SEND_S * 1000)) >"$log" 2>&1 &
+        --send-timeout-ms $((SEND_S * 1000)) --turn-cpu >"$log" 2>&1 &
       ;;
     nginx)
       nginx_conf "$port" "$logs/nginx.$port"

@@ -31,16 +31,22 @@ def dig(report, path):
 
 
 def turns(log):
-    """The local stack's longest turn (ms) and turns over 5 ms, over every process's summary."""
-    longest, over = None, 0
+    """The local stack's event-loop turns over every process's summary: {"longest_ms",
+    "over_5ms"} by the wall clock, and "cpu_longest_ms", "cpu_over_5ms" on the threads' CPU
+    clock where `--turn-cpu` timed them; None if no summary."""
     try:
         text = Path(log).read_text(errors="replace")
     except OSError:
-        return None, None
-    for m in re.finditer(r"event-loop turns: longest ([0-9.]+) ms, (\d+) over", text):
-        longest = max(longest or 0.0, float(m.group(1)))
-        over += int(m.group(2))
-    return longest, (over if longest is not None else None)
+        return None
+    found = {}
+    for prefix, pattern in [
+        ("", r"event-loop turns: longest ([0-9.]+) ms, (\d+) over"),
+        ("cpu_", r"event-loop turns on the CPU clock: \d+ timed, longest ([0-9.]+) ms, (\d+) over"),
+    ]:
+        for m in re.finditer(pattern, text):
+            found[prefix + "longest_ms"] = max(found.get(prefix + "longest_ms", 0.0), float(m.group(1)))
+            found[prefix + "over_5ms"] = found.get(prefix + "over_5ms", 0) + int(m.group(2))
+    return found or None
 
 
 # (label, unit, how to read it off a run, lower is better)
@@ -78,6 +84,8 @@ def measures(classes):
         ("kernel: TCP buffer pages per connection", "KiB", lambda r: per_conn(r, "kernel.tcp_pages_kib"), True),
         ("event loop: longest turn", "ms", lambda r: dig(r, "turns.longest_ms"), True),
         ("event loop: turns over 5 ms", "", lambda r: dig(r, "turns.over_5ms"), True),
+        ("event loop: longest turn's own CPU time", "ms", lambda r: dig(r, "turns.cpu_longest_ms"), True),
+        ("event loop: turns over 5 ms of CPU time", "", lambda r: dig(r, "turns.cpu_over_5ms"), True),
         ("machine load at start / end", "", lambda r: load(r), True),
     ]
     return rows
@@ -136,9 +144,9 @@ def read(folder):
         kernel = Path(folder) / f"{name}.{run}.kernel.json"
         if kernel.exists():
             report["kernel"] = json.loads(kernel.read_text())
-        longest, over = turns(Path(folder) / f"{name}.{run}.server.log")
-        if longest is not None:
-            report["turns"] = {"longest_ms": longest, "over_5ms": over}
+        found = turns(Path(folder) / f"{name}.{run}.server.log")
+        if found is not None:
+            report["turns"] = found
         runs.setdefault(name, []).append(report)
     return runs
 

@@ -101,6 +101,12 @@ struct Flags {
     /// `--stack hyper`.
     #[arg(long, value_name = "FILE")]
     trace: Option<std::path::PathBuf>,
+    /// A diagnostic (`--stack local`): each event-loop turn is timed on the thread's CPU
+    /// clock too (a system call a turn), and `/stats` and the summary give the longest and
+    /// those over 5 ms. The wall clock's turns count the time the thread was off its core;
+    /// these do not. Refused with `--stack hyper`.
+    #[arg(long)]
+    turn_cpu: bool,
 }
 
 /// Which server runs.
@@ -150,6 +156,9 @@ fn main() -> ExitCode {
     }
     if flags.stack == Stack::Hyper && flags.trace.is_some() {
         conflict("--trace needs --stack local");
+    }
+    if flags.stack == Stack::Hyper && flags.turn_cpu {
+        conflict("--turn-cpu needs --stack local (the hyper stack's turns are tokio's)");
     }
     if flags.processes > 1 && flags.stack == Stack::Hyper {
         conflict("--processes needs --stack local (the hyper stack is one process)");
@@ -208,7 +217,7 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
     let mut stoppers = Vec::with_capacity(threads);
     let mut loops = Vec::with_capacity(threads);
     for (index, listener) in listeners.into_iter().enumerate() {
-        let (worker, stopper) = server::Worker::new(
+        let (mut worker, stopper) = server::Worker::new(
             index,
             listener,
             stats.clone(),
@@ -217,6 +226,9 @@ fn serve(flags: &Flags) -> std::io::Result<()> {
             Duration::from_micros(flags.tick_us),
             flags.trace.as_deref(),
         )?;
+        if flags.turn_cpu {
+            worker.measure_turn_cpu();
+        }
         stoppers.push(stopper);
         loops.push(thread::Builder::new().name(format!("httpd-{index}")).spawn(move || worker.run())?);
     }

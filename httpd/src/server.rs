@@ -33,6 +33,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use nix::time::clock_gettime;
 use shardwheel::{LocalWheel, RemoteWheel, TimerKey};
 use slab::Slab;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -40,7 +41,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a connection's handlers need from a `Worker`: borrows its wheel and counters,
@@ -81,6 +82,11 @@ const FIRE_CHECK: u32 = 16;
 /// enough that a freed descriptor soon serves what waits, long enough that a server out of
 /// descriptors does not spin on them.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// Connections a turn accepts at most (a connection's accept, registration and first timer
+/// are a few microseconds: some 0.5 ms for these): the rest wait in the backlog for the next
+/// turn, which does not sleep. Without the bound a turn took its listener's whole backlog,
+/// up to `BACKLOG`, and the events that came with them waited behind it.
+const ACCEPTS_PER_TURN: usize = 128;
 /// How long the graceful stop waits for the responses in hand before it closes their
 /// connections: the same on both stacks.
 pub const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -205,6 +211,13 @@ pub struct Worker {
     accept_failing: bool,
     /// The graceful stop came: the responses in hand are finishing.
     stopping: bool,
+    /// Accepts left to this turn (`ACCEPTS_PER_TURN` at its start).
+    accepts_left: usize,
+    /// The turn's accepts ran out with connections maybe waiting: the next turn accepts
+    /// without sleeping first, and without an event (the listener is edge-triggered).
+    accept_more: bool,
+    /// `--turn-cpu`: each turn is timed on the thread's CPU clock too.
+    turn_cpu: bool,
 }
 
 /// What `accept` does at `--max-conns`.
@@ -260,28 +273,37 @@ impl Worker {
                 accept_paused: false,
                 accept_failing: false,
                 stopping: false,
+                accepts_left: ACCEPTS_PER_TURN,
+                accept_more: false,
+                turn_cpu: false,
             },
             stopper,
         ))
+    }
+
+    /// Times each turn on the thread's CPU clock as well as the wall clock (`--turn-cpu`):
+    /// a system call a turn (some 0.3 µs), so off by default. A turn's wall time includes
+    /// the time the thread was off its core (another process ran); its CPU time is the
+    /// loop's own work, what the turn's budgets bound.
+    pub fn measure_turn_cpu(&mut self) {
+        self.turn_cpu = true;
     }
 
     /// Serves until stopped.
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(EVENTS);
         loop {
-            // Sleep until the wheel's next deadline (the alarm's), a socket event or the stop.
-            let (poll, alarm) = (&mut self.poll, &self.alarm);
-            match self.wheel.park(|timeout| poll.poll(&mut events, alarm.set(timeout))) {
+            // Sleep until the wheel's next deadline (the alarm's), a socket event or the stop;
+            // not at all if the last turn left connections to accept.
+            let (poll, alarm, busy) = (&mut self.poll, &self.alarm, self.accept_more);
+            match self.wheel.park(|timeout| poll.poll(&mut events, alarm.set(wait(busy, timeout)))) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 result => result?,
             }
             let now = Instant::now();
             let turn = now;
-            // New connections first: their header timeout counts from the accept, and a
-            // turn may hold hundreds of events (after the thread was descheduled, say).
-            if events.iter().any(|event| event.token() == LISTENER) {
-                self.accept(now, Full::Wait);
-            }
+            let cpu = if self.turn_cpu { thread_cpu() } else { None };
+            self.begin_turn(events.iter().any(|event| event.token() == LISTENER), now);
             for (n, event) in events.iter().enumerate() {
                 if n > 0 && n % SLICE == 0 {
                     // A long turn: what arrived and what came due meanwhile waits for one
@@ -313,20 +335,39 @@ impl Worker {
             if self.fire(Instant::now(), turn)? {
                 return Ok(());
             }
-            self.turn_took(turn.elapsed());
+            let on_cpu = cpu.and_then(|start| Some(thread_cpu()?.saturating_sub(start)));
+            self.turn_took(turn.elapsed(), on_cpu);
         }
     }
 
-    /// Counts a turn that took `took`: the longest, and those over the mark.
-    fn turn_took(&self, took: Duration) {
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    /// A turn's start: its share of accepts, and new connections first (their header timeout
+    /// counts from the accept, and a turn may hold hundreds of events: after the thread was
+    /// descheduled, say) if the listener said so or the last turn left some.
+    fn begin_turn(&mut self, listener_ready: bool, now: Instant) {
+        self.accepts_left = ACCEPTS_PER_TURN;
+        if self.accept_more || listener_ready {
+            self.accept(now, Full::Wait);
+        }
+    }
+
+    /// Counts a turn that took `took` by the wall clock and `on_cpu` of the thread's CPU
+    /// time (with `--turn-cpu`): the longest of each, and those over the mark.
+    fn turn_took(&self, took: Duration, on_cpu: Option<Duration>) {
         let counters = &self.stats[self.index].counters;
         // Only this thread writes them: a load and a store (`stats::add`'s reasoning).
-        if micros > counters.longest_turn_micros.load(Ordering::Relaxed) {
-            counters.longest_turn_micros.store(micros, Ordering::Relaxed);
-        }
-        if micros > LONG_TURN_MICROS {
-            bump(&counters.long_turns);
+        let longest = |took: Duration, longest: &AtomicU64, over: &AtomicU64| {
+            let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+            if micros > longest.load(Ordering::Relaxed) {
+                longest.store(micros, Ordering::Relaxed);
+            }
+            if micros > LONG_TURN_MICROS {
+                bump(over);
+            }
+        };
+        longest(took, &counters.longest_turn_micros, &counters.long_turns);
+        if let Some(on_cpu) = on_cpu {
+            bump(&counters.cpu_timed_turns);
+            longest(on_cpu, &counters.longest_turn_cpu_micros, &counters.long_cpu_turns);
         }
     }
 
@@ -380,6 +421,7 @@ impl Worker {
     /// or leaves it in the backlog until the end of the turn (`Full::Wait`).
     fn accept(&mut self, now: Instant, full: Full) {
         self.waiting = false;
+        self.accept_more = false;
         if self.accept_paused {
             return;
         }
@@ -388,6 +430,11 @@ impl Worker {
                 // A connection this turn's events close may make room: the peer's close came
                 // before this connect, and the server holds exactly `--max-conns`.
                 self.waiting = true;
+                return;
+            }
+            if self.accepts_left == 0 {
+                // The turn's share is taken: the rest wait for the next turn.
+                self.accept_more = true;
                 return;
             }
             let called = Instant::now();
@@ -403,6 +450,7 @@ impl Worker {
                 Err(_) => continue,
             };
             self.accept_failing = false;
+            self.accepts_left -= 1;
             // The header timeout counts from here: the kernel had the connection by now.
             let accepted = Instant::now();
             if self.conns.len() >= self.max_conns {
@@ -496,9 +544,102 @@ impl Worker {
     }
 }
 
+/// How long the loop may sleep: the wheel's `timeout`, or not at all if the last turn left
+/// connections to accept (`busy`).
+fn wait(busy: bool, timeout: Option<Duration>) -> Option<Duration> {
+    if busy { Some(Duration::ZERO) } else { timeout }
+}
+
+/// The calling thread's CPU time so far (`CLOCK_THREAD_CPUTIME_ID`); `None` if the clock
+/// cannot be read.
+fn thread_cpu() -> Option<Duration> {
+    clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).ok().map(Duration::from)
+}
+
 /// Whether `accept` failed for the process's or the system's resources (descriptors,
 /// buffers, memory), which a retry on a timer waits out, rather than for the connection.
 fn out_of_resources(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
         || e.kind() == io::ErrorKind::OutOfMemory
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker() -> (Worker, SocketAddr, PortGuard) {
+        let (guard, mut listeners) = bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+        let listener = listeners.pop().unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stats: Arc<[ThreadStats]> = vec![ThreadStats::default()].into();
+        let timeouts =
+            Timeouts { header: Duration::from_secs(30), idle: Duration::from_secs(30), send: Duration::from_secs(30) };
+        let (worker, _stopper) =
+            Worker::new(0, listener, stats, timeouts, 10_000, Duration::from_millis(1), None).unwrap();
+        (worker, addr, guard)
+    }
+
+    /// A backlog longer than a turn's accepts is taken a share a turn (one below, at and one
+    /// above the share, and more), and the turns after the first take theirs with no event
+    /// from the listener (it is edge-triggered: none comes until another connection does),
+    /// and do not sleep before they do.
+    #[test]
+    fn a_turn_accepts_its_share_and_the_next_turns_the_rest_without_an_event() {
+        for waiting in [ACCEPTS_PER_TURN - 1, ACCEPTS_PER_TURN, ACCEPTS_PER_TURN + 1, 2 * ACCEPTS_PER_TURN + 44] {
+            let (mut worker, addr, _guard) = worker();
+            // Each connect returns once its handshake is done: every one waits in the backlog.
+            let clients: Vec<_> = (0..waiting).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+            let (mut expected, mut turns, mut listener_ready) = (0, 0, true);
+            while expected < waiting {
+                worker.begin_turn(listener_ready, Instant::now());
+                listener_ready = false;
+                turns += 1;
+                expected = (expected + ACCEPTS_PER_TURN).min(waiting);
+                assert_eq!(worker.conns.len(), expected, "{waiting} waiting, turn {turns}");
+                // A turn that used its whole share cannot know whether more wait.
+                let full_share = expected == ACCEPTS_PER_TURN * turns;
+                assert_eq!(worker.accept_more, full_share, "{waiting} waiting, turn {turns}");
+                let zero = Some(Duration::ZERO);
+                for wheel in [Some(Duration::from_secs(7)), None, zero] {
+                    assert_eq!(wait(worker.accept_more, wheel), if full_share { zero } else { wheel });
+                }
+            }
+            assert_eq!(turns, waiting.div_ceil(ACCEPTS_PER_TURN), "{waiting} waiting");
+            // Nothing left: a turn without an event accepts nothing, and the next may sleep.
+            worker.begin_turn(false, Instant::now());
+            assert_eq!(worker.conns.len(), waiting);
+            assert!(!worker.accept_more);
+            drop(clients);
+        }
+    }
+
+    /// A turn's CPU time is counted apart from its wall time, and only when measured; each
+    /// at, one below and one above the 5 ms mark.
+    #[test]
+    fn a_turns_cpu_time_is_counted_beside_its_wall_time() {
+        let (worker, _addr, _guard) = worker();
+        let c = &worker.stats[0].counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let wall = || (load(&c.longest_turn_micros), load(&c.long_turns));
+        let cpu = || (load(&c.cpu_timed_turns), load(&c.longest_turn_cpu_micros), load(&c.long_cpu_turns));
+        let us = Duration::from_micros;
+        worker.turn_took(us(LONG_TURN_MICROS - 1), None);
+        assert_eq!((wall(), cpu()), ((LONG_TURN_MICROS - 1, 0), (0, 0, 0)));
+        worker.turn_took(us(LONG_TURN_MICROS + 1), None);
+        assert_eq!((wall(), cpu()), ((LONG_TURN_MICROS + 1, 1), (0, 0, 0)));
+        worker.turn_took(us(9_000), Some(us(LONG_TURN_MICROS)));
+        assert_eq!((wall(), cpu()), ((9_000, 2), (1, LONG_TURN_MICROS, 0)));
+        worker.turn_took(us(6_000), Some(us(LONG_TURN_MICROS + 1)));
+        assert_eq!((wall(), cpu()), ((9_000, 3), (2, LONG_TURN_MICROS + 1, 1)));
+        worker.turn_took(us(LONG_TURN_MICROS), Some(us(LONG_TURN_MICROS - 1)));
+        assert_eq!((wall(), cpu()), ((9_000, 3), (3, LONG_TURN_MICROS + 1, 1)));
+        // The thread's CPU clock moves with work, and not past the wall clock.
+        let (cpu, wall) = (thread_cpu().unwrap(), Instant::now());
+        let mut x = 0_u64;
+        while wall.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let (on_cpu, took) = (thread_cpu().unwrap() - cpu, wall.elapsed());
+        assert!(on_cpu > Duration::ZERO && on_cpu <= took, "{on_cpu:?} on the CPU in {took:?}");
+    }
 }

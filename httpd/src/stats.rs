@@ -67,6 +67,12 @@ pub struct Counters {
     /// microseconds, and the turns longer than [`LONG_TURN_MICROS`].
     pub longest_turn_micros: AtomicU64,
     pub long_turns: AtomicU64,
+    /// The same of each turn's own CPU time (`--turn-cpu`: the thread's CPU clock, which
+    /// does not count the time the thread was off its core).
+    pub longest_turn_cpu_micros: AtomicU64,
+    pub long_cpu_turns: AtomicU64,
+    /// Turns timed on the CPU clock (none without `--turn-cpu`).
+    pub cpu_timed_turns: AtomicU64,
     /// Turns that stopped firing at their budget, leaving due timers to the next turn.
     pub fire_breaks: AtomicU64,
 }
@@ -179,6 +185,9 @@ pub struct Totals {
     pub timers_fired: u64,
     pub longest_turn_micros: u64,
     pub long_turns: u64,
+    pub longest_turn_cpu_micros: u64,
+    pub long_cpu_turns: u64,
+    pub cpu_timed_turns: u64,
     pub fire_breaks: u64,
     /// Timeout closes' lateness: p50, p99 and max, in microseconds (p50 and p99 to 6 %).
     pub late_p50_micros: u64,
@@ -215,6 +224,9 @@ impl Totals {
             t.timers_fired += load(&c.timers_fired);
             t.longest_turn_micros = t.longest_turn_micros.max(load(&c.longest_turn_micros));
             t.long_turns += load(&c.long_turns);
+            t.longest_turn_cpu_micros = t.longest_turn_cpu_micros.max(load(&c.longest_turn_cpu_micros));
+            t.long_cpu_turns += load(&c.long_cpu_turns);
+            t.cpu_timed_turns += load(&c.cpu_timed_turns);
             t.fire_breaks += load(&c.fire_breaks);
             t.late_max_micros = t.late_max_micros.max(load(&s.lateness.max_micros));
             for (sum, b) in buckets.iter_mut().zip(s.lateness.buckets.iter()) {
@@ -274,6 +286,11 @@ impl Totals {
             "timers_fired": self.timers_fired,
             "longest_turn_us": self.longest_turn_micros,
             "turns_over_5ms": self.long_turns,
+            // Each turn's own CPU time (`--turn-cpu`; null without): the wall clock's
+            // figures above include the time the thread was off its core.
+            "turns_timed_on_cpu": self.cpu_timed_turns,
+            "longest_turn_cpu_us": (self.cpu_timed_turns > 0).then_some(self.longest_turn_cpu_micros),
+            "turns_over_5ms_cpu": (self.cpu_timed_turns > 0).then_some(self.long_cpu_turns),
             "fire_budget_breaks": self.fire_breaks,
             "timeout_close_late_us": {
                 "p50": self.late_p50_micros,

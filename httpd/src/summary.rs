@@ -108,6 +108,16 @@ impl fmt::Display for Summary {
                     crate::stats::LONG_TURN_MICROS / 1000,
                     t.fire_breaks
                 )?;
+                if t.cpu_timed_turns > 0 {
+                    writeln!(
+                        f,
+                        "summary: event-loop turns on the CPU clock: {} timed, longest {:.3} ms, {} over {} ms",
+                        t.cpu_timed_turns,
+                        ms(t.longest_turn_cpu_micros),
+                        t.long_cpu_turns,
+                        crate::stats::LONG_TURN_MICROS / 1000,
+                    )?;
+                }
             }
             TimerCounts::Service => writeln!(
                 f,

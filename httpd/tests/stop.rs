@@ -83,6 +83,7 @@ fn bad_flags_are_a_usage_error_with_status_2() {
         (&["--tick-us", "5"], "--tick-us"),
         (&["--stack", "hyper", "--tick-us", "250"], "--tick-us needs --stack local"),
         (&["--stack", "hyper", "--trace", "/tmp/never-written"], "--trace needs --stack local"),
+        (&["--stack", "hyper", "--turn-cpu"], "--turn-cpu needs --stack local"),
         (&["--send-timeout-ms", "0"], "--send-timeout-ms"),
         (&["--timer-shards", "1"], "--timer-shards and --timer-pin need --stack hyper --timer shardwheel"),
         (&["--stack", "hyper", "--timer", "tokio", "--timer-pin", "false"], "need --stack hyper --timer shardwheel"),

@@ -93,12 +93,22 @@ fn delay_is_answered_no_earlier_than_asked() {
 /// A mass expiry is served in budgeted turns: 6,000 silent connections whose header timeouts
 /// fall due in one tick (a 1 s tick, so every deadline rounds up to the same boundary) are
 /// all closed, and the loop left due timers to a later turn at least once rather than close
-/// them all in one turn (some 6,000 closes: tens of milliseconds).
+/// them all in one turn (some 6,000 closes: tens of milliseconds). With `--turn-cpu`, each
+/// turn's CPU time is counted beside its wall time, and is never the longer.
 #[test]
 fn a_mass_expiry_is_fired_in_turns_of_a_budget() {
     const CONNS: u64 = 6_000;
-    let server =
-        Server::start(&["--threads", "1", "--header-timeout-ms", "500", "--tick-us", "1000000", "--max-conns", "7000"]);
+    let server = Server::start(&[
+        "--threads",
+        "1",
+        "--header-timeout-ms",
+        "500",
+        "--tick-us",
+        "1000000",
+        "--max-conns",
+        "7000",
+        "--turn-cpu",
+    ]);
     let clients: Vec<_> = (0..CONNS).map(|_| std::net::TcpStream::connect(server.addr).expect("connect")).collect();
     // The connects, the timeout and its 1 s tick: a few seconds on a loaded machine.
     let until = Instant::now() + Duration::from_secs(15);
@@ -117,5 +127,19 @@ fn a_mass_expiry_is_fired_in_turns_of_a_budget() {
     // slept a whole tick with timers due would be late by a second more).
     let late_max = stats["timeout_close_late_us"]["max"].as_u64().expect("the closes' lateness");
     assert!(late_max < 1_500_000, "a close {late_max} us late: {stats}");
+    let n = |key: &str| stats[key].as_u64().unwrap_or_else(|| panic!("{key}: {stats}"));
+    assert!(n("turns_timed_on_cpu") > breaks, "{stats}");
+    assert!(n("longest_turn_cpu_us") > 0 && n("longest_turn_cpu_us") <= n("longest_turn_us"), "{stats}");
+    assert!(n("turns_over_5ms_cpu") <= n("turns_over_5ms"), "{stats}");
     drop(clients);
+}
+
+/// Without `--turn-cpu` no turn is timed on the CPU clock, and `/stats` says so with nulls,
+/// not zeros a reader would take for measured; the wall clock's turns are timed always.
+#[test]
+fn turns_are_timed_on_the_cpu_clock_only_when_asked() {
+    let server = Server::start(&["--threads", "1"]);
+    let stats = server.stats_when(|s| s["longest_turn_us"].as_u64() > Some(0));
+    assert_eq!(stats["turns_timed_on_cpu"], 0, "{stats}");
+    assert!(stats["longest_turn_cpu_us"].is_null() && stats["turns_over_5ms_cpu"].is_null(), "{stats}");
 }
