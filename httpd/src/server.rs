@@ -282,7 +282,7 @@ impl Worker {
     }
 
     /// Times each turn on the thread's CPU clock as well as the wall clock (`--turn-cpu`):
-    /// a system call a turn (some 0.3 µs), so off by default. A turn's wall time includes
+    /// a system call a turn (some 0.4 µs), so off by default. A turn's wall time includes
     /// the time the thread was off its core (another process ran); its CPU time is the
     /// loop's own work, what the turn's budgets bound.
     pub fn measure_turn_cpu(&mut self) {
@@ -357,9 +357,7 @@ impl Worker {
         // Only this thread writes them: a load and a store (`stats::add`'s reasoning).
         let longest = |took: Duration, longest: &AtomicU64, over: &AtomicU64| {
             let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-            if micros > longest.load(Ordering::Relaxed) {
-                longest.store(micros, Ordering::Relaxed);
-            }
+            longest.store(micros.max(longest.load(Ordering::Relaxed)), Ordering::Relaxed);
             if micros > LONG_TURN_MICROS {
                 bump(over);
             }

@@ -334,6 +334,56 @@ mod tests {
         }
     }
 
+    /// Every count is the sum over the threads and every longest turn the longest of any,
+    /// each under its `/stats` key; the CPU clock's turn figures are null until a turn was
+    /// timed on it.
+    #[test]
+    fn each_count_is_summed_and_each_longest_is_the_max_over_the_threads() {
+        type Field = fn(&Counters) -> &AtomicU64;
+        let summed: [(Field, &str); 20] = [
+            (|c| &c.connections, "connections"),
+            (|c| &c.rejected, "rejected_over_max_conns"),
+            (|c| &c.requests, "requests"),
+            (|c| &c.bad_requests, "bad_requests"),
+            (|c| &c.header_timeouts, "closed_by_header_timeout"),
+            (|c| &c.idle_timeouts, "closed_by_idle_timeout"),
+            (|c| &c.send_timeouts, "closed_by_send_timeout"),
+            (|c| &c.peer_closes, "closed_by_peer"),
+            (|c| &c.answered_closes, "closed_after_connection_close"),
+            (|c| &c.bad_request_closes, "closed_after_bad_request"),
+            (|c| &c.shutdown_closes, "closed_by_shutdown"),
+            (|c| &c.send_stalls, "send_stalls"),
+            (|c| &c.timers_armed, "timers_armed"),
+            (|c| &c.timers_cancelled, "timers_cancelled"),
+            (|c| &c.timers_reset, "timers_reset"),
+            (|c| &c.timers_fired, "timers_fired"),
+            (|c| &c.long_turns, "turns_over_5ms"),
+            (|c| &c.cpu_timed_turns, "turns_timed_on_cpu"),
+            (|c| &c.long_cpu_turns, "turns_over_5ms_cpu"),
+            (|c| &c.fire_breaks, "fire_budget_breaks"),
+        ];
+        let longest: [(Field, &str); 2] =
+            [(|c| &c.longest_turn_micros, "longest_turn_us"), (|c| &c.longest_turn_cpu_micros, "longest_turn_cpu_us")];
+        let threads = [ThreadStats::default(), ThreadStats::default(), ThreadStats::default()];
+        let json = Totals::of(&threads).to_json();
+        assert!(json["longest_turn_cpu_us"].is_null() && json["turns_over_5ms_cpu"].is_null(), "{json}");
+        // Each field its own values, the largest on a different thread each time.
+        for (k, (field, _)) in summed.iter().chain(&longest).enumerate() {
+            for (i, thread) in threads.iter().enumerate() {
+                let value = 10 * (k as u64 + 1) + ((i + k) % 3) as u64 * 3 + 1;
+                field(&thread.counters).store(value, Ordering::Relaxed);
+            }
+        }
+        let json = Totals::of(&threads).to_json();
+        let values = |field: Field| threads.iter().map(move |t| field(&t.counters).load(Ordering::Relaxed));
+        for (field, key) in summed {
+            assert_eq!(json[key], values(field).sum::<u64>(), "{key}: {json}");
+        }
+        for (field, key) in longest {
+            assert_eq!(json[key], values(field).max().unwrap(), "{key}: {json}");
+        }
+    }
+
     #[test]
     fn percentiles() {
         let threads = [ThreadStats::default(), ThreadStats::default()];
