@@ -132,6 +132,15 @@ fn a_mass_expiry_is_fired_in_turns_of_a_budget() {
     assert!(n("longest_turn_cpu_us") > 0 && n("longest_turn_cpu_us") <= n("longest_turn_us"), "{stats}");
     assert!(n("turns_over_5ms_cpu") <= n("turns_over_5ms"), "{stats}");
     drop(clients);
+    // The summary says the same on a line of its own.
+    let (status, summary) = server.stop_with(nix::sys::signal::Signal::SIGTERM);
+    assert!(status.success(), "{status}");
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("summary: event-loop turns on the CPU clock: "))
+        .unwrap_or_else(|| panic!("no CPU clock line: {summary}"));
+    let timed: u64 = line.split_whitespace().nth(7).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+    assert!(timed >= n("turns_timed_on_cpu"), "{line} after {stats}");
 }
 
 /// Without `--turn-cpu` no turn is timed on the CPU clock, and `/stats` says so with nulls,
@@ -142,4 +151,8 @@ fn turns_are_timed_on_the_cpu_clock_only_when_asked() {
     let stats = server.stats_when(|s| s["longest_turn_us"].as_u64() > Some(0));
     assert_eq!(stats["turns_timed_on_cpu"], 0, "{stats}");
     assert!(stats["longest_turn_cpu_us"].is_null() && stats["turns_over_5ms_cpu"].is_null(), "{stats}");
+    let (status, summary) = server.stop_with(nix::sys::signal::Signal::SIGTERM);
+    assert!(status.success(), "{status}");
+    assert!(summary.contains("summary: event-loop turns: longest "), "{summary}");
+    assert!(!summary.contains("on the CPU clock"), "{summary}");
 }
