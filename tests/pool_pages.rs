@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{PATIENCE, wait_until};
+use common::settle_cell_pool;
 use shardwheel::{__cell_pool_pages, TimerService};
 use std::thread;
 use std::time::Duration;
@@ -40,15 +40,7 @@ fn pages_released_with_the_spare_full_go_back_to_the_allocator() {
     }
     // Every cell is freed once the shards have let go of the cancelled entries; then only
     // the spare pages are left.
-    let settled = wait_until(
-        || {
-            let (blocks, spare) = __cell_pool_pages();
-            timers.stats().pending == 0 && blocks == spare
-        },
-        PATIENCE,
-    );
-    let (blocks, spare) = __cell_pool_pages();
-    assert!(settled, "the pool holds {blocks} pages, {spare} of them spare, with no cell live");
+    let spare = settle_cell_pool(&timers, "every cell freed");
     assert!(spare <= 4, "{spare} spare pages");
     shardwheel::__trim_cell_pool();
     assert_eq!(__cell_pool_pages(), (0, 0), "pages left after the spare is given back");

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{PATIENCE, wait_until};
+use common::settle_cell_pool;
 use shardwheel::{__cell_pool_pages, TimerService};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -68,15 +68,7 @@ fn poll<F: Future>(future: &mut Pin<Box<F>>, waker: &Waker) -> Poll<F::Output> {
 /// The pool holds no cell: once the shards have let go of every cancelled one, only the
 /// spare pages are left, and those go back when trimmed.
 fn assert_no_cell_held(timers: &TimerService, way: &str) {
-    let settled = wait_until(
-        || {
-            let (blocks, spare) = __cell_pool_pages();
-            timers.stats().pending == 0 && blocks == spare
-        },
-        PATIENCE,
-    );
-    let (blocks, spare) = __cell_pool_pages();
-    assert!(settled, "{way}: the pool holds {blocks} pages, {spare} of them spare, with no sleep registered");
+    settle_cell_pool(timers, way);
     shardwheel::__trim_cell_pool();
     assert_eq!(__cell_pool_pages(), (0, 0), "{way}: pages left after the spare went back");
 }

@@ -17,6 +17,22 @@ use std::time::{Duration, Instant};
 /// because the test machine is small and shared; a passing test never waits this long.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// Waits (`PATIENCE` at most) until `timers` has no timeout pending and the cell pool holds
+/// its spare pages and nothing else, every cell freed once the shards have let go of the
+/// cancelled ones; panics, naming `what`, if it does not. Returns the spare pages.
+pub fn settle_cell_pool(timers: &shardwheel::TimerService, what: &str) -> usize {
+    let settled = wait_until(
+        || {
+            let (blocks, spare) = shardwheel::__cell_pool_pages();
+            timers.stats().pending == 0 && blocks == spare
+        },
+        PATIENCE,
+    );
+    let (blocks, spare) = shardwheel::__cell_pool_pages();
+    assert!(settled, "{what}: the pool holds {blocks} pages, {spare} of them spare, with no cell live");
+    spare
+}
+
 /// Polls `cond` every millisecond until it holds (`true`) or `timeout` passes (`false`).
 pub fn wait_until(mut cond: impl FnMut() -> bool, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
