@@ -1,56 +1,27 @@
 //! A sleep gives back what it holds on every way out of a phase (`src/future/sleep/slot.rs`,
 //! `release`, and the slot's `Drop`): a registration's cell when the sleep moves to another
 //! task or is taken back at `stop()`, and the overflow timer's entry box when it is dropped or
-//! moves on from there. A leak here is silent: the sleep still completes on time. So the first
-//! test counts the cell pool's pages (a cell kept is a page kept), the second this thread's
-//! heap bytes (a counting allocator). Each way is taken twice, 20,000 sleeps at a time. (The
-//! change's mutation run found `release` made a no-op, or either of its arms deleted, and the
-//! slot's `Drop` made a no-op, passing every other test.)
+//! moves on from there. A leak here is silent: the sleep still completes on time. So the test
+//! counts the cell pool's pages (a cell kept is a page kept) and this thread's heap bytes
+//! (`common::counting`). Each way is taken twice, 20,000 sleeps at a time. (The change's
+//! mutation run found `release` made a no-op, or either of its arms deleted, and the slot's
+//! `Drop` made a no-op, passing every other test.)
 //!
 //! Its own test binary: the pool's counts and the allocator are the whole process's.
 
 mod common;
 
+use common::counting::{Counting, thread_live};
 use common::settle_cell_pool;
 use shardwheel::{__cell_pool_pages, TimerService};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-/// The system allocator, counting the bytes this thread allocated and freed.
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call goes to `System` as it came; the count is a thread-local `Cell` of a
-// `const` initializer, which allocates nothing and is never torn down while in use
-// (`try_with` skips the count on a thread being torn down).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = LIVE.try_with(|live| live.set(live.get() + layout.size() as isize));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let _ = LIVE.try_with(|live| live.set(live.get() - layout.size() as isize));
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static COUNTING: Counting = Counting;
-
-fn live_bytes() -> isize {
-    LIVE.with(Cell::get)
-}
+static ALLOCATOR: Counting = Counting;
 
 const SLEEPS: usize = 20_000;
 
@@ -130,7 +101,7 @@ fn every_way_out_of_a_phase_gives_back_what_the_sleep_held() {
     let timers = TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build().unwrap();
     let _holder = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
     for way in ["dropped", "reset", "dropped", "reset"] {
-        let before = live_bytes();
+        let before = thread_live();
         let mut sleeps: Vec<_> = (0..SLEEPS).map(|_| Box::pin(timers.sleep(Duration::from_secs(3600)))).collect();
         for sleep in &mut sleeps {
             assert!(poll(sleep, &a).is_pending());
@@ -141,9 +112,9 @@ fn every_way_out_of_a_phase_gives_back_what_the_sleep_held() {
             }
         }
         drop(sleeps);
-        let kept = live_bytes() - before;
+        let kept = thread_live() - before;
         // The overflow timer's map may keep a node or two of room; not a box a sleep.
-        assert!(kept < (SLEEPS * 4) as isize, "{way}: {kept} bytes kept after {SLEEPS} overflowed sleeps went");
+        assert!(kept < (SLEEPS * 4) as i64, "{way}: {kept} bytes kept after {SLEEPS} overflowed sleeps went");
     }
     timers.stop().unwrap();
 }
