@@ -65,8 +65,14 @@ const TIMER: Token = Token(2);
 const FIRST_CONN: usize = 3;
 /// The listen backlog.
 const BACKLOG: i32 = 1024;
-/// Events taken per `epoll_wait`.
-const EVENTS: usize = 1024;
+/// Events taken per `epoll_wait`: a turn's share of the sockets' events. The listener and
+/// the connections are edge-triggered, so the kernel keeps the rest on its ready list, and
+/// the next `epoll_wait` returns them at once, first. A socket event is some 2-20 µs (more
+/// at a million connections, where each connection's memory is cold): at 1,024 a turn of a
+/// loaded server at 1 M connections took up to 21 ms of its thread's CPU, so a due timeout
+/// or a new connection waited that long; at this share, a turn's events are some 2.5 ms at
+/// most, beside `FIRE_BUDGET` and `ACCEPTS_PER_TURN`'s share.
+const EVENTS: usize = 128;
 /// Within a turn, the listener is accepted from and due timers fired again every this many
 /// events.
 const SLICE: usize = 32;
@@ -607,6 +613,40 @@ mod tests {
             worker.begin_turn(false, Instant::now());
             assert_eq!(worker.conns.len(), waiting);
             assert!(!worker.accept_more);
+            drop(clients);
+        }
+    }
+
+    /// The run loop's share of events a turn relies on the kernel keeping the rest: with
+    /// more sockets ready than `EVENTS`, a wait returns `EVENTS` of them, and the next waits
+    /// return the others, each once (one above the share, twice the share and more).
+    #[test]
+    fn a_turn_takes_its_share_of_events_and_the_next_turns_the_rest() {
+        for ready in [EVENTS + 1, 2 * EVENTS, 3 * EVENTS + 17] {
+            let (mut worker, addr, _guard) = worker();
+            let clients: Vec<_> = (0..ready).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+            while worker.conns.len() < ready {
+                worker.begin_turn(true, Instant::now());
+            }
+            // Each new connection is writable at once: `ready` events wait.
+            let mut events = Events::with_capacity(EVENTS);
+            let mut seen = vec![0_u32; ready];
+            let mut waits = 0;
+            loop {
+                worker.poll.poll(&mut events, Some(Duration::from_millis(50))).unwrap();
+                let got = events.iter().count();
+                if got == 0 {
+                    break;
+                }
+                waits += 1;
+                let whole = seen.iter().filter(|&&n| n > 0).count() + EVENTS <= ready;
+                assert_eq!(got, if whole { EVENTS } else { ready % EVENTS }, "{ready} ready, wait {waits}");
+                for event in &events {
+                    seen[event.token().0 - FIRST_CONN] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{ready} ready: each once, {seen:?}");
+            assert_eq!(waits, ready.div_ceil(EVENTS), "{ready} ready");
             drop(clients);
         }
     }
