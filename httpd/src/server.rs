@@ -11,7 +11,9 @@
 //! handles the socket events, then fires what is due. A turn with many events (a thread that was descheduled finds hundreds) accepts and fires
 //! again after every `SLICE` of them, so neither a new connection's header timer nor a due
 //! timeout waits for the whole turn: `httpd/trace_join.py` showed connections waiting 8–14
-//! ms in the accept queue behind one turn's requests before this.
+//! ms in the accept queue behind one turn's requests before this. A turn's work is
+//! budgeted, as a shard's: `EVENTS` events and `ACCEPTS_PER_TURN` accepts at most, events
+//! until `EVENT_BUDGET` (the rest go back to the kernel), timers until `FIRE_BUDGET`.
 //!
 //! An `accept` that fails for want of descriptors (`EMFILE`, `ENFILE`) or memory leaves the
 //! connection in the backlog, and the listener, edge-triggered, says nothing more of it
@@ -76,13 +78,19 @@ const EVENTS: usize = 128;
 /// Within a turn, the listener is accepted from and due timers fired again every this many
 /// events.
 const SLICE: usize = 32;
-/// A turn fires due timers until it has run this long (looked at every `FIRE_CHECK` timers,
-/// so each turn fires that many at least); the rest fire in the next turns, each after the
-/// sockets' events,
-/// as a shard serves a mass expiry in budgeted turns. (A close is a few microseconds: 20,000
-/// connections going idle together would otherwise hold one turn for some 100 ms.)
-const FIRE_BUDGET: Duration = Duration::from_millis(2);
-const FIRE_CHECK: u32 = 16;
+/// A turn handles socket events until it has run this long; the rest go back to the kernel
+/// for the next turn (`Worker::give_back`).
+const EVENT_BUDGET: Duration = Duration::from_millis(2);
+/// A turn fires due timers until it has run this long (from its start, so the events' time
+/// counts; looked at after every timer past the first `FIRE_MIN` of a call, so each call
+/// fires that many at least); the rest fire in the next turns, each after the sockets'
+/// events, as a shard serves a mass expiry in budgeted turns. (A close is a few
+/// microseconds, and up to a millisecond of the kernel's on a loaded machine: 20,000
+/// connections going idle together would otherwise hold one turn for some 100 ms.) With
+/// `EVENT_BUDGET`, a turn's own work stays under 5 ms but for one event or timer and the
+/// accepts.
+const FIRE_BUDGET: Duration = Duration::from_millis(4);
+const FIRE_MIN: u32 = 4;
 /// After an `accept` failed for want of descriptors or memory, how long until it is tried
 /// again (nginx's `accept_mutex_delay`, which it waits after `EMFILE`, is 500 ms): short
 /// enough that a freed descriptor soon serves what waits, long enough that a server out of
@@ -310,26 +318,8 @@ impl Worker {
             let turn = now;
             let cpu = if self.turn_cpu { thread_cpu() } else { None };
             self.begin_turn(events.iter().any(|event| event.token() == LISTENER), now);
-            for (n, event) in events.iter().enumerate() {
-                if n > 0 && n % SLICE == 0 {
-                    // A long turn: what arrived and what came due meanwhile waits for one
-                    // slice of it at most, not for the rest.
-                    let now = Instant::now();
-                    self.accept(now, Full::Wait);
-                    if self.fire(now, turn)? {
-                        return Ok(());
-                    }
-                }
-                match event.token() {
-                    LISTENER | WAKER | TIMER => {}
-                    Token(token) => {
-                        // Writable only (a fresh connection, an ACK of a response): no
-                        // read to try.
-                        let closed = event.is_read_closed() || event.is_error();
-                        let ready = Ready { readable: event.is_readable() || closed, closed };
-                        self.ready(token - FIRST_CONN, ready, now);
-                    }
-                }
+            if self.handle(&events, turn, now)? {
+                return Ok(());
             }
             // At `--max-conns` with connections waiting: now that this turn's closes are
             // seen, accept them, or close them at once if it is still full.
@@ -343,6 +333,65 @@ impl Worker {
             }
             let on_cpu = cpu.and_then(|start| Some(thread_cpu()?.saturating_sub(start)));
             self.turn_took(turn.elapsed(), on_cpu);
+        }
+    }
+
+    /// Handles a turn's socket events until the turn has run `EVENT_BUDGET`; the rest go back
+    /// to the kernel, which returns them at the next wait (`give_back`). Every `SLICE`
+    /// events it accepts and fires what came due meanwhile. `true` once the stop is over.
+    fn handle(&mut self, events: &Events, turn: Instant, now: Instant) -> io::Result<bool> {
+        let mut events = events.iter().enumerate();
+        while let Some((n, event)) = events.next() {
+            if n > 0 && n % SLICE == 0 {
+                // A long turn: what arrived and what came due meanwhile waits for one
+                // slice of it at most, not for the rest.
+                let now = Instant::now();
+                self.accept(now, Full::Wait);
+                if self.fire(now, turn)? {
+                    return Ok(true);
+                }
+            }
+            match event.token() {
+                LISTENER | WAKER | TIMER => {}
+                Token(token) => {
+                    // Writable only (a fresh connection, an ACK of a response): no
+                    // read to try.
+                    let closed = event.is_read_closed() || event.is_error();
+                    let ready = Ready { readable: event.is_readable() || closed, closed };
+                    self.ready(token - FIRST_CONN, ready, now);
+                }
+            }
+            // The clock after every event: an event is a system call or more, and on a
+            // loaded machine the kernel's part of one (a loopback peer's receive path runs
+            // in the sender's call) took up to a millisecond.
+            if turn.elapsed() >= EVENT_BUDGET {
+                let rest: Vec<Token> = events.map(|(_, event)| event.token()).collect();
+                if !rest.is_empty() {
+                    bump(&self.stats[self.index].counters.event_breaks);
+                    for token in rest {
+                        self.give_back(token, now);
+                    }
+                }
+                break;
+            }
+        }
+        Ok(false)
+    }
+
+    /// A socket event this turn has no time for goes back to the kernel: re-registering an
+    /// edge-triggered socket (`EPOLL_CTL_MOD`) queues it again on the poll's ready list if it
+    /// is still ready, so the next wait returns it (and does not sleep). Nothing is kept
+    /// here, so a connection closed meanwhile, and its slot reused, gets no stale event.
+    /// If the kernel refuses, the event is handled now. The listener, the waker and the
+    /// alarm need nothing: a turn accepts after any listener event, and the wheel is read
+    /// at every wait.
+    fn give_back(&mut self, token: Token, now: Instant) {
+        let Some(id) = token.0.checked_sub(FIRST_CONN) else { return };
+        let Some(conn) = self.conns.get_mut(id) else { return };
+        let queued = self.poll.registry().reregister(&mut conn.stream, token, Interest::READABLE | Interest::WRITABLE);
+        if queued.is_err() {
+            // Read and write both tried: a spurious event costs a `WouldBlock`.
+            self.ready(id, Ready { readable: true, closed: false }, now);
         }
     }
 
@@ -392,7 +441,7 @@ impl Worker {
                     self.accept(now, Full::Wait);
                 }
             }
-            if fired % FIRE_CHECK == 0 && turn.elapsed() >= FIRE_BUDGET {
+            if fired >= FIRE_MIN && turn.elapsed() >= FIRE_BUDGET {
                 bump(&self.stats[self.index].counters.fire_breaks);
                 break;
             }
@@ -648,6 +697,52 @@ mod tests {
             assert!(seen.iter().all(|&n| n == 1), "{ready} ready: each once, {seen:?}");
             assert_eq!(waits, ready.div_ceil(EVENTS), "{ready} ready");
             drop(clients);
+        }
+    }
+
+    /// A turn past its event budget gives the rest of its events back to the kernel, and
+    /// the next turns get them: with every turn over budget from its first event (each
+    /// began a second ago), a turn answers one request at most and gives the rest back, and
+    /// every connection, more than one wait's share of them, is answered, once.
+    #[test]
+    fn a_turn_past_its_budget_gives_its_events_back_and_none_is_lost() {
+        use std::io::{Read, Write};
+        let n = EVENTS + 20;
+        let (mut worker, addr, _guard) = worker();
+        let mut clients: Vec<_> = (0..n).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+        while worker.conns.len() < n {
+            worker.begin_turn(true, Instant::now());
+        }
+        for client in &mut clients {
+            client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        }
+        let stats = Arc::clone(&worker.stats);
+        let counters = &stats[0].counters;
+        let requests = || counters.requests.load(Ordering::Relaxed);
+        let mut events = Events::with_capacity(EVENTS);
+        let (mut turns, until) = (0, Instant::now() + Duration::from_secs(20));
+        while requests() < n as u64 && Instant::now() < until {
+            worker.poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
+            let before = requests();
+            let late = Instant::now() - Duration::from_secs(1);
+            assert!(!worker.handle(&events, late, Instant::now()).unwrap());
+            assert!(requests() <= before + 1, "turn {turns} answered {} requests", requests() - before);
+            turns += 1;
+        }
+        assert_eq!(requests(), n as u64, "after {turns} turns");
+        assert!(turns >= n, "{turns} turns for {n} requests");
+        assert!(counters.event_breaks.load(Ordering::Relaxed) >= 1);
+        // Each response was written before its turn ended: on loopback, it waits in its
+        // client's receive buffer already.
+        for (i, client) in clients.iter_mut().enumerate() {
+            client.set_nonblocking(true).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0_u8; 4096];
+            while let Ok(read @ 1..) = client.read(&mut buf) {
+                got.extend_from_slice(&buf[..read]);
+            }
+            let text = String::from_utf8_lossy(&got);
+            assert_eq!(text.matches("HTTP/1.1 200").count(), 1, "client {i}: {text:?}");
         }
     }
 

@@ -75,11 +75,14 @@ pub struct Counters {
     pub cpu_timed_turns: AtomicU64,
     /// Turns that stopped firing at their budget, leaving due timers to the next turn.
     pub fire_breaks: AtomicU64,
+    /// Turns that stopped handling socket events at their budget, giving the rest back to
+    /// the kernel for the next turn.
+    pub event_breaks: AtomicU64,
 }
 
-/// A turn longer than this (5 ms) is counted: a turn stops firing due timers once it has
-/// run 2 ms, so that a mass expiry is served in slices between the sockets'
-/// events, as a shard serves one.
+/// A turn longer than this (5 ms) is counted: a turn stops handling socket events once it
+/// has run 2 ms and firing due timers once it has run 4 ms, so that a mass expiry is served
+/// in slices between the sockets' events, as a shard serves one.
 pub const LONG_TURN_MICROS: u64 = 5_000;
 
 /// A thread's counters and lateness histogram.
@@ -189,6 +192,7 @@ pub struct Totals {
     pub long_cpu_turns: u64,
     pub cpu_timed_turns: u64,
     pub fire_breaks: u64,
+    pub event_breaks: u64,
     /// Timeout closes' lateness: p50, p99 and max, in microseconds (p50 and p99 to 6 %).
     pub late_p50_micros: u64,
     pub late_p99_micros: u64,
@@ -228,6 +232,7 @@ impl Totals {
             t.long_cpu_turns += load(&c.long_cpu_turns);
             t.cpu_timed_turns += load(&c.cpu_timed_turns);
             t.fire_breaks += load(&c.fire_breaks);
+            t.event_breaks += load(&c.event_breaks);
             t.late_max_micros = t.late_max_micros.max(load(&s.lateness.max_micros));
             for (sum, b) in buckets.iter_mut().zip(s.lateness.buckets.iter()) {
                 *sum += load(b);
@@ -292,6 +297,7 @@ impl Totals {
             "longest_turn_cpu_us": (self.cpu_timed_turns > 0).then_some(self.longest_turn_cpu_micros),
             "turns_over_5ms_cpu": (self.cpu_timed_turns > 0).then_some(self.long_cpu_turns),
             "fire_budget_breaks": self.fire_breaks,
+            "event_budget_breaks": self.event_breaks,
             "timeout_close_late_us": {
                 "p50": self.late_p50_micros,
                 "p99": self.late_p99_micros,
@@ -340,7 +346,7 @@ mod tests {
     #[test]
     fn each_count_is_summed_and_each_longest_is_the_max_over_the_threads() {
         type Field = fn(&Counters) -> &AtomicU64;
-        let summed: [(Field, &str); 20] = [
+        let summed: [(Field, &str); 21] = [
             (|c| &c.connections, "connections"),
             (|c| &c.rejected, "rejected_over_max_conns"),
             (|c| &c.requests, "requests"),
@@ -361,6 +367,7 @@ mod tests {
             (|c| &c.cpu_timed_turns, "turns_timed_on_cpu"),
             (|c| &c.long_cpu_turns, "turns_over_5ms_cpu"),
             (|c| &c.fire_breaks, "fire_budget_breaks"),
+            (|c| &c.event_breaks, "event_budget_breaks"),
         ];
         let longest: [(Field, &str); 2] =
             [(|c| &c.longest_turn_micros, "longest_turn_us"), (|c| &c.longest_turn_cpu_micros, "longest_turn_cpu_us")];

@@ -102,11 +102,12 @@ impl fmt::Display for Summary {
                 )?;
                 writeln!(
                     f,
-                    "summary: event-loop turns: longest {:.3} ms, {} over {} ms, {} left due timers to the next",
+                    "summary: event-loop turns: longest {:.3} ms, {} over {} ms, {} left due timers to the next, {} gave socket events back",
                     ms(t.longest_turn_micros),
                     t.long_turns,
                     crate::stats::LONG_TURN_MICROS / 1000,
-                    t.fire_breaks
+                    t.fire_breaks,
+                    t.event_breaks
                 )?;
                 if t.cpu_timed_turns > 0 {
                     writeln!(

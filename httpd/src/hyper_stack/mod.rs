@@ -113,6 +113,7 @@ impl Shared {
         json["turns_over_5ms"] = serde_json::Value::Null;
         json["turns_timed_on_cpu"] = serde_json::Value::Null;
         json["fire_budget_breaks"] = serde_json::Value::Null;
+        json["event_budget_breaks"] = serde_json::Value::Null;
         if self.service.is_none() {
             for key in ["timers_armed", "timers_cancelled", "timers_fired"] {
                 json[key] = serde_json::Value::Null;
