@@ -6,7 +6,8 @@
 
 FOLDER holds one `shardwheel-load --json` report a run, `NAME.RUN.json` (NAME a timer or a
 server), and for httpd/scale.sh `NAME.RUN.kernel.json` (the kernel's socket memory) and
-`NAME.RUN.server.log` (the local stack's event-loop turns, each process's summary). Prints,
+`NAME.RUN.server.log` (the local stack's event-loop turns, each process's summary), and for
+proxy/scale.sh `NAME.RUN.upstream.json` (the proxies' upstream connections). Prints,
 a row a measure and a column a NAME, the median over the runs and, with more than one run,
 the spread (lowest to highest); then the bars of issue 30 for shardwheel (or the local stack)
 against each other one. `--json` prints the medians as one JSON object instead (for
@@ -69,6 +70,7 @@ def measures(classes):
         ("server CPU in the window", "s", lambda r: dig(r, "server.cpu_secs"), True),
         ("server RSS per connection", "KiB", lambda r: dig(r, "server.rss_kib_per_conn"), True),
         ("server RSS at the window's end", "MiB", lambda r: mib(dig(r, "server.rss_end_kib")), True),
+        ("proxy: upstream connections (its pools) at the window's end", "", lambda r: dig(r, "upstream.upstream_conns"), True),
     ]
     for c in classes:
         rows += [
@@ -141,9 +143,10 @@ def read(folder):
             report = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             report = {"failed": True}
-        kernel = Path(folder) / f"{name}.{run}.kernel.json"
-        if kernel.exists():
-            report["kernel"] = json.loads(kernel.read_text())
+        for part in ("kernel", "upstream"):
+            extra = Path(folder) / f"{name}.{run}.{part}.json"
+            if extra.exists():
+                report[part] = json.loads(extra.read_text())
         found = turns(Path(folder) / f"{name}.{run}.server.log")
         if found is not None:
             report["turns"] = found

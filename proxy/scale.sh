@@ -175,6 +175,17 @@ for run in $(seq "$RUNS"); do
       --idle-timeout "${IDLE_S}s" --header-timeout "${HEADER_S}s" --upstream-timeout 30s --send-timeout 30s \
       --grace 2s --backlog 4096
     proxy_pid=$STARTED_PID
+    # The proxies' upstream pools at the window's end (when the generator reads the RSS):
+    # the upstream's established connections. Unbounded, a pool kept as many as its process
+    # ever had requests in flight at once, some 20 KiB each: a burst's worth, which set the
+    # RSS per client connection more than the timer did (at 60,000 connections, 13.7 to
+    # 15.0 KiB over 1,400 to 5,400 upstream connections, on either timer). Each process now
+    # keeps 64 idle at most (the proxy's `--pool-max-idle`).
+    (
+      sleep $((ramp_s + WARMUP + SECS))
+      n=$(ss -Htn state established "( sport = :${upstream##*:} )" | wc -l)
+      printf '{"upstream_conns": %d}\n' "$n" >"$logs/$name.upstream.json"
+    ) &
     status=0
     "$LOAD" --addr "127.0.0.1:$port" --active "$ACTIVE" --rate "$RATE" --idle "$IDLE" --silent "$SILENT" \
       --slowloris "$SLOWLORIS" --trickle-ms "$TRICKLE_MS" --header-timeout-ms $((HEADER_S * 1000)) \

@@ -68,6 +68,12 @@ struct Flags {
     /// How long the upstream connection pool keeps an idle connection.
     #[arg(long, value_parser = parse_duration, default_value = "90s")]
     pool_idle_timeout: Duration,
+    /// Idle upstream connections the pool keeps at most, per process (as nginx's
+    /// `keepalive`): one that comes back past it is closed. Without a bound the pool kept
+    /// as many as the process ever had requests in flight at once, for `--pool-idle-timeout`
+    /// (some 20 KiB each): a burst's worth.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pool_max_idle: usize,
     /// At SIGTERM or SIGINT, how long requests in flight have to finish.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     grace: Duration,
@@ -176,8 +182,8 @@ fn run(flags: &Flags) -> io::Result<()> {
 
     runtime.block_on(async { flags.timer.warm_up() });
     println!(
-        "{NAME}: listening on {addr} process={index} timer={}{sized} upstream={} threads={threads} processes={processes} {timeouts} upstream_timeout={:?} pool_idle_timeout={:?} grace={:?}",
-        flags.timer, flags.upstream, flags.upstream_timeout, flags.pool_idle_timeout, flags.grace,
+        "{NAME}: listening on {addr} process={index} timer={}{sized} upstream={} threads={threads} processes={processes} {timeouts} upstream_timeout={:?} pool_idle_timeout={:?} pool_max_idle={} grace={:?}",
+        flags.timer, flags.upstream, flags.upstream_timeout, flags.pool_idle_timeout, flags.pool_max_idle, flags.grace,
     );
     io::stdout().flush()?;
 
@@ -187,6 +193,7 @@ fn run(flags: &Flags) -> io::Result<()> {
         flags.timer,
         flags.upstream_timeout,
         flags.pool_idle_timeout,
+        flags.pool_max_idle,
         counts.clone(),
     ));
     let pids: Vec<u32> = workers.iter().map(|w| w.child.id()).collect();

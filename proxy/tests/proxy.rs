@@ -234,6 +234,51 @@ fn two_processes_share_the_port() {
     assert_eq!(exits.len(), 2, "{exits:?}");
 }
 
+/// Established TCP connections whose local port is `port` (IPv4, `/proc/net/tcp`).
+fn established_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let local = format!(":{port:04X}");
+    // Columns: sl, local address, remote address, state (01: established).
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3 && cols[1].ends_with(&local) && cols[3] == "01"
+        })
+        .count()
+}
+
+/// The upstream pool keeps `--pool-max-idle` idle connections at most: after eight requests
+/// in flight at once, each on a connection of its own, two stay at a bound of two and seven
+/// at seven (one under the eight), and the default bound (64) keeps all eight.
+#[test]
+fn the_upstream_pool_keeps_its_bound_of_idle_connections() {
+    const AT_ONCE: usize = 8;
+    for (flags, kept) in [(&["--pool-max-idle", "2"][..], 2), (&["--pool-max-idle", "7"][..], 7), (&[][..], AT_ONCE)] {
+        let upstream = upstream();
+        let mut proxy = proxy("shardwheel", &upstream, flags);
+        let clients: Vec<_> = (0..AT_ONCE)
+            .map(|_| {
+                let addr = proxy.addr;
+                thread::spawn(move || get(&mut connect(addr), "/delay/300").unwrap().status)
+            })
+            .collect();
+        for client in clients {
+            assert_eq!(client.join().unwrap(), 200, "{flags:?}");
+        }
+        // A connection past the bound is closed as it comes back, after its response.
+        let until = Instant::now() + BOUND;
+        let mut held = established_on(upstream.addr.port());
+        while held != kept && Instant::now() < until {
+            thread::sleep(ms(20));
+            held = established_on(upstream.addr.port());
+        }
+        assert_eq!(held, kept, "{flags:?}: the upstream holds {held} of the proxy's connections");
+        proxy.stop();
+    }
+}
+
 /// The threads of process `pid` named as the ambient service's shards (`shardwheel-N`).
 fn shard_threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task"))
