@@ -69,11 +69,14 @@ struct Flags {
     #[arg(long, value_parser = parse_duration, default_value = "90s")]
     pool_idle_timeout: Duration,
     /// Idle upstream connections the pool keeps at most, per process (as nginx's
-    /// `keepalive`): one that comes back past it is closed. Without a bound the pool kept
-    /// as many as the process ever had requests in flight at once, for `--pool-idle-timeout`
-    /// (some 20 KiB each): a burst's worth.
-    #[arg(long, value_name = "N", default_value_t = 64)]
-    pool_max_idle: usize,
+    /// `keepalive`): one that comes back past it is closed. Default: no bound (hyper's),
+    /// so the pool keeps as many as the process ever had requests in flight at once, for
+    /// `--pool-idle-timeout` (some 20 KiB each). A bound under a burst's concurrency makes
+    /// every burst connect anew: at 200,000 connections on two cores, a bound of 64 turned
+    /// the proxies' ramp into a storm of connects that filled the upstream's 20,000
+    /// descriptors, on every timer.
+    #[arg(long, value_name = "N")]
+    pool_max_idle: Option<usize>,
     /// At SIGTERM or SIGINT, how long requests in flight have to finish.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     grace: Duration,
@@ -183,7 +186,12 @@ fn run(flags: &Flags) -> io::Result<()> {
     runtime.block_on(async { flags.timer.warm_up() });
     println!(
         "{NAME}: listening on {addr} process={index} timer={}{sized} upstream={} threads={threads} processes={processes} {timeouts} upstream_timeout={:?} pool_idle_timeout={:?} pool_max_idle={} grace={:?}",
-        flags.timer, flags.upstream, flags.upstream_timeout, flags.pool_idle_timeout, flags.pool_max_idle, flags.grace,
+        flags.timer,
+        flags.upstream,
+        flags.upstream_timeout,
+        flags.pool_idle_timeout,
+        flags.pool_max_idle.map_or("none".to_string(), |n| n.to_string()),
+        flags.grace,
     );
     io::stdout().flush()?;
 
@@ -207,7 +215,9 @@ fn run(flags: &Flags) -> io::Result<()> {
     }));
     runtime.shutdown_timeout(Duration::from_secs(1));
     let values = counts.values();
-    println!("{NAME}: exit process={index} {values}");
+    // Not `println!`: a parent killed before its children (a run's bound) leaves them a
+    // closed pipe, and the line is for the parent only.
+    let _ = writeln!(io::stdout(), "{NAME}: exit process={index} {values}");
     if flags.child.is_none() {
         let deadline = Instant::now() + flags.grace + Duration::from_secs(5);
         for mut worker in workers {

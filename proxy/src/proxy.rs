@@ -56,20 +56,20 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 impl Proxy {
     /// A proxy to `upstream`, whose pool keeps `pool_max_idle` idle upstream connections at
-    /// most, each `pool_idle` at most.
+    /// most (`None`: no bound), each `pool_idle` at most.
     pub fn new(
         upstream: SocketAddr,
         timer: TimerKind,
         upstream_timeout: Duration,
         pool_idle: Duration,
-        pool_max_idle: usize,
+        pool_max_idle: Option<usize>,
         counts: Arc<Counts>,
     ) -> Proxy {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(pool_idle)
-            .pool_max_idle_per_host(pool_max_idle)
+            .pool_max_idle_per_host(pool_max_idle.unwrap_or(usize::MAX))
             .pool_timer(timer.hyper_timer())
             .build(connector);
         Proxy { client, upstream, timer, upstream_timeout, counts }

@@ -251,7 +251,7 @@ fn established_on(port: u16) -> usize {
 
 /// The upstream pool keeps `--pool-max-idle` idle connections at most: after eight requests
 /// in flight at once, each on a connection of its own, two stay at a bound of two and seven
-/// at seven (one under the eight), and the default bound (64) keeps all eight.
+/// at seven (one under the eight), and the default (no bound) keeps all eight.
 #[test]
 fn the_upstream_pool_keeps_its_bound_of_idle_connections() {
     const AT_ONCE: usize = 8;
