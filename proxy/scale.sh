@@ -179,10 +179,9 @@ for run in $(seq "$RUNS"); do
     # the upstream's established connections. Unbounded, a pool kept as many as its process
     # ever had requests in flight at once, some 20 KiB each: a burst's worth, which set the
     # RSS per client connection more than the timer did (at 60,000 connections, 13.7 to
-    # 15.0 KiB over 1,400 to 5,400 upstream connections, on either timer). A bound
-    # (`--pool-max-idle 64`) made every burst connect anew, and the ramp filled the
-    # upstream's 20,000 descriptors on both timers: the pools stay unbounded, and the table
-    # shows their size beside the RSS.
+    # 15.0 KiB over 1,400 to 5,400 upstream connections, on either timer). The pools stay
+    # unbounded (hyper's default), as the timers' earlier rounds ran, and the table shows
+    # their size beside the RSS.
     (
       sleep $((ramp_s + WARMUP + SECS))
       n=$(ss -Htn state established "( sport = :${upstream##*:} )" | wc -l)

@@ -71,10 +71,8 @@ struct Flags {
     /// Idle upstream connections the pool keeps at most, per process (as nginx's
     /// `keepalive`): one that comes back past it is closed. Default: no bound (hyper's),
     /// so the pool keeps as many as the process ever had requests in flight at once, for
-    /// `--pool-idle-timeout` (some 20 KiB each). A bound under a burst's concurrency makes
-    /// every burst connect anew: at 200,000 connections on two cores, a bound of 64 turned
-    /// the proxies' ramp into a storm of connects that filled the upstream's 20,000
-    /// descriptors, on every timer.
+    /// `--pool-idle-timeout` (some 20 KiB each); a bound under a burst's concurrency makes
+    /// each burst connect anew.
     #[arg(long, value_name = "N")]
     pool_max_idle: Option<usize>,
     /// At SIGTERM or SIGINT, how long requests in flight have to finish.
