@@ -193,6 +193,16 @@ pub struct Ready {
     pub closed: bool,
 }
 
+impl Ready {
+    /// What an event's flags say: `readable`, `read_closed` (the peer shut its sending side
+    /// or the connection hung up) and `error`. Writable only (a fresh connection, an ACK of
+    /// a response) is no read to try; a close or an error is one, to see the end.
+    pub fn of(readable: bool, read_closed: bool, error: bool) -> Ready {
+        let closed = read_closed || error;
+        Ready { readable: readable || closed, closed }
+    }
+}
+
 /// A pending timer: its key, and the deadline it was armed for (for lateness).
 #[derive(Debug, Clone, Copy)]
 struct Timer {

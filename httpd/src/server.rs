@@ -342,7 +342,7 @@ impl Worker {
     fn handle(&mut self, events: &Events, turn: Instant, now: Instant) -> io::Result<bool> {
         let mut events = events.iter().enumerate();
         while let Some((n, event)) = events.next() {
-            if n > 0 && n % SLICE == 0 {
+            if slice_ends(n) {
                 // A long turn: what arrived and what came due meanwhile waits for one
                 // slice of it at most, not for the rest.
                 let now = Instant::now();
@@ -354,10 +354,7 @@ impl Worker {
             match event.token() {
                 LISTENER | WAKER | TIMER => {}
                 Token(token) => {
-                    // Writable only (a fresh connection, an ACK of a response): no
-                    // read to try.
-                    let closed = event.is_read_closed() || event.is_error();
-                    let ready = Ready { readable: event.is_readable() || closed, closed };
+                    let ready = Ready::of(event.is_readable(), event.is_read_closed(), event.is_error());
                     self.ready(token - FIRST_CONN, ready, now);
                 }
             }
@@ -597,6 +594,12 @@ impl Worker {
     }
 }
 
+/// Whether a turn accepts and fires again before its `n`th event (from 0): after each
+/// `SLICE` of them.
+fn slice_ends(n: usize) -> bool {
+    n > 0 && n % SLICE == 0
+}
+
 /// How long the loop may sleep: the wheel's `timeout`, or not at all if the last turn left
 /// connections to accept (`busy`).
 fn wait(busy: bool, timeout: Option<Duration>) -> Option<Duration> {
@@ -744,6 +747,99 @@ mod tests {
             let text = String::from_utf8_lossy(&got);
             assert_eq!(text.matches("HTTP/1.1 200").count(), 1, "client {i}: {text:?}");
         }
+    }
+
+    /// A turn accepts and fires again after each `SLICE` of its events, not before its
+    /// first: at, one below and one above each multiple.
+    #[test]
+    fn a_slice_ends_after_every_slice_of_events() {
+        let ends: Vec<usize> = (0..=3 * SLICE + 1).filter(|&n| slice_ends(n)).collect();
+        assert_eq!(ends, [SLICE, 2 * SLICE, 3 * SLICE]);
+    }
+
+    /// Connections that wait while a turn's events are handled are accepted at the end of
+    /// its first slice, and not within a turn shorter than a slice.
+    #[test]
+    fn a_turn_accepts_what_waits_after_each_slice_of_events() {
+        use std::io::Write;
+        for (events, accepted) in [(5, false), (SLICE + 3, true)] {
+            let (mut worker, addr, _guard) = worker();
+            let mut clients: Vec<_> = (0..events).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+            while worker.conns.len() < events {
+                worker.begin_turn(true, Instant::now());
+            }
+            for client in &mut clients {
+                client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            }
+            let mut ready = Events::with_capacity(EVENTS);
+            let (mut seen, until) = (0, Instant::now() + Duration::from_secs(10));
+            // The connections' events: each writable and readable by now.
+            while seen < events && Instant::now() < until {
+                worker.poll.poll(&mut ready, Some(Duration::from_millis(100))).unwrap();
+                seen = ready.iter().filter(|e| e.token().0 >= FIRST_CONN && e.is_readable()).count();
+            }
+            assert_eq!(seen, events);
+            let waiting: Vec<_> = (0..3).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+            worker.accepts_left = ACCEPTS_PER_TURN;
+            // A turn that starts in a minute never runs out of budget (`elapsed` is zero
+            // until then), however slow the machine.
+            let unbounded = Instant::now() + Duration::from_secs(60);
+            assert!(!worker.handle(&ready, unbounded, Instant::now()).unwrap());
+            let expected = if accepted { events + waiting.len() } else { events };
+            assert_eq!(worker.conns.len(), expected, "{events} events");
+            drop((clients, waiting));
+        }
+    }
+
+    /// An event's flags as the loop reads them: a close or an error is a read to try, to
+    /// see the end, and says the peer closed; writable alone is neither.
+    #[test]
+    fn an_events_flags_say_what_to_read() {
+        // (readable, read closed, error) -> (a read to try, the peer closed)
+        let table = [
+            ((false, false, false), (false, false)),
+            ((true, false, false), (true, false)),
+            ((false, true, false), (true, true)),
+            ((false, false, true), (true, true)),
+            ((true, true, false), (true, true)),
+            ((true, false, true), (true, true)),
+            ((false, true, true), (true, true)),
+            ((true, true, true), (true, true)),
+        ];
+        for ((readable, read_closed, error), expected) in table {
+            let ready = Ready::of(readable, read_closed, error);
+            assert_eq!((ready.readable, ready.closed), expected, "{readable} {read_closed} {error}");
+        }
+    }
+
+    /// A turn fires due timers until its budget, and `FIRE_MIN` at least each time it
+    /// fires: over budget from the start (a turn that began a second ago), each call fires
+    /// `FIRE_MIN` and stops; a turn within its budget fires every due timer.
+    #[test]
+    fn a_turn_fires_until_its_budget_and_at_least_its_minimum_each_time() {
+        let rest = 12;
+        let n = 2 * FIRE_MIN as usize + rest;
+        let (mut worker, addr, _guard) = worker();
+        let clients: Vec<_> = (0..n).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+        while worker.conns.len() < n {
+            worker.begin_turn(true, Instant::now());
+        }
+        let stats = Arc::clone(&worker.stats);
+        let c = &stats[0].counters;
+        let counts = || (c.timers_fired.load(Ordering::Relaxed), c.fire_breaks.load(Ordering::Relaxed));
+        // Past every connection's header timeout (30 s).
+        let due = Instant::now() + Duration::from_secs(31);
+        let over = Instant::now() - Duration::from_secs(1);
+        let min = u64::from(FIRE_MIN);
+        assert!(!worker.fire(due, over).unwrap());
+        assert_eq!(counts(), (min, 1));
+        assert!(!worker.fire(due, over).unwrap());
+        assert_eq!(counts(), (2 * min, 2));
+        // A turn that starts in a minute is within its budget however slow the machine.
+        assert!(!worker.fire(due, Instant::now() + Duration::from_secs(60)).unwrap());
+        assert_eq!(counts(), (n as u64, 2));
+        assert!(worker.conns.is_empty(), "{} left open", worker.conns.len());
+        drop(clients);
     }
 
     /// A turn's CPU time is counted apart from its wall time, and only when measured; each
