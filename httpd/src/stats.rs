@@ -81,8 +81,8 @@ pub struct Counters {
 }
 
 /// A turn longer than this (5 ms) is counted: a turn stops handling socket events once it
-/// has run 2 ms and firing due timers once it has run 4 ms, so that a mass expiry is served
-/// in slices between the sockets' events, as a shard serves one.
+/// has spent 2 ms of its thread's CPU and firing due timers once it has spent 4 ms, so that
+/// a mass expiry is served in slices between the sockets' events, as a shard serves one.
 pub const LONG_TURN_MICROS: u64 = 5_000;
 
 /// A thread's counters and lateness histogram.
