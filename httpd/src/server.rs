@@ -668,6 +668,23 @@ mod tests {
         (worker, addr, guard)
     }
 
+    /// A worker holding `n` accepted connections, and their clients, each of which has sent
+    /// a `GET /` if `asking`.
+    fn holding(n: usize, asking: bool) -> (Worker, SocketAddr, PortGuard, Vec<std::net::TcpStream>) {
+        use std::io::Write;
+        let (mut worker, addr, guard) = worker();
+        let mut clients: Vec<_> = (0..n).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+        while worker.conns.len() < n {
+            worker.begin_turn(true, Instant::now());
+        }
+        if asking {
+            for client in &mut clients {
+                client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            }
+        }
+        (worker, addr, guard, clients)
+    }
+
     /// A turn that has spent a second of CPU already.
     fn over_budget() -> Budget {
         Budget { start: thread_cpu(), before: Duration::from_secs(1) }
@@ -735,11 +752,7 @@ mod tests {
     #[test]
     fn a_turn_takes_its_share_of_events_and_the_next_turns_the_rest() {
         for ready in [EVENTS + 1, 2 * EVENTS, 3 * EVENTS + 17] {
-            let (mut worker, addr, _guard) = worker();
-            let clients: Vec<_> = (0..ready).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
-            while worker.conns.len() < ready {
-                worker.begin_turn(true, Instant::now());
-            }
+            let (mut worker, _addr, _guard, clients) = holding(ready, false);
             // Each new connection is writable at once: `ready` events wait.
             let mut events = Events::with_capacity(EVENTS);
             let mut seen = vec![0_u32; ready];
@@ -769,16 +782,9 @@ mod tests {
     /// than one wait's share of them, is answered, once.
     #[test]
     fn a_turn_past_its_budget_gives_its_events_back_and_none_is_lost() {
-        use std::io::{Read, Write};
+        use std::io::Read;
         let n = EVENTS + 20;
-        let (mut worker, addr, _guard) = worker();
-        let mut clients: Vec<_> = (0..n).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
-        while worker.conns.len() < n {
-            worker.begin_turn(true, Instant::now());
-        }
-        for client in &mut clients {
-            client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        }
+        let (mut worker, _addr, _guard, mut clients) = holding(n, true);
         let stats = Arc::clone(&worker.stats);
         let counters = &stats[0].counters;
         let requests = || counters.requests.load(Ordering::Relaxed);
@@ -821,16 +827,8 @@ mod tests {
     /// its first slice, and not within a turn shorter than a slice.
     #[test]
     fn a_turn_accepts_what_waits_after_each_slice_of_events() {
-        use std::io::Write;
         for (events, accepted) in [(5, false), (SLICE + 3, true)] {
-            let (mut worker, addr, _guard) = worker();
-            let mut clients: Vec<_> = (0..events).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
-            while worker.conns.len() < events {
-                worker.begin_turn(true, Instant::now());
-            }
-            for client in &mut clients {
-                client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            }
+            let (mut worker, addr, _guard, clients) = holding(events, true);
             let mut ready = Events::with_capacity(EVENTS);
             let (mut seen, until) = (0, Instant::now() + Duration::from_secs(10));
             // The connections' events: each writable and readable by now.
@@ -876,11 +874,7 @@ mod tests {
     fn a_turn_fires_until_its_budget_and_at_least_its_minimum_each_time() {
         let rest = 12;
         let n = 2 * FIRE_MIN as usize + rest;
-        let (mut worker, addr, _guard) = worker();
-        let clients: Vec<_> = (0..n).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
-        while worker.conns.len() < n {
-            worker.begin_turn(true, Instant::now());
-        }
+        let (mut worker, _addr, _guard, clients) = holding(n, false);
         let stats = Arc::clone(&worker.stats);
         let c = &stats[0].counters;
         let counts = || (c.timers_fired.load(Ordering::Relaxed), c.fire_breaks.load(Ordering::Relaxed));
