@@ -82,6 +82,7 @@ trap 'exit 130' INT TERM
 
 # --- build ----------------------------------------------------------------------------------
 command -v jq >/dev/null || { say "jq is needed (apt-get install jq)"; exit 1; }
+command -v ss >/dev/null || { say "ss is needed (apt-get install iproute2)"; exit 1; }
 say "building shardwheel-proxy and shardwheel-load (release)"
 cargo build --release -q -p shardwheel-proxy -p shardwheel-conns
 target=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)
@@ -187,12 +188,16 @@ for run in $(seq "$RUNS"); do
       n=$(ss -Htn state established "( sport = :${upstream##*:} )" | wc -l)
       printf '{"upstream_conns": %d}\n' "$n" >"$logs/$name.upstream.json"
     ) &
+    sampler=$!
     status=0
     "$LOAD" --addr "127.0.0.1:$port" --active "$ACTIVE" --rate "$RATE" --idle "$IDLE" --silent "$SILENT" \
       --slowloris "$SLOWLORIS" --trickle-ms "$TRICKLE_MS" --header-timeout-ms $((HEADER_S * 1000)) \
       --idle-timeout-ms $((IDLE_S * 1000)) --open-per-ms "$OPEN_PER_MS" --warmup-secs "$WARMUP" --secs "$SECS" \
       --quiet-at "$SECS" --max-secs "$MAX_SECS" --processes "$LOAD_PROCS" --sources "$SOURCES" \
       --server-tree "$proxy_pid" --json >"$logs/$name.json" 2>"$logs/$name.load.log" || status=$?
+    # A generator that ended early leaves the count unread: never the next run's proxy's.
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
     stop "$proxy_pid" 10
     if ((status != 0)); then
       say "the load generator failed ($status): $logs/$name.load.log"

@@ -242,6 +242,17 @@ pub struct Worker {
     turn_cpu: bool,
 }
 
+/// How far a turn got through its socket events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handled {
+    /// Every one.
+    All,
+    /// It ran out of budget and gave the rest back to the kernel.
+    GaveBack,
+    /// The graceful stop is over: the loop returns.
+    Stopped,
+}
+
 /// What `accept` does at `--max-conns`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Full {
@@ -327,14 +338,11 @@ impl Worker {
             let turn = now;
             let budget = Budget::start();
             self.begin_turn(events.iter().any(|event| event.token() == LISTENER), now);
-            if self.handle(&events, budget, now)? {
+            let handled = self.handle(&events, budget, now)?;
+            if handled == Handled::Stopped {
                 return Ok(());
             }
-            // At `--max-conns` with connections waiting: now that this turn's closes are
-            // seen, accept them, or close them at once if it is still full.
-            if self.waiting {
-                self.accept(Instant::now(), Full::Close);
-            }
+            self.after_events(handled);
             // Read again: what came due while the events were handled fires now, and the
             // lateness of a timeout close is measured at the close.
             if self.fire(Instant::now(), budget)? {
@@ -349,36 +357,50 @@ impl Worker {
     /// after each `SLICE` of them); the rest go back to the kernel, which returns them at the
     /// next wait (`give_back`). After each `SLICE` it also accepts and fires what came due
     /// meanwhile. `true` once the stop is over.
-    fn handle(&mut self, events: &Events, budget: Budget, now: Instant) -> io::Result<bool> {
+    fn handle(&mut self, events: &Events, budget: Budget, now: Instant) -> io::Result<Handled> {
+        let ready_of = |event: &mio::event::Event| {
+            (event.token(), Ready::of(event.is_readable(), event.is_read_closed(), event.is_error()))
+        };
         let mut events = events.iter().enumerate();
         while let Some((n, event)) = events.next() {
             if slice_ends(n) {
                 if budget.spent() >= EVENT_BUDGET {
-                    let rest: Vec<Token> =
-                        std::iter::once(event.token()).chain(events.map(|(_, event)| event.token())).collect();
+                    let rest: Vec<(Token, Ready)> =
+                        std::iter::once(ready_of(event)).chain(events.map(|(_, event)| ready_of(event))).collect();
                     bump(&self.stats[self.index].counters.event_breaks);
-                    for token in rest {
-                        self.give_back(token, now);
+                    for (token, ready) in rest {
+                        self.give_back(token, ready, now);
                     }
-                    break;
+                    return Ok(Handled::GaveBack);
                 }
                 // A long turn: what arrived and what came due meanwhile waits for one
                 // slice of it at most, not for the rest.
                 let now = Instant::now();
                 self.accept(now, Full::Wait);
                 if self.fire(now, budget)? {
-                    return Ok(true);
+                    return Ok(Handled::Stopped);
                 }
             }
-            match event.token() {
-                LISTENER | WAKER | TIMER => {}
-                Token(token) => {
-                    let ready = Ready::of(event.is_readable(), event.is_read_closed(), event.is_error());
-                    self.ready(token - FIRST_CONN, ready, now);
-                }
+            if let (Token(token @ FIRST_CONN..), ready) = ready_of(event) {
+                self.ready(token - FIRST_CONN, ready, now);
             }
         }
-        Ok(false)
+        Ok(Handled::All)
+    }
+
+    /// After the turn's events: connections waiting at `--max-conns` are accepted now that
+    /// the turn's closes are seen, or closed at once if it is still full. If the turn gave
+    /// events back, closes may be among them: they wait for the next turn instead, which
+    /// comes at once and accepts first.
+    fn after_events(&mut self, handled: Handled) {
+        if !self.waiting {
+            return;
+        }
+        if handled == Handled::GaveBack {
+            self.accept_more = true;
+        } else {
+            self.accept(Instant::now(), Full::Close);
+        }
     }
 
     /// A socket event this turn has no time for goes back to the kernel: re-registering an
@@ -388,13 +410,12 @@ impl Worker {
     /// If the kernel refuses, the event is handled now. The listener, the waker and the
     /// alarm need nothing: a turn accepts after any listener event, and the wheel is read
     /// at every wait.
-    fn give_back(&mut self, token: Token, now: Instant) {
+    fn give_back(&mut self, token: Token, ready: Ready, now: Instant) {
         let Some(id) = token.0.checked_sub(FIRST_CONN) else { return };
         let Some(conn) = self.conns.get_mut(id) else { return };
         let queued = self.poll.registry().reregister(&mut conn.stream, token, Interest::READABLE | Interest::WRITABLE);
         if queued.is_err() {
-            // Read and write both tried: a spurious event costs a `WouldBlock`.
-            self.ready(id, Ready { readable: true, closed: false }, now);
+            self.ready(id, ready, now);
         }
     }
 
@@ -657,6 +678,11 @@ mod tests {
     use super::*;
 
     fn worker() -> (Worker, SocketAddr, PortGuard) {
+        worker_of(10_000)
+    }
+
+    /// A worker that holds `max_conns` connections at most.
+    fn worker_of(max_conns: usize) -> (Worker, SocketAddr, PortGuard) {
         let (guard, mut listeners) = bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
         let listener = listeners.pop().unwrap();
         let addr = listener.local_addr().unwrap();
@@ -664,7 +690,7 @@ mod tests {
         let timeouts =
             Timeouts { header: Duration::from_secs(30), idle: Duration::from_secs(30), send: Duration::from_secs(30) };
         let (worker, _stopper) =
-            Worker::new(0, listener, stats, timeouts, 10_000, Duration::from_millis(1), None).unwrap();
+            Worker::new(0, listener, stats, timeouts, max_conns, Duration::from_millis(1), None).unwrap();
         (worker, addr, guard)
     }
 
@@ -672,9 +698,15 @@ mod tests {
     /// a `GET /` if `asking`.
     fn holding(n: usize, asking: bool) -> (Worker, SocketAddr, PortGuard, Vec<std::net::TcpStream>) {
         use std::io::Write;
-        let (mut worker, addr, guard) = worker();
-        let mut clients: Vec<_> = (0..n).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+        let (mut worker, addr, guard) = worker_of(n.max(10_000));
+        let mut clients = Vec::with_capacity(n);
+        let until = Instant::now() + Duration::from_secs(20);
+        // Accepted as they come, so the backlog never fills.
         while worker.conns.len() < n {
+            assert!(Instant::now() < until, "{} of {n} accepted", worker.conns.len());
+            if clients.len() < n {
+                clients.push(std::net::TcpStream::connect(addr).unwrap());
+            }
             worker.begin_turn(true, Instant::now());
         }
         if asking {
@@ -683,6 +715,29 @@ mod tests {
             }
         }
         (worker, addr, guard, clients)
+    }
+
+    /// At `--max-conns`, connections waiting in the backlog are closed at once after a turn
+    /// that saw all its events, and wait for the next turn after one that gave events back
+    /// (closes that make room may be among those).
+    #[test]
+    fn at_max_conns_what_waits_is_closed_only_after_every_event_is_seen() {
+        for (handled, closed) in [(Handled::All, 2), (Handled::GaveBack, 0)] {
+            let (mut worker, addr, _guard) = worker_of(3);
+            let held: Vec<_> = (0..3).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+            while worker.conns.len() < 3 {
+                worker.begin_turn(true, Instant::now());
+            }
+            let waiting: Vec<_> = (0..2).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+            worker.begin_turn(true, Instant::now());
+            assert!(worker.waiting);
+            worker.after_events(handled);
+            let rejected = worker.stats[0].counters.rejected.load(Ordering::Relaxed);
+            assert_eq!(rejected, closed, "{handled:?}");
+            assert_eq!(worker.accept_more, handled == Handled::GaveBack, "{handled:?}");
+            assert_eq!(worker.conns.len(), 3);
+            drop((held, waiting));
+        }
     }
 
     /// A turn that has spent a second of CPU already.
@@ -793,7 +848,7 @@ mod tests {
         while requests() < n as u64 && Instant::now() < until {
             worker.poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
             let before = requests();
-            assert!(!worker.handle(&events, over_budget(), Instant::now()).unwrap());
+            assert_ne!(worker.handle(&events, over_budget(), Instant::now()).unwrap(), Handled::Stopped);
             let answered = requests() - before;
             assert!(answered <= SLICE as u64, "turn {turns} answered {answered} requests");
             turns += 1;
@@ -839,7 +894,7 @@ mod tests {
             assert_eq!(seen, events);
             let waiting: Vec<_> = (0..3).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
             worker.accepts_left = ACCEPTS_PER_TURN;
-            assert!(!worker.handle(&ready, unbounded(), Instant::now()).unwrap());
+            assert_eq!(worker.handle(&ready, unbounded(), Instant::now()).unwrap(), Handled::All);
             let expected = if accepted { events + waiting.len() } else { events };
             assert_eq!(worker.conns.len(), expected, "{events} events");
             drop((clients, waiting));

@@ -261,7 +261,8 @@ fn the_upstream_pool_keeps_its_bound_of_idle_connections() {
         let clients: Vec<_> = (0..AT_ONCE)
             .map(|_| {
                 let addr = proxy.addr;
-                thread::spawn(move || get(&mut connect(addr), "/delay/300").unwrap().status)
+                // Long enough that all eight are in flight at once on a loaded machine.
+                thread::spawn(move || get(&mut connect(addr), "/delay/1000").unwrap().status)
             })
             .collect();
         for client in clients {
