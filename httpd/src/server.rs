@@ -356,7 +356,7 @@ impl Worker {
     /// Handles a turn's socket events until the turn has spent `EVENT_BUDGET` (looked at
     /// after each `SLICE` of them); the rest go back to the kernel, which returns them at the
     /// next wait (`give_back`). After each `SLICE` it also accepts and fires what came due
-    /// meanwhile. `true` once the stop is over.
+    /// meanwhile. How far it got: every event, some given back, or the stop is over.
     fn handle(&mut self, events: &Events, budget: Budget, now: Instant) -> io::Result<Handled> {
         let ready_of = |event: &mio::event::Event| {
             (event.token(), Ready::of(event.is_readable(), event.is_read_closed(), event.is_error()))
