@@ -121,7 +121,7 @@ run_package() {
     # A hang is caught by the timeout: these tests take seconds, so 30 s is generous and a
     # mutant that hangs them costs no more than that. The unmutated tree is tested once.
     # shellcheck disable=SC2086
-    cargo mutants -p "$package" --copy-target=true --no-shuffle --timeout 30 --baseline "$baseline" \
+    cargo mutants -p "$package" --copy-target=true --no-shuffle --profile mutants --timeout 30 --baseline "$baseline" \
       --output "$dir/first-$k" $files "$@" "${FIRST_ONLY[@]}" -- $fast || status=$?
     baseline=skip
     # Exit 2: some survived (the second pass decides); 3: some timed out (a hang the test run
@@ -142,7 +142,7 @@ run_package() {
   if [[ $(count "$dir/first-survivors.txt") -gt 0 ]]; then
     status=0
     # shellcheck disable=SC2086
-    cargo mutants -p "$package" --copy-target=true --no-shuffle --baseline skip --timeout 600 \
+    cargo mutants -p "$package" --copy-target=true --no-shuffle --profile mutants --baseline skip --timeout 600 \
       --output "$dir/full" --re "$(names_regex "$dir/first-survivors.txt")" "$@" -- $full || status=$?
     case $status in 0 | 2 | 3) ;; *)
       echo "error: cargo mutants failed ($status) on $package's second pass"
@@ -183,8 +183,10 @@ HTTPD_FULL="--bins --tests"
 if [[ "${1:-}" == "--sample" ]]; then
   slice=${2:?"--sample K/N"}
   set +e
+  # Each group's mutants sharded apart: over K = 1..N every mutant is in one slice, and
+  # each meets its group's tests first, as in a change's run.
   FIRST_ONLY=(--shard "$slice" --sharding round-robin)
-  FIRST_GROUPS=("|--lib")
+  FIRST_GROUPS=("${LIB_GROUPS[@]}")
   run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper,metrics,tokio
   echo "(a sample: survivors are reported, not a failure)"
   exit 0

@@ -369,10 +369,17 @@ impl<T: Timed> Wheel<T> {
                     self.levels[level].occupied &= !(1 << slot);
                     self.processing = None;
                 }
-                if self.deadline_of(key) <= self.elapsed {
+                let deadline = self.deadline_of(key);
+                if deadline <= self.elapsed {
                     return Step::Fired(key);
                 }
-                self.file(key);
+                let list = self.list_for(deadline);
+                // A cascade moves an entry off the slot under way: down a level, or up if its
+                // deadline moved on, never back onto it, where the next step would meet it at
+                // the same tick again, forever. A debug build checks it, so a wrong level
+                // (`level_for`, `slot_for`) fails at once instead of hanging its caller.
+                debug_assert_ne!(list, slot_list(level, slot), "an entry cascaded back onto its own slot");
+                self.slab.push_back(list, key);
                 return Step::Moved;
             }
             // Move time to the next occupied slot if it is due, and start on it.
@@ -497,6 +504,8 @@ impl<T: Timed> Wheel<T> {
             self.slab.splice(from, READY);
         } else if level < LEVELS {
             let slot = slot_for(deadline, level);
+            // As in `step`'s cascade: a list never moves back onto itself.
+            debug_assert_ne!(slot_list(level, slot), from, "a slot's list spliced back onto itself");
             self.slab.splice(from, slot_list(level, slot));
             self.note_deadline(level, slot, deadline);
         } else {
