@@ -85,6 +85,15 @@ if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
   cargo install cargo-mutants --locked --version "$VERSION"
 fi
 mkdir -p "$OUT"
+# cargo-mutants copies this tree's target/ into each scratch tree, whatever profiles it holds:
+# a working tree's (tens of GiB of debug and release builds) fills the disk. A fresh clone's
+# holds only what this script builds.
+size=$(du -sm target 2>/dev/null | cut -f1)
+if [[ ${size:-0} -gt 8192 ]]; then
+  echo "error: target/ is $((size / 1024)) GiB, which each cargo-mutants call would copy: run this in a"
+  echo "       fresh clone ('git clone . ../mutants && cd ../mutants && bash .ci/mutants.sh ...')"
+  exit 1
+fi
 
 # count FILE: the lines of a mutants.out list (0 if absent).
 count() { if [[ -f $1 ]]; then grep -c . "$1" || true; else echo 0; fi; }
@@ -113,6 +122,16 @@ run_package() {
   mkdir -p "$dir"
   : >"$dir/first-survivors.txt"
   local total=0 caught=0 timeout=0 unviable=0 k=0 status baseline=run
+  # This tree's target, built once: each cargo-mutants call below copies it to its scratch
+  # tree (`--copy-target`), so none starts from a cold build (some two minutes each, six
+  # calls a package). The features are those of ARGS.
+  local features=() prev=
+  for arg in "$@"; do
+    if [[ $prev == --features ]]; then features=(--features "$arg"); fi
+    prev=$arg
+  done
+  # shellcheck disable=SC2086
+  cargo test -q -p "$package" --profile mutants --no-run "${features[@]}" $full
   for group in "${FIRST_GROUPS[@]}"; do
     local files fast
     IFS='|' read -r files fast <<<"$group"

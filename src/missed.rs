@@ -119,6 +119,24 @@ mod tests {
         assert_eq!(Missed::Skip.next(t0, p, t0 + Duration::from_millis(30)), t0 + Duration::from_millis(40));
     }
 
+    /// The grid's next tick is due once `now` reaches it, not only after: at one
+    /// nanosecond before it every policy keeps it; at it and one after, each policy acts.
+    #[test]
+    fn the_next_tick_is_missed_from_the_instant_it_is_due() {
+        let t0 = Instant::now();
+        let p = Duration::from_millis(10);
+        let ns = Duration::from_nanos(1);
+        let next = t0 + p;
+        for missed in [Missed::Burst, Missed::Delay, Missed::Skip] {
+            assert_eq!(missed.next(t0, p, next - ns), next, "{missed:?} one before the tick");
+        }
+        for now in [next, next + ns] {
+            assert_eq!(Missed::Burst.next(t0, p, now), next, "at {:?}", now - next);
+            assert_eq!(Missed::Delay.next(t0, p, now), now + p, "at {:?}", now - next);
+            assert_eq!(Missed::Skip.next(t0, p, now), t0 + 2 * p, "at {:?}", now - next);
+        }
+    }
+
     #[test]
     fn huge_periods_saturate_instead_of_overflowing() {
         let t0 = Instant::now();
