@@ -270,6 +270,17 @@ impl Builder {
         })
     }
 
+    /// A tick within [`MIN_TICK`](Self::MIN_TICK)..=[`MAX_TICK`](Self::MAX_TICK), both
+    /// included: the service's and [`LocalBuilder`](crate::LocalBuilder)'s one rule.
+    pub(crate) fn check_tick(tick: Duration) -> Result<(), BuildError> {
+        match tick {
+            Duration::ZERO => Err(BuildError::ZeroTick),
+            t if t < Self::MIN_TICK => Err(BuildError::TickTooSmall { tick: t, min: Self::MIN_TICK }),
+            t if t > Self::MAX_TICK => Err(BuildError::TickTooLarge { tick: t, max: Self::MAX_TICK }),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks every setting; returns the shard count.
     fn validate(&self) -> Result<usize, BuildError> {
         let shards = match self.shards {
@@ -280,16 +291,7 @@ impl Builder {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()).min(Self::MAX_SHARDS),
         };
-        match self.tick {
-            Duration::ZERO => return Err(BuildError::ZeroTick),
-            t if t < Self::MIN_TICK => {
-                return Err(BuildError::TickTooSmall { tick: t, min: Self::MIN_TICK });
-            }
-            t if t > Self::MAX_TICK => {
-                return Err(BuildError::TickTooLarge { tick: t, max: Self::MAX_TICK });
-            }
-            _ => {}
-        }
+        Self::check_tick(self.tick)?;
         if self.max_pending_per_shard == Some(0) {
             return Err(BuildError::ZeroMaxPending);
         }

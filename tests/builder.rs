@@ -4,7 +4,7 @@
 mod common;
 
 use common::{ChanTask, events};
-use shardwheel::{BuildError, Builder, ScheduleError, StopError, TimerService, TimerTask};
+use shardwheel::{BuildError, Builder, LocalWheel, ScheduleError, StopError, TimerService, TimerTask};
 use std::error::Error;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -77,6 +77,45 @@ fn the_tick_limits_themselves_are_accepted() {
         let timers = TimerService::builder().shards(1).tick(tick).build().expect("a tick at the limit is valid");
         assert_eq!(timers.tick(), tick);
     }
+}
+
+/// `LocalWheel`'s builder keeps the service's tick limits, each at, one nanosecond below
+/// and one above.
+#[test]
+fn a_local_wheels_tick_limits_are_the_services() {
+    let ns = Duration::from_nanos(1);
+    for tick in [Builder::MIN_TICK, Builder::MIN_TICK + ns, Builder::MAX_TICK - ns, Builder::MAX_TICK] {
+        let wheel = LocalWheel::builder().tick(tick).build::<()>().expect("a tick within the limits is valid");
+        let printed = format!("{wheel:?}");
+        assert!(printed.contains(&format!("tick: {tick:?},")), "{printed}");
+    }
+    for tick in [Duration::from_nanos(1), Builder::MIN_TICK - ns] {
+        let err = LocalWheel::builder().tick(tick).build::<()>().expect_err("below the minimum");
+        assert!(
+            matches!(err, BuildError::TickTooSmall { tick: t, min } if t == tick && min == Builder::MIN_TICK),
+            "{err:?}"
+        );
+        assert_names(&err, "tick");
+    }
+    for tick in [Builder::MAX_TICK + ns, Duration::MAX] {
+        let err = LocalWheel::builder().tick(tick).build::<()>().expect_err("above the maximum");
+        assert!(
+            matches!(err, BuildError::TickTooLarge { tick: t, max } if t == tick && max == Builder::MAX_TICK),
+            "{err:?}"
+        );
+        assert_names(&err, "tick");
+    }
+    let err = LocalWheel::builder().tick(Duration::ZERO).build::<()>().expect_err("zero");
+    assert!(matches!(err, BuildError::ZeroTick), "{err:?}");
+}
+
+/// A shard thread that could not start hands the OS's error on as the source.
+#[test]
+fn a_spawn_error_is_its_source() {
+    let err = BuildError::Spawn(std::io::Error::other("no threads left"));
+    let source = err.source().expect("the OS's error is the source");
+    assert_eq!(source.to_string(), "no threads left");
+    assert!(err.to_string().contains("no threads left"), "{err}");
 }
 
 #[test]

@@ -153,12 +153,7 @@ impl LocalBuilder {
     /// # Ok::<(), shardwheel::BuildError>(())
     /// ```
     pub fn build<T>(self) -> Result<LocalWheel<T>, BuildError> {
-        match self.tick {
-            Duration::ZERO => return Err(BuildError::ZeroTick),
-            t if t < Builder::MIN_TICK => return Err(BuildError::TickTooSmall { tick: t, min: Builder::MIN_TICK }),
-            t if t > Builder::MAX_TICK => return Err(BuildError::TickTooLarge { tick: t, max: Builder::MAX_TICK }),
-            _ => {}
-        }
+        Builder::check_tick(self.tick)?;
         if self.max_pending == 0 {
             return Err(BuildError::ZeroMaxPending);
         }

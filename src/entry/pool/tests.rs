@@ -198,3 +198,38 @@ fn a_page_emptied_elsewhere_goes_back_while_every_free_is_local() {
     // SAFETY: from `alloc`, not used.
     unsafe { free(leftover.unwrap()) };
 }
+
+/// `Heap::trim` gives back every empty page, the current one too, and forgets it as
+/// current: the next cell comes from a page mapped anew (one still current after it was
+/// unmapped would be written to there). Twice, each with a full page kept beside it.
+#[test]
+fn trim_gives_back_the_current_page_and_the_next_cell_gets_a_new_one() {
+    std::thread::spawn(|| {
+        for round in 0..2 {
+            let (full, spill) = fill_a_page(1);
+            assert_eq!(pages(1), 2, "round {round}");
+            // SAFETY: `spill` came from `alloc` and is not used. Its page, the current one,
+            // is empty now and kept as current.
+            unsafe { free(spill) };
+            assert_eq!(pages(1), 2, "round {round}: the current page is kept though empty");
+            HEAP.with(Heap::trim);
+            assert_eq!(pages(1), 1, "round {round}: the empty current page is given back, the full one kept");
+            let next = alloc(1).unwrap();
+            assert_ne!(Page::of(next), Page::of(full[0]), "round {round}: the full page has no room");
+            assert_eq!(pages(1), 2, "round {round}: a page mapped for the next cell");
+            // SAFETY: `next` is a fresh slot of `slot_bytes(1)` bytes, ours.
+            unsafe { next.as_ptr().write_bytes(0xA5, slot_bytes(1)) };
+            // SAFETY: each came from `alloc` and is not used.
+            unsafe {
+                for slot in full {
+                    free(slot);
+                }
+                free(next);
+            }
+            HEAP.with(Heap::trim);
+            assert_eq!(pages(1), 0, "round {round}: every page given back");
+        }
+    })
+    .join()
+    .unwrap();
+}
