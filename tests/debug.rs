@@ -39,6 +39,34 @@ fn a_past_deadline_prints_as_ago() {
 /// A `LocalWheel` prints each of its fields with its value: how many timers it holds, its
 /// now, its tick, the instant it next has work (none when empty) and whether a remote
 /// handle was made; each changes the text as it changes.
+/// A wheel's builder prints every setting; by default the limit is the wheel's 2²⁸ slots.
+#[test]
+fn a_local_builder_prints_each_setting() {
+    use shardwheel::{LocalWheel, Notify};
+    #[derive(Debug)]
+    struct Nothing;
+    impl Notify for Nothing {
+        fn notify(&self) {}
+    }
+    assert_eq!(
+        format!("{:?}", LocalWheel::builder()),
+        "LocalBuilder { tick: 1ms, capacity: 0, max_pending: 268435456, start: None, notifier: false }"
+    );
+    let start = Instant::now();
+    let builder = LocalWheel::builder()
+        .tick(Duration::from_millis(10))
+        .capacity(100)
+        .max_pending(50)
+        .start(start)
+        .notifier(Nothing);
+    assert_eq!(
+        format!("{builder:?}"),
+        format!(
+            "LocalBuilder {{ tick: 10ms, capacity: 100, max_pending: 50, start: Some({start:?}), notifier: true }}"
+        )
+    );
+}
+
 #[test]
 fn a_local_wheel_prints_its_length_now_tick_next_deadline_and_remote() {
     use shardwheel::LocalWheel;
