@@ -242,6 +242,62 @@ fn deadlines_from_a_delay_are_never_early() {
     assert_eq!(paused.deadline_after(Duration::from_micros(25)), 3);
 }
 
+/// A zero delay is the tick under way, read from `Instant::now()`; any other delay counts
+/// from the estimate where there is one. A clock whose estimate runs 5 ms ahead (its offset
+/// taken 5 ms before its start) shows which was read: the zero delay's tick does not move
+/// with it, a delay's does. Where there is no estimate both read `Instant::now()`.
+#[test]
+fn a_zero_delay_reads_the_real_clock_and_any_other_the_estimate() {
+    let tick = Duration::from_micros(10);
+    let lead = Duration::from_millis(5);
+    let delay = Duration::from_millis(1);
+    let start = Instant::now();
+    let ahead = start.checked_sub(lead).and_then(tsc::offset);
+    let clock = Clock { fast: ahead, ..Clock::new(start, tick) };
+    for round in 0..3 {
+        let before = Instant::now();
+        let zero = clock.deadline_after(Duration::ZERO);
+        let after = Instant::now();
+        assert!(
+            (clock.floor(before)..=clock.floor(after) + 1).contains(&zero),
+            "round {round}: a zero delay's tick {zero} is not now's ({}..={})",
+            clock.floor(before),
+            clock.floor(after) + 1
+        );
+        let before = Instant::now();
+        let later = clock.deadline_after(delay);
+        let after = Instant::now();
+        // The estimate's own lead over the real now at this machine's rate (zero where
+        // there is none), as in `deadlines_from_a_delay_are_never_early`.
+        let slack = Duration::from_nanos(tsc::lead_bound()).max(Duration::from_micros(1));
+        let (from, to) = match ahead {
+            Some(_) => (before + lead + delay, after + lead + delay + slack),
+            None => (before + delay, after + delay),
+        };
+        assert!(
+            (clock.floor(from)..=clock.floor(to) + 1).contains(&later),
+            "round {round}: a {delay:?} delay's tick {later} is not {}..={} (estimate: {})",
+            clock.floor(from),
+            clock.floor(to) + 1,
+            ahead.is_some()
+        );
+        // The embedded wheel's read (`real_nanos_for_delay`, which counts the delay itself)
+        // chooses alike.
+        let before = clock.nanos_at(Instant::now());
+        let zero = clock.real_nanos_for_delay(Duration::ZERO);
+        let after = clock.nanos_at(Instant::now());
+        assert!((before..=after).contains(&zero), "round {round}: {zero} ns for a zero delay, not {before}..={after}");
+        let before = clock.nanos_at(Instant::now());
+        let read = clock.real_nanos_for_delay(delay);
+        let after = clock.nanos_at(Instant::now());
+        let (from, to) = match ahead {
+            Some(_) => (before + lead.as_nanos() as u64, after + (lead + slack).as_nanos() as u64),
+            None => (before, after),
+        };
+        assert!((from..=to).contains(&read), "round {round}: {read} ns for {delay:?}, not {from}..={to}");
+    }
+}
+
 #[test]
 fn past_instants_are_due_now() {
     let clock = Clock::new(Instant::now(), Duration::from_millis(1));
