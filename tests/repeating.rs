@@ -229,6 +229,29 @@ fn stop_during_a_run_hands_the_series_back_once() {
     assert_eq!(stats.scheduled, stats.expired + stats.cancelled + stats.unfired + stats.pending);
 }
 
+/// A handle that was reset ends its series when it expires: the handle's own task ends it
+/// (not a cancel), and no run starts after. Twice on one service, and each series' waiting
+/// run is let go (nothing pending after).
+#[test]
+fn a_reset_handle_ends_its_series_when_it_expires() {
+    let timers = one_shard();
+    for round in 0..2 {
+        let (runs, record) = recorder();
+        let handle = timers.schedule_repeating(Duration::ZERO, Duration::from_millis(5), Missed::Skip, record).unwrap();
+        assert!(wait_until(|| count(&runs) >= 2, PATIENCE), "round {round}: the series runs");
+        assert!(handle.reset(Duration::from_millis(30)), "round {round}: the series now ends in 30 ms");
+        assert!(wait_until(|| handle.is_expired(), PATIENCE), "round {round}: the handle expires: {handle:?}");
+        // The series' waiting run is let go once no run can start (a run under way when the
+        // handle fired finishes first); none starts after.
+        assert!(wait_until(|| timers.pending() == 0, PATIENCE), "round {round}: {} pending", timers.pending());
+        let ended = count(&runs);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(count(&runs), ended, "round {round}: a run started after the series ended");
+        assert!(!handle.cancel(), "round {round}: an ended series has nothing to cancel");
+    }
+    assert!(timers.stop().unwrap().is_empty());
+}
+
 /// A handle that was reset (the series ends at a deadline) is filed on the shard; `stop()`
 /// still hands back the series once: its waiting run, not the handle too.
 #[test]
