@@ -241,12 +241,12 @@ fn a_reset_handle_ends_its_series_when_it_expires() {
         assert!(wait_until(|| count(&runs) >= 2, PATIENCE), "round {round}: the series runs");
         assert!(handle.reset(Duration::from_millis(30)), "round {round}: the series now ends in 30 ms");
         assert!(wait_until(|| handle.is_expired(), PATIENCE), "round {round}: the handle expires: {handle:?}");
-        // The series' waiting run is let go once no run can start (a run under way when the
-        // handle fired finishes first); none starts after.
+        // The series' waiting run is let go; a run under way then (one at most) may still
+        // finish, and none starts after: a dozen periods pass with one more run at most.
         assert!(wait_until(|| timers.pending() == 0, PATIENCE), "round {round}: {} pending", timers.pending());
         let ended = count(&runs);
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(count(&runs), ended, "round {round}: a run started after the series ended");
+        assert!(count(&runs) <= ended + 1, "round {round}: {} runs after the series ended", count(&runs) - ended);
         assert!(!handle.cancel(), "round {round}: an ended series has nothing to cancel");
     }
     assert!(timers.stop().unwrap().is_empty());
