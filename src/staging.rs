@@ -233,6 +233,47 @@ mod tests {
     use crate::TimerService;
     use std::time::Duration;
 
+    /// The stages this thread holds now, by the shards' services.
+    fn my_stages() -> Vec<(u64, std::sync::Arc<crate::stage::Stage>)> {
+        super::MINE.with(|mine| mine.borrow().owned.iter().map(|o| (o.service, o.stage.clone())).collect())
+    }
+
+    /// A thread's first arm on a shard adds a stage and forgets only those of shards that
+    /// stopped: the stages of shards still running are kept (the same stage, not one made
+    /// again), and a stopped shard's goes at the next new one. Twice, on a thread of its own.
+    #[test]
+    fn a_new_stage_forgets_the_stopped_shards_stages_and_keeps_the_rest() {
+        std::thread::spawn(|| {
+            let first = TimerService::builder().shards(1).build().unwrap();
+            let _a = first.schedule(Duration::from_secs(60), || {}).unwrap();
+            for round in 0..2 {
+                let stopped = TimerService::builder().shards(1).build().unwrap();
+                let _b = stopped.schedule(Duration::from_secs(60), || {}).unwrap();
+                let before = my_stages();
+                assert_eq!(before.len(), 2, "round {round}: one stage a shard armed on");
+                assert_eq!(stopped.stop().unwrap().len(), 1);
+                let next = TimerService::builder().shards(1).build().unwrap();
+                let _c = next.schedule(Duration::from_secs(60), || {}).unwrap();
+                let after = my_stages();
+                assert_eq!(
+                    after.len(),
+                    2,
+                    "round {round}: the stopped shard's stage forgotten, the running one's kept"
+                );
+                assert!(
+                    std::sync::Arc::ptr_eq(&before[0].1, &after[0].1),
+                    "round {round}: the first shard's stage made again"
+                );
+                assert_eq!(after[0].0, before[0].0);
+                assert!(after[1].0 != before[1].0, "round {round}: the stopped shard's stage kept");
+                assert_eq!(next.stop().unwrap().len(), 1);
+            }
+            assert_eq!(first.stop().unwrap().len(), 1);
+        })
+        .join()
+        .unwrap();
+    }
+
     /// Thread churn with threads that only cancel (never arm) on a shard: each claims a count
     /// slot there for its cancel, and must give it back as it exits, so the list stays as
     /// long as the most threads that held one at once, however many come and go.
