@@ -141,6 +141,39 @@ fn an_overflowed_sleep_on_a_paused_clock_keeps_that_clocks_time() {
     blocked.join().unwrap();
 }
 
+/// An overflowed sleep polled again before its deadline, by its task or by another, keeps
+/// its one entry on the overflow timer: no second entry is registered (nor counted in
+/// `Stats::overflowed`), and the one there holds the last waker only. On the real clock and
+/// on a paused one, three polls each.
+#[test]
+fn an_overflowed_sleep_polled_again_before_its_deadline_keeps_its_one_entry() {
+    use std::sync::Arc;
+    use std::task::Wake;
+    struct Nothing;
+    impl Wake for Nothing {
+        fn wake(self: Arc<Self>) {}
+    }
+    let real = TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build().unwrap();
+    let (paused, _clock) =
+        TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build_paused().unwrap();
+    for (name, timers) in [("real", &real), ("paused", &paused)] {
+        let _holder = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
+        let (first, second) = (Arc::new(Nothing), Arc::new(Nothing));
+        let wakers = [Waker::from(first.clone()), Waker::from(second.clone())];
+        let mut sleep = Box::pin(timers.sleep(Duration::from_secs(3600)));
+        for poll in 0..3 {
+            let waker = &wakers[poll % 2];
+            assert_eq!(sleep.as_mut().poll(&mut Context::from_waker(waker)), Poll::Pending, "{name}, poll {poll}");
+            assert_eq!(timers.stats().overflowed, 1, "{name}, poll {poll}: one entry registered");
+            let (now, other) = if poll % 2 == 0 { (&first, &second) } else { (&second, &first) };
+            assert_eq!(Arc::strong_count(now), 3, "{name}, poll {poll}: the entry holds this poll's waker");
+            assert_eq!(Arc::strong_count(other), 2, "{name}, poll {poll}: an entry holds the other waker still");
+        }
+        drop(sleep);
+        assert_eq!((Arc::strong_count(&first), Arc::strong_count(&second)), (2, 2), "{name}: an entry was left behind");
+    }
+}
+
 /// An overflowed sleep's entry goes when the sleep does: dropped, reset, or completed, the
 /// overflow timer lets go of its waker (the `Arc`'s count comes back), on the real clock and
 /// on a paused one; and two overflowed sleeps on a paused clock, one of them moved to another
