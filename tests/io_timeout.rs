@@ -229,6 +229,39 @@ async fn zero_and_none_timeouts_are_off() {
     assert!(time::timeout(hour, server.read(&mut [0; 4])).await.is_err(), "the read ended");
 }
 
+/// Each setter, plain and pinned, sets the timeout its getter reads, and only that one;
+/// `None` and zero take it off.
+#[tokio::test(flavor = "current_thread")]
+async fn each_setter_plain_or_pinned_sets_its_own_timeout() {
+    let (_client, server) = duplex(8);
+    let mut server = Box::pin(TimeoutStream::new(server));
+    let read = |s: &TimeoutStream<_>| (s.read_timeout(), s.write_timeout(), s.idle_timeout());
+    assert_eq!(read(&server), (None, None, None));
+    let (a, b, c) = (Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(3));
+    server.as_mut().set_read_timeout_pinned(Some(a));
+    assert_eq!(read(&server), (Some(a), None, None));
+    server.as_mut().set_write_timeout_pinned(Some(b));
+    assert_eq!(read(&server), (Some(a), Some(b), None));
+    server.as_mut().set_idle_timeout_pinned(Some(c));
+    assert_eq!(read(&server), (Some(a), Some(b), Some(c)));
+    server.as_mut().set_write_timeout_pinned(None);
+    server.as_mut().set_read_timeout_pinned(Some(Duration::ZERO));
+    assert_eq!(read(&server), (None, None, Some(c)));
+    server.as_mut().set_idle_timeout_pinned(None);
+    assert_eq!(read(&server), (None, None, None));
+    // The plain ones, on an unpinned stream.
+    let (_client, server) = duplex(8);
+    let mut server = TimeoutStream::new(server);
+    server.set_write_timeout(Some(b));
+    assert_eq!(read(&server), (None, Some(b), None));
+    server.set_idle_timeout(Some(c));
+    server.set_read_timeout(Some(a));
+    assert_eq!(read(&server), (Some(a), Some(b), Some(c)));
+    server.set_write_timeout(Some(Duration::ZERO));
+    server.set_idle_timeout(None);
+    assert_eq!(read(&server), (Some(a), None, None));
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn the_stream_inside_is_at_hand() {
     let (mut client, server) = duplex(64);
