@@ -229,6 +229,72 @@ async fn zero_and_none_timeouts_are_off() {
     assert!(time::timeout(hour, server.read(&mut [0; 4])).await.is_err(), "the read ended");
 }
 
+/// A writer whose flush never ends, its writes always taken.
+struct Stuck;
+
+impl AsyncWrite for Stuck {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Pending
+    }
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Pending
+    }
+}
+
+/// A flush is the stream's own, under the write timeout: one that never ends fails at the
+/// timeout and not before; twice on one stream.
+#[tokio::test(flavor = "current_thread")]
+async fn a_flush_that_never_ends_times_out_at_the_write_timeout() {
+    time::pause();
+    time::auto_advance(false);
+    let mut stream = TimeoutStream::new(Stuck).with_write_timeout(D);
+    for round in 0..2 {
+        stream.write_all(b"taken").await.unwrap();
+        let mut flush = Box::pin(stream.flush());
+        assert!(poll!(flush.as_mut()).is_pending(), "round {round}: the flush ended");
+        time::advance(D - Duration::from_millis(1)).await;
+        assert!(poll!(flush.as_mut()).is_pending(), "round {round}: timed out early");
+        time::advance(Duration::from_millis(1)).await;
+        match poll!(flush.as_mut()) {
+            Poll::Ready(result) => assert!(timed_out(result), "round {round}: not a timeout"),
+            Poll::Pending => panic!("round {round}: no timeout at the deadline"),
+        }
+    }
+}
+
+/// The idle deadline is pushed out only by bytes that move: the end of the stream (a read
+/// of none) is not activity, so a write that waits after it fails at the idle deadline
+/// counted from the last bytes written.
+#[tokio::test(flavor = "current_thread")]
+async fn the_end_of_the_stream_does_not_push_the_idle_deadline_out() {
+    time::pause();
+    time::auto_advance(false);
+    let (mut client, server) = duplex(8); // the client reads nothing: 8 bytes fit
+    let mut server = TimeoutStream::new(server).with_idle_timeout(D);
+    server.write_all(&[7; 8]).await.unwrap(); // the last bytes that move; the pipe is full
+    time::advance(D / 2).await;
+    client.shutdown().await.unwrap();
+    assert_eq!(server.read(&mut [0; 4]).await.unwrap(), 0, "the end of the stream");
+    let mut write = Box::pin(server.write_all(&[7; 64]));
+    assert!(poll!(write.as_mut()).is_pending());
+    time::advance(D / 2 - Duration::from_millis(1)).await;
+    assert!(poll!(write.as_mut()).is_pending(), "timed out early");
+    time::advance(Duration::from_millis(1)).await;
+    match poll!(write.as_mut()) {
+        Poll::Ready(result) => assert!(timed_out(result), "not a timeout"),
+        Poll::Pending => {
+            panic!("no timeout at the idle deadline from the last bytes: the end of the stream pushed it out")
+        }
+    }
+}
+
 /// Each setter, plain and pinned, sets the timeout its getter reads, and only that one;
 /// `None` and zero take it off.
 #[tokio::test(flavor = "current_thread")]
