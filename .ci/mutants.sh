@@ -139,16 +139,6 @@ run_package() {
   mkdir -p "$dir"
   : >"$dir/first-survivors.txt"
   local total=0 caught=0 timeout=0 unviable=0 k=0 status baseline=run
-  # This tree's target, built once: each cargo-mutants call below copies it to its scratch
-  # tree (`--copy-target`), so none starts from a cold build (some two minutes each, six
-  # calls a package). The features are those of ARGS.
-  local features=() prev=
-  for arg in "$@"; do
-    if [[ $prev == --features ]]; then features=(--features "$arg"); fi
-    prev=$arg
-  done
-  # shellcheck disable=SC2086
-  cargo test -q -p "$package" --profile mutants --no-run "${features[@]}" $full
   for group in "${FIRST_GROUPS[@]}"; do
     local files fast
     IFS='|' read -r files fast <<<"$group"
