@@ -8,6 +8,8 @@
 #   QUICK=1 bash httpd/scale.sh                      # a smoke run: 4,000 connections
 #   CONNS=200000 RUNS=3 SERVERS="local nginx" bash httpd/scale.sh
 #
+# Each run waits first, SETTLE_S (180) at most, for the machine to be done with the last one.
+#
 # A process holds at most 20,000 descriptors here (the hard limit, not to be raised), so each
 # server runs N = CONNS / 18,000 processes (rounded up) on one port (`SO_REUSEPORT`), one
 # thread each, each holding up to 19,500 (the kernel's spread over them is not even), and the
@@ -48,6 +50,7 @@ CONNS=${CONNS:-1000000}
 RATE=${RATE:-10000}
 RUNS=${RUNS:-1}
 SECS=${SECS:-10}
+SETTLE_S=${SETTLE_S:-180}
 SERVERS=${SERVERS:-local nginx}
 OPEN_PER_MS=${OPEN_PER_MS:-20}
 TRICKLE_MS=${TRICKLE_MS:-2000}
@@ -105,6 +108,35 @@ tcp_pages_kib() { awk -v p="$(getconf PAGESIZE)" '/^TCP:/ {for (i = 1; i < NF; i
 slab_kib() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
 tcp_inuse() { awk '/^TCP:/ {for (i = 1; i < NF; i++) if ($i == "inuse") print $(i + 1)}' /proc/net/sockstat; }
 
+# The CPUs' idle share over one second, in percent (/proc/stat's idle and iowait).
+cpu_idle_pct() {
+  local a b
+  read -ra a < <(grep '^cpu ' /proc/stat)
+  sleep 1
+  read -ra b < <(grep '^cpu ' /proc/stat)
+  local total=0 k
+  for k in 1 2 3 4 5 6 7 8; do total=$((total + b[k] - a[k])); done
+  echo $(((b[4] + b[5] - a[4] - a[5]) * 100 / (total > 0 ? total : 1)))
+}
+
+# Waits, SETTLE_S at most, until the machine is done with the last run: its sockets closed
+# (TCP in use within 1 % of the connections of where it was before that run) and the CPUs
+# idle 80 % of a second. A million closes keep the kernel busy for a minute after the
+# processes are gone: rounds run back to back started at load 26-44 (2026-11-29 17:15 UTC)
+# and measured the last run's closes as much as their own.
+settle() {
+  local floor=$1 waited=$SECONDS idle
+  while ((SECONDS - waited < SETTLE_S)); do
+    if (($(tcp_inuse) <= floor + CONNS / 100)); then
+      idle=$(cpu_idle_pct)
+      ((idle >= 80)) && break
+    else
+      sleep 1
+    fi
+  done
+  say "settled in $((SECONDS - waited)) s: $(tcp_inuse) TCP sockets in use, CPUs ${idle:-?} % idle, load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
 nginx_conf() { # $1 port, $2 dir
   nginx_conf_in "$1" "$2" "$PROCS" 19900 4096 $((HEADER_S * 1000)) $((IDLE_S * 1000)) $((SEND_S * 1000)) httpd/scale.sh
 }
@@ -151,12 +183,14 @@ stop_server() {
 }
 
 failed=0
+first_inuse=$(tcp_inuse)
 for run in $(seq "$RUNS"); do
   for server in $SERVERS; do
     name=$server.$run
     port=$PORT
     PORT=$((PORT + 1))
     say "run $run/$RUNS: $server"
+    settle "$first_inuse"
     before_slab=$(slab_kib)
     before_tcp=$(tcp_pages_kib)
     before_inuse=$(tcp_inuse)
