@@ -17,6 +17,11 @@
 #   bash .ci/mutants.sh --check-config   CI runs this (seconds, no build): every exclusion in
 #                                  .cargo/mutants.toml still names a mutant.
 #
+# IN_PLACE=1 (only in a clone of its own, clean): cargo-mutants mutates this tree itself
+# (`--in-place`) instead of a copy per call, so only the first call builds cold (some 2.5
+# minutes each on 2 cores; a slice makes six calls). It puts each file back after its mutant,
+# but a run killed midway leaves one mutated: `git checkout -- src httpd/src` undoes it.
+#
 # Two passes a package, to fit a small machine: each mutant is first run against the few test
 # targets that reach its file (the unit tests, and for the futures and the ambient calls their
 # own integration tests: seconds); only the survivors of that pass are run against every test
@@ -85,11 +90,23 @@ if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
   cargo install cargo-mutants --locked --version "$VERSION"
 fi
 mkdir -p "$OUT"
+# Where each call's mutants are built and tested: a copy of the tree (the default), or the
+# tree itself (IN_PLACE=1, which a tree with uncommitted changes may not use: a run killed
+# midway must be undone by a checkout that loses nothing).
+WHERE=(--copy-target=true)
+if [[ -n "${IN_PLACE:-}" ]]; then
+  if [[ -n "$(git status --porcelain -- "${SCOPE[@]}" .cargo)" ]]; then
+    echo "error: IN_PLACE=1 mutates this tree, which has uncommitted changes in src/, httpd/src/ or .cargo/:"
+    echo "       commit them, or run it in a clone of its own"
+    exit 1
+  fi
+  WHERE=(--in-place)
+fi
 # cargo-mutants copies this tree's target/ into each scratch tree, whatever profiles it holds:
 # a working tree's (tens of GiB of debug and release builds) fills the disk. A fresh clone's
 # holds only what this script builds.
 size=$(du -sm target 2>/dev/null | cut -f1)
-if [[ ${size:-0} -gt 8192 ]]; then
+if [[ -z "${IN_PLACE:-}" && ${size:-0} -gt 8192 ]]; then
   echo "error: target/ is $((size / 1024)) GiB, which each cargo-mutants call would copy: run this in a"
   echo "       fresh clone ('git clone . ../mutants && cd ../mutants && bash .ci/mutants.sh ...')"
   exit 1
@@ -147,7 +164,7 @@ run_package() {
     # A hang is caught by the timeout: these tests take seconds, so 30 s is generous and a
     # mutant that hangs them costs no more than that. The unmutated tree is tested once.
     # shellcheck disable=SC2086
-    cargo mutants -p "$package" --copy-target=true --no-shuffle --profile mutants --timeout 30 --baseline "$baseline" \
+    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --timeout 30 --baseline "$baseline" \
       --output "$dir/first-$k" $files "$@" "${FIRST_ONLY[@]}" -- $fast || status=$?
     baseline=skip
     # Exit 2: some survived (the second pass decides); 3: some timed out (a hang the test run
@@ -171,7 +188,7 @@ run_package() {
     local their_files=()
     while IFS= read -r file; do their_files+=(-f "$file"); done < <(cut -d: -f1 "$dir/first-survivors.txt" | sort -u)
     # shellcheck disable=SC2086
-    cargo mutants -p "$package" --copy-target=true --no-shuffle --profile mutants --baseline skip --timeout 600 \
+    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --baseline skip --timeout 600 \
       --output "$dir/full" --re "$(names_regex "$dir/first-survivors.txt")" "${their_files[@]}" "$@" -- $full || status=$?
     case $status in 0 | 2 | 3) ;; *)
       echo "error: cargo mutants failed ($status) on $package's second pass"

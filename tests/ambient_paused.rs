@@ -81,6 +81,26 @@ fn auto_advance_jumps_to_the_earliest_deadline() {
     assert!(real.elapsed() < Duration::from_secs(30), "in real time, at once: {:?}", real.elapsed());
 }
 
+/// Auto-advance moves the clock only once the thread is blocked and has made no ambient
+/// call for two looks in a row: a thread that computes (running, no ambient call) for fifty
+/// looks' worth of time, with a sleep registered, never sees its clock move.
+#[test]
+fn auto_advance_never_moves_the_clock_under_a_running_thread() {
+    futures_executor::block_on(async {
+        time::pause();
+        let start = Instant::now();
+        let mut sleep = pin!(time::sleep(Duration::from_secs(3600)));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(sleep.as_mut().poll(&mut cx).is_pending(), "registered");
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < ms(50) {
+            std::hint::spin_loop();
+        }
+        assert_eq!(Instant::now(), start, "the clock moved while its thread ran");
+        time::resume();
+    });
+}
+
 /// Each thread's clock is its own: one paused, one not, side by side.
 #[test]
 fn a_paused_clock_is_the_pausing_threads_alone() {

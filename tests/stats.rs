@@ -151,3 +151,32 @@ fn wakeups_are_counted_when_the_shard_sleeps_and_wakes() {
     }
     assert!(timers.stats().wakeups >= 1);
 }
+
+/// Arms `left` more links of a chain, each a timeout due now whose task arms the next, then
+/// says so on `done`.
+fn chain(timers: TimerService, left: u32, done: mpsc::Sender<()>) {
+    if left == 0 {
+        done.send(()).unwrap();
+        return;
+    }
+    let t = timers.clone();
+    timers.schedule(Duration::ZERO, move || chain(t, left - 1, done)).unwrap();
+}
+
+/// A task that arms a timeout due now on its own shard files it straight into the wheel, and
+/// the shard looks at its wheel again before it sleeps: a chain of 100 such arms fires in the
+/// wake-up that began it. A shard that went to sleep until a tick already past would wake at
+/// once, a wake-up (and a system call) a link.
+#[test]
+fn a_chain_of_arms_due_now_on_the_shards_own_thread_fires_in_one_wakeup() {
+    let timers = TimerService::builder().shards(1).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let t = timers.clone();
+    timers.schedule(Duration::from_millis(20), move || chain(t, 100, tx)).unwrap();
+    rx.recv_timeout(Duration::from_secs(30)).expect("the chain ended");
+    let stats = timers.stats();
+    assert_eq!(stats.expired, 101);
+    // One to file the first arm, one at its deadline, and a few to spare for a sleep that
+    // ends before its tick has begun.
+    assert!(stats.wakeups <= 10, "{} wake-ups for a chain of 100 links due at once", stats.wakeups);
+}

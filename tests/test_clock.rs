@@ -231,6 +231,28 @@ fn advance_waits_for_what_is_due_now_even_within_a_tick_and_across_shards() {
     assert_eq!(got, Ok("chain"));
 }
 
+/// A task that arms a timeout due now on its own shard files it straight into the wheel,
+/// not through the mailbox: the shard looks at its wheel again after its tasks have run, and
+/// `advance` waits for that timeout's task too. Its task takes 50 ms, so an `advance` that
+/// returned after the first task alone would find nothing sent.
+#[test]
+fn advance_waits_for_a_timeout_a_task_arms_due_now_on_its_own_shard() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let s = timers.clone();
+    timers
+        .schedule(Duration::from_millis(1), move || {
+            s.schedule(Duration::ZERO, move || {
+                std::thread::sleep(Duration::from_millis(50));
+                tx.send("armed by a task, due now, on its own shard").unwrap();
+            })
+            .unwrap();
+        })
+        .unwrap();
+    clock.advance(Duration::from_millis(2));
+    assert_eq!(rx.try_recv(), Ok("armed by a task, due now, on its own shard"));
+}
+
 /// `advance` from a task on one of the service's shard threads panics at once, with the
 /// reason, before it moves the clock; it used to wait for its own shard forever, and the test
 /// thread's `advance` with it. Run on a thread of its own so that a hang fails the test.
