@@ -121,9 +121,9 @@ cpu_idle_pct() {
 
 # Waits, SETTLE_S at most, until the machine is done with the last run: its sockets closed
 # (TCP in use within 1 % of the connections of where it was before that run) and the CPUs
-# idle 80 % of a second. A million closes keep the kernel busy for a minute after the
-# processes are gone: rounds run back to back started at load 26-44 (2026-11-29 17:15 UTC)
-# and measured the last run's closes as much as their own.
+# idle 80 % of a second, and says what it found. The load average the table shows at each
+# start lags by a minute: runs back to back start at load 17-44 with the CPUs found 96-98 %
+# idle and no socket left (2026-11-29), so this line, not the load, says a run began quiet.
 settle() {
   local floor=$1 waited=$SECONDS idle
   while ((SECONDS - waited < SETTLE_S)); do

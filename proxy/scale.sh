@@ -199,6 +199,11 @@ for run in $(seq "$RUNS"); do
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
     stop "$proxy_pid" 10
+    # shardwheel's own lateness (each expiry's turn against its tick), summed over the
+    # processes, beside the client's closes: what of a close's lateness was the timer's.
+    if [[ $timer == shardwheel ]]; then
+      say "$name: $(grep -ho 'timer total .*' "$logs/$name.proxy.log" || echo 'no timer line')"
+    fi
     if ((status != 0)); then
       say "the load generator failed ($status): $logs/$name.load.log"
       tail -5 "$logs/$name.load.log" >&2

@@ -93,6 +93,77 @@ impl fmt::Display for Values {
     }
 }
 
+/// How late the shardwheel timer fired, summed over processes: its [`shardwheel::Lateness`]
+/// buckets (powers of two of microseconds), printed on exit as `timer_late_buckets=a,b,..`
+/// for `--timer shardwheel`. Beside the client's lateness of the same closes it says where
+/// a close's lateness went: in the timer (its wake-up at the tick), or after it (the wake of
+/// the connection's task, and the close).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TimerLateness(pub Vec<u64>);
+
+impl TimerLateness {
+    const KEY: &'static str = "timer_late_buckets=";
+
+    pub fn of(lateness: &shardwheel::Lateness) -> TimerLateness {
+        TimerLateness(lateness.buckets().map(|(_, n)| n).collect())
+    }
+
+    pub fn parse(line: &str) -> Option<TimerLateness> {
+        let word = line.split_whitespace().find_map(|w| w.strip_prefix(Self::KEY))?;
+        word.split(',').map(|n| n.parse().ok()).collect::<Option<Vec<u64>>>().map(TimerLateness)
+    }
+
+    pub fn add(&mut self, other: &TimerLateness) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a += b;
+        }
+    }
+
+    /// The upper bound, in microseconds, of the bucket that holds the `q` quantile (at most
+    /// twice the true value, never below it); `None` if nothing fired.
+    pub fn quantile_us(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.0.iter().sum();
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).clamp(1, total.max(1));
+        let mut seen = 0;
+        for (i, &n) in self.0.iter().enumerate() {
+            seen += n;
+            if total > 0 && seen >= rank {
+                return Some(1u64.checked_shl(i as u32).unwrap_or(u64::MAX));
+            }
+        }
+        None
+    }
+
+    /// `timer_fired=N timer_late_p50_us<=A p99<=B max<=C`, the bounds as [`Self::quantile_us`].
+    pub fn summary(&self) -> String {
+        let q = |q| self.quantile_us(q).map_or("-".to_string(), |us| us.to_string());
+        format!(
+            "timer_fired={} timer_late_us: p50<={} p99<={} p99.9<={} max<={}",
+            self.0.iter().sum::<u64>(),
+            q(0.5),
+            q(0.99),
+            q(0.999),
+            q(1.0)
+        )
+    }
+}
+
+impl fmt::Display for TimerLateness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::KEY)?;
+        for (i, n) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{n}")?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +179,31 @@ mod tests {
         assert_eq!(sum.0[0], 6);
         assert_eq!(sum.0[3], 2);
         assert_eq!(Values::parse("no counts here"), None);
+    }
+
+    #[test]
+    fn a_timer_line_reads_back_sums_and_bounds_its_quantiles() {
+        // Bucket i holds lateness under 2^i µs: 90 under 1 µs, 9 in [2, 4), 1 in [64, 128).
+        let mut one = TimerLateness(vec![0; 32]);
+        one.0[0] = 90;
+        one.0[2] = 9;
+        one.0[7] = 1;
+        let line = format!("shardwheel-proxy: timer process=3 {one}");
+        let read = TimerLateness::parse(&line).unwrap();
+        assert_eq!(read, one);
+        let mut sum = TimerLateness::default();
+        sum.add(&read);
+        sum.add(&one);
+        assert_eq!(sum.0[0], 180);
+        assert_eq!(sum.quantile_us(0.5), Some(1));
+        assert_eq!(sum.quantile_us(0.9), Some(1), "the 180th of 200 is under 1 µs");
+        assert_eq!(sum.quantile_us(0.91), Some(4));
+        assert_eq!(sum.quantile_us(0.99), Some(4));
+        assert_eq!(sum.quantile_us(0.995), Some(128));
+        assert_eq!(sum.quantile_us(1.0), Some(128));
+        assert_eq!(sum.summary(), "timer_fired=200 timer_late_us: p50<=1 p99<=4 p99.9<=128 max<=128");
+        assert_eq!(TimerLateness::default().quantile_us(0.5), None);
+        assert_eq!(TimerLateness::parse("shardwheel-proxy: exit process=1 requests=3"), None);
+        assert_eq!(TimerLateness::parse("timer_late_buckets=1,x"), None);
     }
 }

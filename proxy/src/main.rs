@@ -11,7 +11,7 @@ mod timer;
 
 use clap::Parser;
 use conn::Timeouts;
-use counts::{Counts, Values};
+use counts::{Counts, TimerLateness, Values};
 use hyper_util::server::graceful::GracefulShutdown;
 use proxy::Proxy;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -161,7 +161,7 @@ fn run(flags: &Flags) -> io::Result<()> {
     } else if flags.timer_shards.is_some() || flags.timer_pin.is_some() {
         return Err(io::Error::other("--timer-shards and --timer-pin need --timer shardwheel (the service they size)"));
     }
-    let totals = Arc::new(Mutex::new(Values::default()));
+    let totals = Arc::new(Mutex::new((Values::default(), TimerLateness::default())));
     let mut workers = Vec::new();
     if flags.child.is_none() && processes > 1 {
         let (started, up) = mpsc::channel();
@@ -216,27 +216,37 @@ fn run(flags: &Flags) -> io::Result<()> {
     // Not `println!`: a parent killed before its children (a run's bound) leaves them a
     // closed pipe, and the line is for the parent only.
     let _ = writeln!(io::stdout(), "{NAME}: exit process={index} {values}");
+    // The timer's own lateness, for the closes' (the parent sums the processes').
+    let timer_late =
+        (flags.timer == TimerKind::Shardwheel).then(|| TimerLateness::of(&shardwheel::time::stats().lateness));
+    if let Some(late) = &timer_late {
+        let _ = writeln!(io::stdout(), "{NAME}: timer process={index} {late}");
+    }
     if flags.child.is_none() {
         let deadline = Instant::now() + flags.grace + Duration::from_secs(5);
         for mut worker in workers {
             wait_bounded(&mut worker.child, deadline);
             let _ = worker.output.join();
         }
-        let mut total = *totals.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut total, mut sum) = totals.lock().unwrap_or_else(PoisonError::into_inner).clone();
         total.add(values);
         println!("{NAME}: total processes={processes} {total}");
+        if let Some(late) = timer_late {
+            sum.add(&late);
+            println!("{NAME}: timer total {}", sum.summary());
+        }
     }
     io::stdout().flush()?;
     result
 }
 
-/// Starts process `index` on `addr`, its output forwarded (and its counts added to `totals`);
-/// `started` hears when it listens.
+/// Starts process `index` on `addr`, its output forwarded (and its counts and timer lateness
+/// added to `totals`); `started` hears when it listens.
 fn start_child(
     index: usize,
     addr: SocketAddr,
     started: mpsc::Sender<()>,
-    totals: &Arc<Mutex<Values>>,
+    totals: &Arc<Mutex<(Values, TimerLateness)>>,
 ) -> io::Result<Worker> {
     let mut child = Command::new(std::env::current_exe()?)
         .args(std::env::args_os().skip(1))
@@ -253,7 +263,11 @@ fn start_child(
                 let _ = started.send(());
             } else if line.starts_with(&format!("{NAME}: exit")) {
                 if let Some(values) = Values::parse(&line) {
-                    totals.lock().unwrap_or_else(PoisonError::into_inner).add(values);
+                    totals.lock().unwrap_or_else(PoisonError::into_inner).0.add(values);
+                }
+            } else if line.starts_with(&format!("{NAME}: timer process")) {
+                if let Some(late) = TimerLateness::parse(&line) {
+                    totals.lock().unwrap_or_else(PoisonError::into_inner).1.add(&late);
                 }
             }
         }

@@ -110,6 +110,17 @@ fn idle(timer: &str) {
     assert_eq!(count(&counts, "requests"), 10, "{counts:?}");
     assert_eq!(count(&counts, "idle_closes"), 1, "{counts:?}");
     assert_eq!(count(&counts, "header_timeouts"), 0, "{counts:?}");
+    // shardwheel's own lateness, for the closes': at least the idle close's expiry.
+    let lines = proxy.lines();
+    let timer_line = lines.iter().find(|l| l.starts_with("shardwheel-proxy: timer total "));
+    if timer == "shardwheel" {
+        let line = timer_line.unwrap_or_else(|| panic!("no timer total line: {lines:?}"));
+        let fired = count(&proxy.counts("timer total"), "timer_fired");
+        assert!(fired >= 1, "{line}");
+        assert!(line.contains(" p99<="), "{line}");
+    } else {
+        assert!(timer_line.is_none(), "a timer line for {timer}: {lines:?}");
+    }
 }
 
 /// SIGTERM with a request in flight: it is answered, a quiet connection is closed, no new
