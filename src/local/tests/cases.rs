@@ -35,6 +35,24 @@ fn a_slot_whose_generation_comes_round_is_retired() {
     }
 }
 
+/// Each wheel starts its slots at a generation of its own: a key used on another wheel, at the
+/// same slot, is stale there and touches nothing, for every pair of eight wheels made in a row
+/// (their first generations all differ).
+#[test]
+fn a_key_of_another_wheel_is_stale_there() {
+    let mut wheels: Vec<LocalWheel<usize>> = (0..8).map(|_| LocalWheel::new()).collect();
+    let keys: Vec<TimerKey> = wheels.iter_mut().enumerate().map(|(i, w)| w.arm(Duration::from_secs(60), i)).collect();
+    for (i, wheel) in wheels.iter_mut().enumerate() {
+        for (j, key) in keys.iter().enumerate().filter(|&(j, _)| j != i) {
+            assert_eq!(key.index, keys[i].index, "the same slot on each wheel");
+            assert_ne!(key.generation, keys[i].generation, "wheels {i} and {j} start at one generation");
+            assert_eq!(wheel.get(*key), None, "wheel {j}'s key on wheel {i}");
+            assert_eq!(wheel.cancel(*key), None, "wheel {j}'s key on wheel {i}");
+        }
+        assert_eq!(wheel.cancel(keys[i]), Some(i), "its own timer is left");
+    }
+}
+
 #[test]
 fn far_and_bad_input_never_panics() {
     let mut wheel = LocalWheel::new();
