@@ -31,7 +31,7 @@ const MID_BITS: u32 = 1;
 #[cfg(loom)]
 const TOP: usize = 4;
 
-const PAGE: usize = 1 << PAGE_BITS;
+pub(crate) const PAGE: usize = 1 << PAGE_BITS;
 const MID: usize = 1 << MID_BITS;
 /// The most slots a wheel can have: 2²⁸ (eight gibibytes of `u64` timers), or 32 under
 /// loom.

@@ -121,6 +121,28 @@ fn notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps() {
     assert_eq!(fired, [4, 3, 1, 2, 0]);
 }
 
+/// The remote threads find a slot's word through a directory of pages, each published as
+/// the owner first uses it: a remote cancel of the first and last timer of each of three
+/// pages (4,096 slots each) wins, and the owner never fires what it cancelled.
+#[test]
+fn a_remote_cancel_finds_its_timer_on_every_page() {
+    let mut wheel = LocalWheel::new();
+    let remote = wheel.remote();
+    let now = wheel.now();
+    let keys: Vec<TimerKey> = (0..3 * slots::PAGE).map(|i| wheel.arm_at(now + Duration::from_millis(1), i)).collect();
+    let edges: Vec<usize> = (0..3).flat_map(|page| [page * slots::PAGE, (page + 1) * slots::PAGE - 1]).collect();
+    for &i in &edges {
+        assert!(remote.cancel(keys[i]), "timer {i}, on page {}", i / slots::PAGE);
+        assert!(!remote.cancel(keys[i]), "timer {i} cancelled twice");
+    }
+    let mut fired = 0;
+    while let Some((_, i)) = wheel.poll_expired(now + Duration::from_secs(1)) {
+        assert!(!edges.contains(&i), "timer {i} fired after its remote cancel");
+        fired += 1;
+    }
+    assert_eq!(fired, keys.len() - edges.len());
+}
+
 #[test]
 fn a_dropped_wheel_hands_remote_arms_back() {
     let wheel = LocalWheel::<String>::new();

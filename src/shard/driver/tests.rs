@@ -68,6 +68,48 @@ fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
     drop(local.shut_down());
 }
 
+/// Each announcement counts one against a turn's budget, and each entry a due stage hands
+/// over one more: announcements of stages not yet due (which hand over nothing) still run out
+/// the budget, and the rest wait for the next turn, as do the due stages past it.
+#[test]
+fn every_announcement_counts_against_the_budget_and_every_entry_it_hands_over() {
+    use crate::clock::Clock;
+    use crate::entry::EntryRef;
+    use crate::shard::Shard;
+    use crate::stage::{Push, Stage};
+    use crate::sync::Arc;
+
+    let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
+    let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
+    let mut local = super::Local::new(shard.clone(), crate::wheel::Wheel::new());
+    let now = shard.clock.now_tick();
+    // A stage holding `n` timeouts at `deadline`, announced.
+    let staged = |n: usize, deadline: u64| {
+        let stage = Arc::new(Stage::new());
+        for _ in 0..n {
+            let (entry, _handle) = EntryRef::new_pair(deadline, || {});
+            assert!(matches!(stage.push(entry, deadline), Push::Staged(_)));
+        }
+        shard.mailbox.announce(stage.clone(), stage.due());
+        stage
+    };
+    let later = now + 3_600_000;
+    let not_due: Vec<_> = (0..10).map(|_| staged(1, later)).collect();
+    assert!(local.drain_announcements(4, now), "more wait");
+    assert_eq!(shard.mailbox.len(), 6, "four read, one each");
+    assert!(!local.drain_announcements(100, now), "none left");
+    assert_eq!(shard.mailbox.len(), 0);
+    // Due stages of three entries: four each against the budget.
+    let due: Vec<_> = (0..3).map(|_| staged(3, now)).collect();
+    assert!(local.drain_announcements(4, now));
+    assert_eq!(shard.mailbox.len(), 2, "one stage of three entries spends four");
+    assert!(local.drain_announcements(5, now), "two stages spend eight, past five");
+    assert_eq!(shard.mailbox.len(), 0);
+    assert_eq!(local.wheel.len(), 9, "every due entry taken");
+    drop(local.shut_down());
+    drop((not_due, due));
+}
+
 /// A `Sleep` on a shard whose driver fails is woken, registers again on a shard that
 /// runs, and completes on time: a failed shard does not stop the service, so it must
 /// neither hang the sleep until `stop()` nor report the service stopped.
