@@ -20,7 +20,8 @@
 # IN_PLACE=1 (only in a clone of its own, clean): cargo-mutants mutates this tree itself
 # (`--in-place`) instead of a copy per call, so only the first call builds cold (some 2.5
 # minutes each on 2 cores; a slice makes six calls). It puts each file back after its mutant,
-# but a run killed midway leaves one mutated: `git checkout -- src httpd/src` undoes it.
+# but a run killed midway leaves one mutated: `git checkout -- src httpd/src` undoes it; and
+# proptest writes the seeds that failed mutants into proptest-regressions/, to be discarded.
 #
 # Two passes a package, to fit a small machine: each mutant is first run against the few test
 # targets that reach its file (the unit tests, and for the futures and the ambient calls their
