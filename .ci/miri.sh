@@ -19,10 +19,14 @@ cargo +nightly miri setup
 
 # Stacked Borrows (Miri's default), then Tree Borrows; a pointer made from an integer has
 # no provenance under either. The timing test of LocalWheel's notifier is skipped: Miri's
-# clock runs with its instructions, so "at most a second" passes while it runs.
+# clock runs with its instructions, so "at most a second" passes while it runs. So is the
+# remote cancel on every page of LocalWheel's directory: 12,288 arms took 104 s under Miri
+# (2026-11-29), for the directory's index arithmetic, which is safe code (`OnceLock`s); the
+# other remote tests take Miri through the same code on its first page.
 MIRIFLAGS="-Zmiri-strict-provenance" cargo +nightly miri test -p shardwheel --lib -- \
   entry:: counts:: stage:: state:: wheel:: local:: shard::handle:: future::sleep:: \
-  --skip matches_model --skip notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps
+  --skip matches_model --skip notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps \
+  --skip a_remote_cancel_finds_its_timer_on_every_page
 
 MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-strict-provenance" cargo +nightly miri test -p shardwheel --lib -- \
   entry:: stage:: future::sleep::
