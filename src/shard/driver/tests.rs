@@ -13,22 +13,27 @@ use std::time::{Duration, Instant};
 /// whatever woke the shard next.)
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// A shard's driver state on the test's thread, no driver thread: its turns are the test's to
+/// take. The clock started a second ago, ticks of a millisecond.
+fn driver_alone() -> (crate::sync::Arc<crate::shard::Shard>, super::Local) {
+    let clock = crate::clock::Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
+    let shard = crate::sync::Arc::new(crate::shard::Shard::new(0, u64::MAX, clock, None));
+    let local = super::Local::new(shard.clone(), crate::wheel::Wheel::new());
+    (shard, local)
+}
+
 /// Every source gets a share of every turn: with more stages due than a turn takes, the
 /// mail (here an earlier reset's refile notice) is still read in the same turn. The
 /// turn used to skip the mail while any stage was still due, so threads whose stages
 /// were always due could hold cancel and reset notices back without bound.
 #[test]
 fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
-    use crate::clock::Clock;
     use crate::entry::EntryRef;
-    use crate::shard::Shard;
     use crate::stage::Stage;
     use crate::state::Reset;
     use crate::sync::Arc;
 
-    let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
-    let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
-    let mut local = super::Local::new(shard.clone(), crate::wheel::Wheel::new());
+    let (shard, mut local) = driver_alone();
     // A timeout in the wheel an hour out, then moved earlier: a refile notice in the mail.
     let now = shard.clock.now_tick();
     let (entry, handle) = EntryRef::new_pair(now + 3_600_000, || {});
@@ -73,15 +78,11 @@ fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
 /// the budget, and the rest wait for the next turn, as do the due stages past it.
 #[test]
 fn every_announcement_counts_against_the_budget_and_every_entry_it_hands_over() {
-    use crate::clock::Clock;
     use crate::entry::EntryRef;
-    use crate::shard::Shard;
     use crate::stage::{Push, Stage};
     use crate::sync::Arc;
 
-    let clock = Clock::new(Instant::now() - Duration::from_secs(1), Duration::from_millis(1));
-    let shard = Arc::new(Shard::new(0, u64::MAX, clock, None));
-    let mut local = super::Local::new(shard.clone(), crate::wheel::Wheel::new());
+    let (shard, mut local) = driver_alone();
     let now = shard.clock.now_tick();
     // A stage holding `n` timeouts at `deadline`, announced.
     let staged = |n: usize, deadline: u64| {
