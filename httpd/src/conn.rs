@@ -44,7 +44,7 @@
 //! names a live connection; the key is checked all the same.
 
 use crate::http::{self, Parsed, Route, Status};
-use crate::stats::{ThreadStats, Totals, bump};
+use crate::stats::{ThreadStats, TimedOut, Totals, bump};
 use mio::net::TcpStream;
 use shardwheel::{LocalWheel, TimerKey};
 use std::cell::RefCell;
@@ -329,7 +329,7 @@ impl Conn {
                 // output's cap) are not a slow head: the send timer has the connection, and
                 // `flush` arms this one again once the peer took it all.
                 if self.phase == Phase::Head && self.output.is_empty() {
-                    ctx.stats.record_lateness(late(timer));
+                    ctx.stats.record_lateness(TimedOut::Header, late(timer));
                     return Err(Close::HeaderTimeout);
                 }
             }
@@ -338,14 +338,14 @@ impl Conn {
                 // A response waiting for the peer is not idle: the send timer has it, and
                 // `flush` arms this one again once the peer took it all.
                 if self.phase == Phase::Idle && self.output.is_empty() {
-                    ctx.stats.record_lateness(late(timer));
+                    ctx.stats.record_lateness(TimedOut::Idle, late(timer));
                     return Err(Close::IdleTimeout);
                 }
             }
             TimerKind::Send if self.send.is_some_and(|t| t.key == key) => {
                 let timer = self.send.take().expect("checked");
                 if !self.output.is_empty() {
-                    ctx.stats.record_lateness(late(timer));
+                    ctx.stats.record_lateness(TimedOut::Send, late(timer));
                     return Err(Close::SendTimeout);
                 }
             }

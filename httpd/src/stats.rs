@@ -1,4 +1,4 @@
-//! Each thread's counters and its histogram of timeout-close lateness.
+//! Each thread's counters and its histograms of timeout-close lateness, one per timeout.
 //!
 //! One [`ThreadStats`] per event loop, written by that loop only (a load and a store, no
 //! read-modify-write: nothing contends), read by any loop answering `GET /stats` and by the
@@ -85,29 +85,58 @@ pub struct Counters {
 /// a mass expiry is served in slices between the sockets' events, as a shard serves one.
 pub const LONG_TURN_MICROS: u64 = 5_000;
 
-/// A thread's counters and lateness histogram.
+/// A thread's counters and lateness histograms.
 #[derive(Debug)]
 pub struct ThreadStats {
     pub counters: CachePadded<Counters>,
-    lateness: CachePadded<Lateness>,
+    /// One histogram per timeout, indexed by [`TimedOut`]: a figure that mixed them would
+    /// hide which one is late (the header timeouts of a mass connect beside the idle ones of
+    /// a mass expiry).
+    lateness: CachePadded<[Lateness; TimedOut::ALL.len()]>,
 }
 
-/// How late timeout closes were, as the loop saw them: log-linear buckets of microseconds.
+/// Which timeout closed a connection, for its lateness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimedOut {
+    /// The header-read timeout: the request's head was not whole in time.
+    Header,
+    /// The idle keep-alive timeout.
+    Idle,
+    /// The send timeout: a response waited for the peer too long.
+    Send,
+}
+
+impl TimedOut {
+    /// Every timeout, in its index's order.
+    pub const ALL: [TimedOut; 3] = [TimedOut::Header, TimedOut::Idle, TimedOut::Send];
+
+    /// Its name in `/stats` and the summary.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimedOut::Header => "header",
+            TimedOut::Idle => "idle",
+            TimedOut::Send => "send",
+        }
+    }
+}
+
+/// How late one timeout's closes were, as the loop saw them: log-linear buckets of
+/// microseconds.
 #[derive(Debug)]
 struct Lateness {
     buckets: Box<[AtomicU64]>,
     max_micros: AtomicU64,
 }
 
+impl Default for Lateness {
+    fn default() -> Self {
+        Lateness { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(), max_micros: AtomicU64::new(0) }
+    }
+}
+
 impl Default for ThreadStats {
     fn default() -> Self {
-        ThreadStats {
-            counters: CachePadded::new(Counters::default()),
-            lateness: CachePadded::new(Lateness {
-                buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-                max_micros: AtomicU64::new(0),
-            }),
-        }
+        ThreadStats { counters: CachePadded::new(Counters::default()), lateness: CachePadded::new(Default::default()) }
     }
 }
 
@@ -130,19 +159,21 @@ pub fn bump_shared(counter: &AtomicU64) {
 
 impl ThreadStats {
     /// As [`ThreadStats::record_lateness`], for a histogram any thread may write.
-    pub fn record_lateness_shared(&self, late: Duration) {
+    pub fn record_lateness_shared(&self, timeout: TimedOut, late: Duration) {
         let micros = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);
+        let lateness = &self.lateness[timeout as usize];
         // Relaxed: counts, read for a recent value only.
-        self.lateness.buckets[bucket_of(micros)].fetch_add(1, Ordering::Relaxed);
-        self.lateness.max_micros.fetch_max(micros, Ordering::Relaxed);
+        lateness.buckets[bucket_of(micros)].fetch_add(1, Ordering::Relaxed);
+        lateness.max_micros.fetch_max(micros, Ordering::Relaxed);
     }
 
-    /// Records that a timeout close came `late` after its deadline.
-    pub fn record_lateness(&self, late: Duration) {
+    /// Records that a close by `timeout` came `late` after its deadline.
+    pub fn record_lateness(&self, timeout: TimedOut, late: Duration) {
         let micros = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);
-        bump(&self.lateness.buckets[bucket_of(micros)]);
-        if micros > self.lateness.max_micros.load(Ordering::Relaxed) {
-            self.lateness.max_micros.store(micros, Ordering::Relaxed);
+        let lateness = &self.lateness[timeout as usize];
+        bump(&lateness.buckets[bucket_of(micros)]);
+        if micros > lateness.max_micros.load(Ordering::Relaxed) {
+            lateness.max_micros.store(micros, Ordering::Relaxed);
         }
     }
 }
@@ -193,17 +224,44 @@ pub struct Totals {
     pub cpu_timed_turns: u64,
     pub fire_breaks: u64,
     pub event_breaks: u64,
-    /// Timeout closes' lateness: p50, p99 and max, in microseconds (p50 and p99 to 6 %).
-    pub late_p50_micros: u64,
-    pub late_p99_micros: u64,
-    pub late_max_micros: u64,
+    /// Every timeout close's lateness, whichever timeout.
+    pub late: Late,
+    /// Each timeout's, indexed by [`TimedOut`].
+    pub late_by: [Late; TimedOut::ALL.len()],
+}
+
+/// How late timeout closes were: p50, p99 and max, in microseconds (p50 and p99 to 6 %).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Late {
+    /// How many closes.
+    pub count: u64,
+    pub p50_micros: u64,
+    pub p99_micros: u64,
+    pub max_micros: u64,
+}
+
+impl Late {
+    /// The figures of the histogram `buckets` whose largest value is `max_micros`.
+    fn of(buckets: &[u64], max_micros: u64) -> Late {
+        Late {
+            count: buckets.iter().sum(),
+            p50_micros: percentile(buckets, 0.50).min(max_micros),
+            p99_micros: percentile(buckets, 0.99).min(max_micros),
+            max_micros,
+        }
+    }
+
+    /// As JSON: `{"closes", "p50", "p99", "max"}`.
+    fn to_json(self) -> serde_json::Value {
+        serde_json::json!({ "closes": self.count, "p50": self.p50_micros, "p99": self.p99_micros, "max": self.max_micros })
+    }
 }
 
 impl Totals {
     /// Adds up `threads`.
     pub fn of(threads: &[ThreadStats]) -> Totals {
         let mut t = Totals::default();
-        let mut buckets = vec![0u64; BUCKETS];
+        let mut buckets = [(); TimedOut::ALL.len()].map(|()| (vec![0u64; BUCKETS], 0u64));
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         // The stalls' ends before their beginnings: a stall counted as ended was counted as
         // begun first, so that `waiting_for_peer` does not read low while stalls come and go.
@@ -233,13 +291,21 @@ impl Totals {
             t.cpu_timed_turns += load(&c.cpu_timed_turns);
             t.fire_breaks += load(&c.fire_breaks);
             t.event_breaks += load(&c.event_breaks);
-            t.late_max_micros = t.late_max_micros.max(load(&s.lateness.max_micros));
-            for (sum, b) in buckets.iter_mut().zip(s.lateness.buckets.iter()) {
-                *sum += load(b);
+            for ((sums, max), lateness) in buckets.iter_mut().zip(s.lateness.iter()) {
+                *max = (*max).max(load(&lateness.max_micros));
+                for (sum, b) in sums.iter_mut().zip(lateness.buckets.iter()) {
+                    *sum += load(b);
+                }
             }
         }
-        t.late_p50_micros = percentile(&buckets, 0.50).min(t.late_max_micros);
-        t.late_p99_micros = percentile(&buckets, 0.99).min(t.late_max_micros);
+        let mut all = vec![0u64; BUCKETS];
+        for (i, (sums, max)) in buckets.iter().enumerate() {
+            t.late_by[i] = Late::of(sums, *max);
+            for (a, b) in all.iter_mut().zip(sums) {
+                *a += b;
+            }
+        }
+        t.late = Late::of(&all, buckets.iter().map(|(_, max)| *max).max().unwrap_or(0));
         t
     }
 
@@ -298,12 +364,18 @@ impl Totals {
             "turns_over_5ms_cpu": (self.cpu_timed_turns > 0).then_some(self.long_cpu_turns),
             "fire_budget_breaks": self.fire_breaks,
             "event_budget_breaks": self.event_breaks,
-            "timeout_close_late_us": {
-                "p50": self.late_p50_micros,
-                "p99": self.late_p99_micros,
-                "max": self.late_max_micros,
-            },
+            // Every timeout close's lateness, and each timeout's under its name.
+            "timeout_close_late_us": self.late_json(),
         })
+    }
+
+    /// Every timeout close's lateness, with each timeout's under its name.
+    fn late_json(&self) -> serde_json::Value {
+        let mut late = self.late.to_json();
+        for (timeout, by) in TimedOut::ALL.iter().zip(self.late_by) {
+            late[timeout.name()] = by.to_json();
+        }
+        late
     }
 }
 
@@ -395,11 +467,44 @@ mod tests {
     fn percentiles() {
         let threads = [ThreadStats::default(), ThreadStats::default()];
         for ms in 1..=100 {
-            threads[ms % 2].record_lateness(Duration::from_millis(ms as u64));
+            threads[ms % 2].record_lateness(TimedOut::Idle, Duration::from_millis(ms as u64));
         }
         let t = Totals::of(&threads);
-        assert_eq!(t.late_max_micros, 100_000);
-        assert!((50_000..=53_125).contains(&t.late_p50_micros), "{}", t.late_p50_micros);
-        assert!((99_000..=100_000).contains(&t.late_p99_micros), "{}", t.late_p99_micros);
+        assert_eq!(t.late.max_micros, 100_000);
+        assert!((50_000..=53_125).contains(&t.late.p50_micros), "{}", t.late.p50_micros);
+        assert!((99_000..=100_000).contains(&t.late.p99_micros), "{}", t.late.p99_micros);
+        assert_eq!(t.late_by[TimedOut::Idle as usize], t.late);
+    }
+
+    /// Each timeout's closes are in its own figures, on whichever thread, written plain or
+    /// shared, and all of them in the whole's; a timeout with no close reads zeros.
+    #[test]
+    fn each_timeout_has_its_own_lateness_and_the_whole_adds_them() {
+        let threads = [ThreadStats::default(), ThreadStats::default()];
+        // Header closes 1 ms late, idle ones 100 ms, none of send.
+        for i in 0..10 {
+            threads[i % 2].record_lateness(TimedOut::Header, Duration::from_millis(1));
+            threads[(i + 1) % 2].record_lateness_shared(TimedOut::Idle, Duration::from_millis(100));
+        }
+        threads[0].record_lateness(TimedOut::Idle, Duration::from_millis(300));
+        let t = Totals::of(&threads);
+        let [header, idle, send] = t.late_by;
+        assert_eq!((header.count, header.max_micros), (10, 1_000), "{header:?}");
+        assert!((1_000..=1_062).contains(&header.p99_micros), "{header:?}");
+        assert_eq!((idle.count, idle.max_micros), (11, 300_000), "{idle:?}");
+        assert!((100_000..=106_250).contains(&idle.p50_micros), "{idle:?}");
+        assert_eq!(send, Late::default());
+        assert_eq!((t.late.count, t.late.max_micros), (21, 300_000), "{:?}", t.late);
+        // 10 of 21 at 1 ms: the median is an idle close's.
+        assert!((100_000..=106_250).contains(&t.late.p50_micros), "{:?}", t.late);
+        let json = t.to_json();
+        let late = &json["timeout_close_late_us"];
+        assert_eq!(late["closes"], 21, "{json}");
+        assert_eq!(late["max"], 300_000, "{json}");
+        assert_eq!(late["header"]["closes"], 10, "{json}");
+        assert_eq!(late["header"]["max"], 1_000, "{json}");
+        assert_eq!(late["idle"]["max"], 300_000, "{json}");
+        assert_eq!(late["idle"]["p50"], idle.p50_micros, "{json}");
+        assert_eq!(late["send"], serde_json::json!({"closes": 0, "p50": 0, "p99": 0, "max": 0}), "{json}");
     }
 }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Client, SLACK, Server, assert_closed_at};
+use common::{Client, SLACK, Server, assert_closed_at, assert_each_timeouts_lateness};
 use nix::sys::signal::Signal;
 use std::io::{ErrorKind, Write};
 use std::net::SocketAddr;
@@ -93,6 +93,7 @@ fn a_client_that_never_reads_is_closed_at_the_send_timeout(stack: &[&str]) {
     assert_eq!(stats["closed_by_idle_timeout"], 0, "{stats}");
     assert_eq!(stats["closed_by_header_timeout"], 0, "{stats}");
     assert!(stats["timeout_close_late_us"]["max"].is_u64(), "{stats}");
+    assert_each_timeouts_lateness(&stats);
 }
 
 /// `GET /` then `GET /delay/1000` in one write, idle timeout 300 ms: the first response does
@@ -392,6 +393,7 @@ fn a_response_waiting_for_the_peer_is_not_idle(stack: &[&str]) {
     assert_eq!(stats["closed_by_send_timeout"], 1, "{stats}");
     assert_eq!(stats["closed_by_header_timeout"], 0, "{stats}");
     assert_eq!(stats["waiting_for_peer"], 0, "the answer still waits for the peer of a closed connection: {stats}");
+    assert_each_timeouts_lateness(&stats);
 }
 
 /// A client that pipelines requests whose answers are many times what the kernel's buffers

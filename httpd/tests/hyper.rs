@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Client, Server, assert_closed_at};
+use common::{Client, Server, assert_closed_at, assert_each_timeouts_lateness};
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,7 @@ fn silent_connections_are_closed_at_the_header_timeout(timer: &str) {
     assert_eq!(stats["closed_by_header_timeout"], 5, "{stats}");
     assert_eq!(stats["closed_by_idle_timeout"], 0, "{stats}");
     assert!(stats["timeout_close_late_us"]["max"].is_u64(), "{stats}");
+    assert_each_timeouts_lateness(&stats);
 }
 
 /// With the idle timeout the shorter, a keep-alive connection is closed by it, counted from
@@ -59,6 +60,7 @@ fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout(timer: &str) {
     assert_eq!(stats["closed_by_idle_timeout"], 1, "{stats}");
     assert_eq!(stats["closed_by_header_timeout"], 0, "{stats}");
     assert!(stats["timeout_close_late_us"]["max"].as_u64().unwrap() > 0, "{stats}");
+    assert_each_timeouts_lateness(&stats);
 }
 
 /// hyper starts its header timer as soon as a response is out: with the header timeout the

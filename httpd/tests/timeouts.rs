@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Server, assert_closed_at};
+use common::{Server, assert_closed_at, assert_each_timeouts_lateness};
 use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ fn silent_connections_are_closed_at_the_header_timeout() {
     let stats = server.stats_when(|s| s["closed_by_header_timeout"] == 10);
     assert_eq!(stats["closed_by_header_timeout"], 10, "{stats}");
     assert!(stats["timeout_close_late_us"]["max"].as_u64().unwrap() > 0, "{stats}");
+    assert_each_timeouts_lateness(&stats);
 }
 
 #[test]
@@ -42,6 +43,7 @@ fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout_each_response_pus
     let stats = server.stats_when(|s| s["closed_by_idle_timeout"] == 1);
     assert_eq!(stats["closed_by_idle_timeout"], 1, "{stats}");
     assert!(stats["timers_reset"].as_u64().unwrap() >= 1, "{stats}");
+    assert_each_timeouts_lateness(&stats);
 }
 
 #[test]
@@ -141,6 +143,12 @@ fn a_mass_expiry_is_fired_in_turns_of_a_budget() {
         .unwrap_or_else(|| panic!("no CPU clock line: {summary}"));
     let timed: u64 = line.split_whitespace().nth(7).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{line}"));
     assert!(timed >= n("turns_timed_on_cpu"), "{line} after {stats}");
+    // Each timeout that closed any has its own lateness line: here the header timeout's only.
+    assert!(summary.contains(&format!("summary: header timeout closes {CONNS}: late p50 ")), "{summary}");
+    assert!(
+        !summary.contains("summary: idle timeout closes") && !summary.contains("summary: send timeout closes"),
+        "{summary}"
+    );
 }
 
 /// Without `--turn-cpu` no turn is timed on the CPU clock, and `/stats` says so with nulls,

@@ -29,7 +29,7 @@
 //! never reads held its connection (and a `--max-conns` slot) for ever: hyper waits on the
 //! write, and no other timer runs.
 
-use crate::stats::{ThreadStats, bump_shared};
+use crate::stats::{ThreadStats, TimedOut, bump_shared};
 use hyper::rt::{Sleep, Timer};
 use std::io;
 use std::os::fd::AsFd;
@@ -161,8 +161,10 @@ impl<T> IdleIo<T> {
         }
         let late = Instant::now().saturating_duration_since(deadline);
         let stats = &self.stats[super::worker_slot(self.stats.len())];
+        // The lateness before the count, as the local stack records them (both Relaxed:
+        // in this order in the program, which x86 keeps for a reader on another thread).
+        stats.record_lateness_shared(TimedOut::Idle, late);
         bump_shared(&stats.counters.idle_timeouts);
-        stats.record_lateness_shared(late);
         // Relaxed: read by the connection's own task once hyper is done with the IO.
         self.track.idle_closed.store(true, Ordering::Relaxed);
         self.timed_out = true;
@@ -233,8 +235,10 @@ impl<T: AsFd> IdleIo<T> {
         }
         let late = Instant::now().saturating_duration_since(deadline);
         let stats = &self.stats[super::worker_slot(self.stats.len())];
+        // The lateness before the count, as the local stack records them (both Relaxed:
+        // in this order in the program, which x86 keeps for a reader on another thread).
+        stats.record_lateness_shared(TimedOut::Send, late);
         bump_shared(&stats.counters.send_timeouts);
-        stats.record_lateness_shared(late);
         // Relaxed: read by the connection's own task once hyper is done with the IO.
         self.track.send_closed.store(true, Ordering::Relaxed);
         let _ = socket2::SockRef::from(&self.io).set_linger(Some(Duration::ZERO));

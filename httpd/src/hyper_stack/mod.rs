@@ -30,7 +30,7 @@ mod service;
 use crate::conn::Timeouts;
 use crate::http::{MAX_HEADER_BYTES, MAX_HEADERS};
 use crate::server::STOP_GRACE;
-use crate::stats::{ThreadStats, Totals, bump_shared};
+use crate::stats::{ThreadStats, TimedOut, Totals, bump_shared};
 use crate::summary::{Summary, TimerCounts, Usage};
 use crate::{Flags, TimerChoice};
 use hyper::rt::Timer;
@@ -331,11 +331,12 @@ async fn connection(
     let c = &stats.counters;
     match result {
         Err(e) if e.is_timeout() => {
-            bump_shared(&c.header_timeouts);
             // hyper's header timer starts at the accept, or when the last response is out.
             let from = Duration::from_micros(track.last_write_micros.load(Ordering::Relaxed));
             let deadline = accepted + from + shared.timeouts.header;
-            stats.record_lateness_shared(Instant::now().saturating_duration_since(deadline));
+            // The lateness before the count, as the IO's timeouts record them.
+            stats.record_lateness_shared(TimedOut::Header, Instant::now().saturating_duration_since(deadline));
+            bump_shared(&c.header_timeouts);
         }
         _ if stopping => bump_shared(&c.shutdown_closes),
         // hyper answered a head it could not parse (`400`) or too large (`431`), and closed.

@@ -279,3 +279,20 @@ pub fn assert_closed_at(from: Instant, closed: Instant, timeout: Duration, what:
     assert!(after >= timeout, "{what}: closed after {after:?}, before its {timeout:?} timeout");
     assert!(after <= timeout + SLACK, "{what}: closed after {after:?}, long past its {timeout:?} timeout");
 }
+
+/// Asserts that `/stats` gives each timeout's closes their own lateness, once each: under
+/// `timeout_close_late_us`, `header`, `idle` and `send` count what `closed_by_<name>_timeout`
+/// counts, and the whole counts them all. (Read once the closes are counted: each stack
+/// records a close's lateness before it counts the close.)
+pub fn assert_each_timeouts_lateness(stats: &serde_json::Value) {
+    let late = &stats["timeout_close_late_us"];
+    let mut all = 0;
+    for name in ["header", "idle", "send"] {
+        let closes = stats[format!("closed_by_{name}_timeout")].as_u64().expect("a close count");
+        assert_eq!(late[name]["closes"], closes, "{name}: {stats}");
+        let (p50, max) = (late[name]["p50"].as_u64().expect("p50"), late[name]["max"].as_u64().expect("max"));
+        assert!(p50 <= max, "{name}: {stats}");
+        all += closes;
+    }
+    assert_eq!(late["closes"], all, "{stats}");
+}
