@@ -6,7 +6,7 @@
 
 FOLDER holds one `shardwheel-load --json` report a run, `NAME.RUN.json` (NAME a timer or a
 server), and for httpd/scale.sh `NAME.RUN.kernel.json` (the kernel's socket memory) and
-`NAME.RUN.server.log` (the local stack's event-loop turns, each process's summary), and for
+`NAME.RUN.server.log` (the local stack's event-loop turns and its own view of each timeout's closes, from each process's summary), and for
 proxy/scale.sh `NAME.RUN.upstream.json` (the proxies' upstream connections). Prints,
 a row a measure and a column a NAME, the median over the runs and, with more than one run,
 the spread (lowest to highest); then the bars of issue 30 for shardwheel (or the local stack)
@@ -34,7 +34,10 @@ def dig(report, path):
 def turns(log):
     """The local stack's event-loop turns over every process's summary: {"longest_ms",
     "over_5ms"} by the wall clock, and "cpu_longest_ms", "cpu_over_5ms" on the threads' CPU
-    clock where `--turn-cpu` timed them; None if no summary."""
+    clock where `--turn-cpu` timed them; and each timeout's closes as the server saw them,
+    "KIND_closes" summed and "KIND_late_p50_ms", "KIND_late_p99_ms", "KIND_late_max_ms" the
+    worst process's (KIND header, idle or send: a process's percentiles cannot be merged
+    from its summary, so the worst bounds them); None if no summary."""
     try:
         text = Path(log).read_text(errors="replace")
     except OSError:
@@ -47,6 +50,12 @@ def turns(log):
         for m in re.finditer(pattern, text):
             found[prefix + "longest_ms"] = max(found.get(prefix + "longest_ms", 0.0), float(m.group(1)))
             found[prefix + "over_5ms"] = found.get(prefix + "over_5ms", 0) + int(m.group(2))
+    pattern = r"summary: (\w+) timeout closes (\d+): late p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, max ([0-9.]+) ms"
+    for m in re.finditer(pattern, text):
+        kind = m.group(1)
+        found[f"{kind}_closes"] = found.get(f"{kind}_closes", 0) + int(m.group(2))
+        for key, value in zip(("p50", "p99", "max"), m.group(3, 4, 5)):
+            found[f"{kind}_late_{key}_ms"] = max(found.get(f"{kind}_late_{key}_ms", 0.0), float(value))
     return found or None
 
 
@@ -84,6 +93,16 @@ def measures(classes):
         ("kernel: TCP sockets in use (both ends)", "", lambda r: dig(r, "kernel.tcp_inuse"), False),
         ("kernel: slab growth per connection", "KiB", lambda r: per_conn(r, "kernel.slab_kib"), True),
         ("kernel: TCP buffer pages per connection", "KiB", lambda r: per_conn(r, "kernel.tcp_pages_kib"), True),
+    ]
+    # The local stack's own view of its timeout closes (its summary), beside the client's.
+    for kind in ("header", "idle", "send"):
+        rows += [
+            (f"server-seen {kind} timeout closes", "", lambda r, k=kind: dig(r, f"turns.{k}_closes"), False),
+            (f"server-seen {kind} closes: late p50, worst process", "ms", lambda r, k=kind: dig(r, f"turns.{k}_late_p50_ms"), True),
+            (f"server-seen {kind} closes: late p99, worst process", "ms", lambda r, k=kind: dig(r, f"turns.{k}_late_p99_ms"), True),
+            (f"server-seen {kind} closes: late max", "ms", lambda r, k=kind: dig(r, f"turns.{k}_late_max_ms"), True),
+        ]
+    rows += [
         ("event loop: longest turn", "ms", lambda r: dig(r, "turns.longest_ms"), True),
         ("event loop: turns over 5 ms", "", lambda r: dig(r, "turns.over_5ms"), True),
         ("event loop: longest turn's own CPU time", "ms", lambda r: dig(r, "turns.cpu_longest_ms"), True),
