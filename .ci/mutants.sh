@@ -10,8 +10,9 @@
 #                                  run), in the library (src/) and the server (httpd/src/),
 #                                  untracked files included; it fails on a survivor, and on
 #                                  success it records the run in .ci/mutants/last-run.
-#   bash .ci/mutants.sh --check    CI runs this (no build): the recorded run covers the sources
-#                                  as they are. It fails if they changed since, naming the command.
+#   bash .ci/mutants.sh --check    no build: the recorded run covers the sources as they are. It
+#                                  fails if they changed since, naming the command. (Not a CI
+#                                  step: a change's run is its author's, as above.)
 #   bash .ci/mutants.sh --sample K/N   the whole library, one round-robin slice of N (the
 #                                  library's score; survivors are listed, not a failure).
 #   bash .ci/mutants.sh --check-config   CI runs this (seconds, no build): every exclusion in
