@@ -172,9 +172,8 @@ impl ThreadStats {
         let micros = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);
         let lateness = &self.lateness[timeout as usize];
         bump(&lateness.buckets[bucket_of(micros)]);
-        if micros > lateness.max_micros.load(Ordering::Relaxed) {
-            lateness.max_micros.store(micros, Ordering::Relaxed);
-        }
+        // Relaxed: as `add`'s (this thread's alone, read for a recent value).
+        lateness.max_micros.store(micros.max(lateness.max_micros.load(Ordering::Relaxed)), Ordering::Relaxed);
     }
 }
 
