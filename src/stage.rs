@@ -424,6 +424,52 @@ mod tests {
         assert!(matches!(stage.push(entry(90), 90), Push::Staged(true)), "announced again");
     }
 
+    /// `is_empty` holds exactly while nothing published waits to be claimed: after every
+    /// way entries are published (a push, a sweep's republication, a retirement's sweep) it
+    /// is false, and after every way they are claimed (a take, a sweep that drops them all, a
+    /// close) it is true. The shard forgets a retired stage only once it is empty.
+    #[test]
+    fn a_stage_is_empty_exactly_while_nothing_published_waits() {
+        let stage = Stage::new();
+        assert!(stage.is_empty(), "new");
+        assert!(matches!(stage.push(entry(50), 50), Push::Staged(true)));
+        assert!(!stage.is_empty(), "one pushed");
+        let mut taken = Vec::new();
+        stage.take(&mut taken);
+        assert_eq!(taken.len(), 1);
+        assert!(stage.is_empty(), "taken");
+        // A full ring whose sweep keeps a quarter: republished, so not empty.
+        let mut handles = Vec::new();
+        for i in 0..CAPACITY as u64 {
+            let (mine, staged) = EntryRef::new_pair(100 + i, || {});
+            assert!(matches!(stage.push(staged, 100 + i), Push::Staged(_)));
+            handles.push(mine);
+        }
+        for (i, h) in handles.iter().enumerate() {
+            if i % 4 != 0 {
+                assert!(h.cancel().is_some());
+            }
+        }
+        assert!(matches!(stage.sweep(&mut Vec::new()), Sweep::Swept { .. }));
+        assert!(!stage.is_empty(), "a sweep republishes the live ones");
+        // Every one left cancelled: the next sweep drops them all.
+        for h in handles.iter().step_by(4) {
+            assert!(h.cancel().is_some());
+        }
+        assert!(matches!(stage.sweep(&mut Vec::new()), Sweep::Swept { .. }));
+        assert!(stage.is_empty(), "a sweep that keeps nothing");
+        // Retired with one live entry: not empty until the shard takes it.
+        let (live, staged) = EntryRef::new_pair(700, || {});
+        assert!(matches!(stage.push(staged, 700), Push::Staged(_)));
+        assert!(stage.retire(&mut Vec::new()));
+        assert!(stage.is_retired() && !stage.is_empty(), "retired, its entry waiting");
+        taken.clear();
+        stage.close(&mut taken);
+        assert_eq!(taken.len(), 1);
+        assert!(stage.is_empty(), "closed: everything taken");
+        drop(live);
+    }
+
     #[test]
     fn a_full_ring_sweeps_out_the_cancelled_and_keeps_order() {
         let stage = Stage::new();

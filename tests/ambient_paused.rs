@@ -4,7 +4,7 @@
 
 use shardwheel::time::{self, Duration, Instant};
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -99,6 +99,81 @@ fn auto_advance_never_moves_the_clock_under_a_running_thread() {
         assert_eq!(Instant::now(), start, "the clock moved while its thread ran");
         time::resume();
     });
+}
+
+/// `auto_advance(false)` holds the clock while its thread waits on something else, a sleep
+/// registered; `auto_advance(true)` lets it jump again; each turn is the calling thread's:
+/// off, on, and off again, with a long wait each time it is off.
+#[test]
+fn auto_advance_turned_off_holds_the_clock_and_turned_on_moves_it_again() {
+    futures_executor::block_on(async {
+        time::pause();
+        let start = Instant::now();
+        for round in 1..=2u32 {
+            time::auto_advance(false);
+            let held = Instant::now();
+            let mut sleep = pin!(time::sleep(Duration::from_secs(3600)));
+            // Blocked for 200 ms of real time (two hundred of auto-advance's looks), the
+            // sleep registered: the other side of the race wins, the clock stays.
+            let slept = first_of(sleep.as_mut(), RealDelay::new(ms(200))).await;
+            assert!(!slept, "round {round}: the sleep ended with auto-advance off");
+            assert_eq!(Instant::now(), held, "round {round}: the clock moved with auto-advance off");
+            time::auto_advance(true);
+            sleep.await;
+            assert_eq!(Instant::now(), held + Duration::from_secs(3600), "round {round}: jumped to the deadline");
+        }
+        assert_eq!(start.elapsed(), Duration::from_secs(7200));
+        time::resume();
+    });
+}
+
+/// Whichever of two futures is ready first: `true` for the first.
+async fn first_of(mut a: impl Future<Output = ()> + Unpin, b: impl Future<Output = ()>) -> bool {
+    let mut b = pin!(b);
+    std::future::poll_fn(|cx| {
+        if Pin::new(&mut a).poll(cx).is_ready() {
+            Poll::Ready(true)
+        } else if b.as_mut().poll(cx).is_ready() {
+            Poll::Ready(false)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Ready after `wait` of real time, measured by a thread of its own (no ambient call, so
+/// the paused clock has no part in it).
+struct RealDelay {
+    wait: Duration,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    started: bool,
+}
+
+impl RealDelay {
+    fn new(wait: Duration) -> RealDelay {
+        RealDelay { wait, done: Arc::default(), started: false }
+    }
+}
+
+impl Future for RealDelay {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.done.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        if !self.started {
+            self.started = true;
+            let (wait, done, waker) = (self.wait, self.done.clone(), cx.waker().clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(wait);
+                done.store(true, Ordering::SeqCst);
+                waker.wake();
+            });
+        }
+        Poll::Pending
+    }
 }
 
 /// Each thread's clock is its own: one paused, one not, side by side.

@@ -200,6 +200,17 @@ impl Heap {
     pub(super) fn pages(&self, class: usize) -> usize {
         self.classes.borrow()[class].pages.len()
     }
+
+    /// The pages of `class` this heap lists, in order; each must know its place in the list
+    /// (`Page::index`), which the release of an empty page relies on.
+    pub(super) fn listed(&self, class: usize) -> Vec<NonNull<Page>> {
+        let pages = self.classes.borrow()[class].pages.clone();
+        for (i, page) in pages.iter().enumerate() {
+            // SAFETY: the heap's pages live until it releases or abandons them.
+            assert_eq!(unsafe { page.as_ref() }.index(), i, "a page that does not know its place in the list");
+        }
+        pages
+    }
 }
 
 impl Class {

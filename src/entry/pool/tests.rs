@@ -199,6 +199,53 @@ fn a_page_emptied_elsewhere_goes_back_while_every_free_is_local() {
     unsafe { free(leftover.unwrap()) };
 }
 
+/// A page emptied by its own thread's frees, not the current page, is given back at its last
+/// free wherever it is listed: the middle, the last, then the first of four pages (the last
+/// mapped is current), and the pages left each keep their place. Twice.
+#[test]
+fn a_page_emptied_on_its_thread_goes_back_from_any_place_in_the_list() {
+    std::thread::spawn(|| {
+        let class = 2;
+        let listed = || HEAP.with(|heap| heap.listed(class));
+        let free_all = |slots: Vec<NonNull<u8>>| {
+            for slot in slots {
+                // SAFETY: each came from `alloc` and is not used.
+                unsafe { free(slot) };
+            }
+        };
+        for round in 0..2 {
+            // Pages A, B, C full, D current (one cell).
+            let (a, first_b) = fill_a_page(class);
+            let (mut b, first_c) = fill_a_page(class);
+            let (mut c, d) = fill_a_page(class);
+            assert_eq!(Page::of(b[0]), Page::of(first_b), "round {round}");
+            b.push(first_b);
+            c.push(first_c);
+            let page = |slots: &[NonNull<u8>]| Page::of(slots[0]);
+            let (pa, pb, pc, pd) = (page(&a), page(&b), page(&c), Page::of(d));
+            let mut expected = vec![pa, pb, pc, pd];
+            assert_eq!(listed(), expected, "round {round}");
+            // The middle one: the last takes its place.
+            free_all(b);
+            expected = vec![pa, pd, pc];
+            assert_eq!(listed(), expected, "round {round}: B, the second of four, given back");
+            // The last one.
+            free_all(c);
+            expected = vec![pa, pd];
+            assert_eq!(listed(), expected, "round {round}: C, the last of three, given back");
+            // The first one.
+            free_all(a);
+            assert_eq!(listed(), vec![pd], "round {round}: A, the first of two, given back");
+            free_all(vec![d]);
+            assert_eq!(listed(), vec![pd], "round {round}: the current page is kept though empty");
+            HEAP.with(Heap::trim);
+            assert!(listed().is_empty(), "round {round}");
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 /// `Heap::trim` gives back every empty page, the current one too, and forgets it as
 /// current: the next cell comes from a page mapped anew (one still current after it was
 /// unmapped would be written to there). Twice, each with a full page kept beside it.

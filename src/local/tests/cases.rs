@@ -53,6 +53,42 @@ fn a_key_of_another_wheel_is_stale_there() {
     }
 }
 
+/// A key's raw form is the generation in the high half and the slot in the low half, and
+/// goes back to the same key: for keys of many slots and of one slot over many generations,
+/// every raw differs, each names its own timer (`from_raw` cancels it), and a stale one's raw
+/// names nothing. At the corners of both halves too.
+#[test]
+fn a_key_goes_to_its_raw_form_and_back_to_its_own_timer() {
+    use std::collections::HashSet;
+    for (index, generation) in [(0, 0), (7, 5), (u32::MAX, 0), (0, u32::MAX), (u32::MAX, u32::MAX)] {
+        let key = TimerKey { index, generation };
+        let raw = (u64::from(generation) << 32) | u64::from(index);
+        assert_eq!(key.into_raw(), raw, "{key:?}");
+        assert_eq!(TimerKey::from_raw(raw), key);
+    }
+    let mut wheel = LocalWheel::new();
+    let mut raws = HashSet::new();
+    // Many slots at once, then one slot through many generations.
+    let live: Vec<(TimerKey, u64)> = (0..100).map(|i| (wheel.arm(Duration::from_secs(60), i), i)).collect();
+    for &(key, _) in &live {
+        assert!(raws.insert(key.into_raw()), "two keys with one raw form: {key:?}");
+        assert_eq!(TimerKey::from_raw(key.into_raw()), key);
+    }
+    let mut stale = Vec::new();
+    for i in 100..200 {
+        let key = wheel.arm(Duration::from_secs(60), i);
+        assert!(raws.insert(key.into_raw()), "two keys with one raw form: {key:?}");
+        assert_eq!(wheel.cancel(TimerKey::from_raw(key.into_raw())), Some(i), "its raw form names its timer");
+        stale.push(key.into_raw());
+    }
+    for raw in stale {
+        assert_eq!(wheel.cancel(TimerKey::from_raw(raw)), None, "a stale key's raw form names nothing");
+    }
+    for (key, i) in live {
+        assert_eq!(wheel.cancel(TimerKey::from_raw(key.into_raw())), Some(i));
+    }
+}
+
 #[test]
 fn far_and_bad_input_never_panics() {
     let mut wheel = LocalWheel::new();

@@ -73,6 +73,42 @@ fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
     drop(local.shut_down());
 }
 
+/// A retired stage is forgotten only once it is empty: one that still holds entries stays
+/// filed, so that a turn takes them (or the final drain hands them back). Both ways it is
+/// met: filed after its announcement, and after a take, each with entries left and without.
+#[test]
+fn a_retired_stage_is_forgotten_only_once_nothing_is_left_on_it() {
+    use crate::entry::EntryRef;
+    use crate::stage::{Push, Stage};
+    use crate::sync::Arc;
+
+    let (shard, mut local) = driver_alone();
+    let now = shard.clock.now_tick();
+    for round in 0..2 {
+        let stage = Arc::new(Stage::new());
+        let (entry, handle) = EntryRef::new_pair(now + 50, || {});
+        assert!(matches!(stage.push(entry, now + 50), Push::Staged(true)));
+        assert!(stage.retire(&mut Vec::new()));
+        // Retired, its entry unclaimed: filed (due now), not forgotten.
+        local.file_or_forget(&stage);
+        assert!(stage.key().is_some(), "round {round}: a retired stage holding an entry was forgotten");
+        assert_eq!(Arc::strong_count(&stage), 2, "round {round}: the stage wheel holds it");
+        // The take empties it: now it is forgotten, and its entry is in the wheel.
+        assert_eq!(local.take_stage(&stage), 1);
+        assert!(stage.key().is_none(), "round {round}: retired and empty, still filed");
+        assert_eq!(Arc::strong_count(&stage), 1, "round {round}: the stage wheel let it go");
+        assert_eq!(local.wheel.len(), round + 1);
+        // Empty and not retired: filed at what it promises (nothing), kept for the drain.
+        let open = Arc::new(Stage::new());
+        local.file_or_forget(&open);
+        assert!(open.key().is_some(), "round {round}: a stage not retired is forgotten");
+        local.stages.forget(&open);
+        drop(handle);
+    }
+    let unfired = local.shut_down();
+    assert_eq!(unfired.len(), 2, "both entries were filed and handed back at the stop");
+}
+
 /// Each announcement counts one against a turn's budget, and each entry a due stage hands
 /// over one more: announcements of stages not yet due (which hand over nothing) still run out
 /// the budget, and the rest wait for the next turn, as do the due stages past it.
