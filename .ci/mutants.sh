@@ -190,7 +190,7 @@ run_package() {
     local their_files=()
     while IFS= read -r file; do their_files+=(-f "$file"); done < <(cut -d: -f1 "$dir/first-survivors.txt" | sort -u)
     # shellcheck disable=SC2086
-    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --baseline skip --timeout 600 \
+    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --baseline skip --timeout "$FULL_TIMEOUT" \
       --output "$dir/full" --re "$(names_regex "$dir/first-survivors.txt")" "${their_files[@]}" "$@" -- $full || status=$?
     case $status in 0 | 2 | 3) ;; *)
       echo "error: cargo mutants failed ($status) on $package's second pass"
@@ -226,6 +226,13 @@ LIB_GROUPS=(
   "-e src/time/** -e src/future/** -e src/io/** -e src/metrics.rs -e src/lateness.rs|--lib"
 )
 LIB_FULL="--lib --tests"
+# The second pass's timeout: a hang there costs all of it. The library's every test takes
+# some 30 s a mutant here (the fourth slice, 2026-11-30: 28 s each, quiet machine), so 240 s
+# is eight times that, room for a build beside it; it was 600 s, and two hangs of that slice
+# cost 20 minutes. The server's integration tests wait out real timeouts: 600 s.
+LIB_FULL_TIMEOUT=240
+HTTPD_FULL_TIMEOUT=600
+FULL_TIMEOUT=$LIB_FULL_TIMEOUT
 HTTPD_GROUPS=("|--bins")
 HTTPD_FULL="--bins --tests"
 
@@ -266,9 +273,10 @@ for name in library httpd; do
   if [[ $name == library ]]; then
     # shellcheck disable=SC2054 # one argument, "offload,hyper,metrics,tokio"
     package=shardwheel features=(--features offload,hyper,metrics,tokio) full=$LIB_FULL
-    FIRST_GROUPS=("${LIB_GROUPS[@]}")
+    FIRST_GROUPS=("${LIB_GROUPS[@]}") FULL_TIMEOUT=$LIB_FULL_TIMEOUT
   else
     package=shardwheel-httpd features=() full=$HTTPD_FULL
+    FULL_TIMEOUT=$HTTPD_FULL_TIMEOUT
     FIRST_GROUPS=("${HTTPD_GROUPS[@]}")
   fi
   if [[ -z "$(cargo mutants -p "$package" --list --in-diff "$diff" "${features[@]}" 2>/dev/null)" ]]; then
