@@ -89,6 +89,50 @@ fn a_key_goes_to_its_raw_form_and_back_to_its_own_timer() {
     }
 }
 
+/// A remote handle's `cancel`, `reset` and `reset_at` each answer `true` exactly when the key
+/// names a pending timer: not for one the owner cancelled, one that fired, a stale key whose
+/// slot holds another timer now, a key no timer ever had, nor once the wheel is dropped.
+#[test]
+fn a_remote_answers_true_only_for_a_pending_timer() {
+    use crate::local::RemoteWheel;
+    type Op = fn(&RemoteWheel<u32>, TimerKey, Instant) -> bool;
+    let ops: [(&str, Op); 3] = [
+        ("cancel", |r, k, _| r.cancel(k)),
+        ("reset", |r, k, _| r.reset(k, Duration::from_secs(90))),
+        ("reset_at", |r, k, at| r.reset_at(k, at)),
+    ];
+    let mut wheel = LocalWheel::new();
+    let remote = wheel.remote();
+    let later = wheel.now() + Duration::from_secs(90);
+    for (name, op) in ops {
+        let pending = wheel.arm(Duration::from_secs(30), 1);
+        assert!(op(&remote, pending, later), "{name}: a pending timer");
+        let cancelled = wheel.arm(Duration::from_secs(30), 2);
+        assert_eq!(wheel.cancel(cancelled), Some(2));
+        assert!(!op(&remote, cancelled, later), "{name}: a timer the owner cancelled");
+        let fired = wheel.arm(Duration::ZERO, 3);
+        let soon = wheel.now() + Duration::from_millis(10);
+        while let Some((key, _)) = wheel.poll_expired(soon) {
+            assert_eq!(key, fired, "{name}");
+        }
+        assert!(!op(&remote, fired, later), "{name}: a timer that fired");
+        // The cancelled timer's slot, reused: its old key is stale.
+        let reused = wheel.arm(Duration::from_secs(30), 4);
+        assert!(!op(&remote, cancelled, later) && !op(&remote, fired, later), "{name}: a stale key");
+        let never = TimerKey { index: u32::MAX - 1, generation: 0 };
+        assert!(!op(&remote, never, later), "{name}: a key no timer had");
+        wheel.drain_remote();
+        for key in [pending, reused] {
+            wheel.cancel(key);
+        }
+    }
+    let last = wheel.arm(Duration::from_secs(30), 5);
+    drop(wheel);
+    for (name, op) in ops {
+        assert!(!op(&remote, last, later), "{name}: the wheel was dropped");
+    }
+}
+
 #[test]
 fn far_and_bad_input_never_panics() {
     let mut wheel = LocalWheel::new();

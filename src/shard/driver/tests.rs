@@ -109,6 +109,52 @@ fn a_retired_stage_is_forgotten_only_once_nothing_is_left_on_it() {
     assert_eq!(unfired.len(), 2, "both entries were filed and handed back at the stop");
 }
 
+/// An arm read from the mail is filed in the turn that reads it when arms may file and
+/// nothing must go first; it waits in `deferred`, in the order it came, while arms may not
+/// file (a stage is due), while an older arm waits there, and while an announcement waits
+/// (a stage that may hold its thread's older arms). Each condition on its own, then cleared.
+#[test]
+fn an_arm_from_the_mail_is_filed_at_once_unless_something_must_go_first() {
+    use crate::entry::EntryRef;
+    use crate::stage::Stage;
+    use crate::sync::Arc;
+
+    let (shard, mut local) = driver_alone();
+    let now = shard.clock.now_tick();
+    let mut handles = Vec::new();
+    let mut arm = |deadline: u64| {
+        let (entry, handle) = EntryRef::new_pair(deadline, || {});
+        shard.mailbox.send(Command::Arm(entry), Some(deadline));
+        handles.push(handle);
+    };
+    // Arms may file, nothing waits: filed in this drain.
+    arm(now + 100);
+    assert!(!local.drain_mailbox(16, true), "nothing left");
+    assert_eq!((local.wheel.len(), local.deferred.len()), (1, 0), "filed at once");
+    // Arms may not file: held back, both of them.
+    arm(now + 200);
+    arm(now + 300);
+    assert!(!local.drain_mailbox(16, false));
+    assert_eq!((local.wheel.len(), local.deferred.len()), (1, 2), "held while a stage is due");
+    // They may again: the held ones first, then the one from the mail, all in this drain.
+    arm(now + 400);
+    assert!(!local.drain_mailbox(16, true));
+    assert_eq!((local.wheel.len(), local.deferred.len()), (4, 0), "the held ones and the new one filed");
+    // An announcement waits: the arm is held back and the drain ends, saying more waits.
+    shard.mailbox.announce(Arc::new(Stage::new()), now + 1_000);
+    arm(now + 500);
+    arm(now + 600);
+    assert!(local.drain_mailbox(16, true), "the announcement goes first");
+    assert_eq!((local.wheel.len(), local.deferred.len()), (4, 1), "held behind the announcement");
+    assert!(shard.mailbox.pop_stage().is_some());
+    // The announcement read: the held arm first, then the mail's.
+    assert!(!local.drain_mailbox(16, true));
+    assert_eq!((local.wheel.len(), local.deferred.len()), (6, 0));
+    let unfired = local.shut_down();
+    assert_eq!(unfired.len(), 6, "every arm was filed and handed back at the stop");
+    drop(handles);
+}
+
 /// Each announcement counts one against a turn's budget, and each entry a due stage hands
 /// over one more: announcements of stages not yet due (which hand over nothing) still run out
 /// the budget, and the rest wait for the next turn, as do the due stages past it.
