@@ -14,7 +14,11 @@
 #                                  fails if they changed since, naming the command. (Not a CI
 #                                  step: a change's run is its author's, as above.)
 #   bash .ci/mutants.sh --sample K/N   the whole library, one round-robin slice of N (the
-#                                  library's score; survivors are listed, not a failure).
+#                                  library's score; survivors are listed, not a failure);
+#                                  each mutant's verdict goes to .ci/mutants/slices/.
+#   bash .ci/mutants.sh --tally    no build: the whole library's score over the verdicts
+#                                  kept in .ci/mutants/slices/, and how many mutants no slice
+#                                  has run yet (.ci/mutants_verdicts.py).
 #   bash .ci/mutants.sh --check-config   CI runs this (seconds, no build): every exclusion in
 #                                  .cargo/mutants.toml still names a mutant.
 #
@@ -38,6 +42,7 @@ cd "$(dirname "$0")/.."
 
 VERSION=27.1.0
 RECORD=.ci/mutants/last-run
+SLICES=.ci/mutants/slices
 OUT=target/mutants
 SCOPE=(src httpd/src)
 
@@ -245,6 +250,23 @@ if [[ "${1:-}" == "--sample" ]]; then
   FIRST_GROUPS=("${LIB_GROUPS[@]}")
   run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper,metrics,tokio
   echo "(a sample: survivors are reported, not a failure)"
+  # Each mutant's verdict by name, for the whole library's score (`--tally`): copy it into
+  # the tree the run was for, and commit it.
+  mkdir -p "$SLICES"
+  verdicts="$SLICES/library-${slice/\//-of-}.tsv"
+  python3 .ci/mutants_verdicts.py record "$OUT/library-sample-${slice/\//-of-}" "$(git rev-parse --short HEAD)" >"$verdicts"
+  echo "verdicts: $verdicts ($(wc -l <"$verdicts") mutants)"
+  exit 0
+fi
+
+if [[ "${1:-}" == "--tally" ]]; then
+  # The whole library's score so far: the verdicts kept in $SLICES (one file a slice run,
+  # and by-hand.tsv) against the list as it stands (seconds, no build).
+  list=$(mktemp)
+  cargo mutants --list --json -p shardwheel --features offload,hyper,metrics,tokio >"$list"
+  mapfile -t kept < <(find "$SLICES" -name '*.tsv' | sort)
+  python3 .ci/mutants_verdicts.py tally "$list" "${kept[@]}"
+  rm -f "$list"
   exit 0
 fi
 
