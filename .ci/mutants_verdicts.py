@@ -99,15 +99,75 @@ def tally(listing, files):
         f"survived {count['survived']}, unjudged {count['unjudged']}"
     )
     if viable:
-        print(f"  score: {caught} of {viable} viable caught, {100 * caught / viable:.1f} %, each at its latest verdict")
+        print(
+            f"  score: {caught} of {viable} viable caught, {100 * caught / viable:.1f} %, each at its latest verdict "
+            "(the unjudged not counted)"
+        )
     print(f"  not run yet: {len(current) - len(run)}; verdicts no longer in the list (code changed or excluded): {len(latest) - len(run)}")
     for k, v in sorted(run.items()):
         if v in ("survived", "unjudged"):
             print(f"  {v}: {k}")
 
 
+def self_test():
+    """`record` and `tally` on a made-up run: each verdict, the second pass's, one it did not
+    reach, one it tested beside them, a key that survives an edit above its function, and
+    the later commit's verdict winning."""
+    import contextlib
+    import io
+    import tempfile
+
+    def mutant(line, name, first=10):
+        return {"name": f"src/a.rs:{line}:5: {name}", "function": {"span": {"start": {"line": first}}},
+                "span": {"start": {"line": line, "column": 5}}}
+
+    def write(directory, results):
+        (directory / "mutants.out").mkdir(parents=True)
+        outs = [{"scenario": "Baseline", "summary": "Success"}]
+        outs += [{"scenario": {"Mutant": m}, "summary": r} for m, r in results]
+        (directory / "mutants.out" / "outcomes.json").write_text(json.dumps({"outcomes": outs}))
+
+    a, b, c, d, e, f = (mutant(11 + i, f"replace f{i} with ()") for i in range(6))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        write(out / "first-1", [(a, "CaughtMutant"), (b, "Timeout"), (c, "Unviable"), (d, "MissedMutant")])
+        write(out / "first-2", [(e, "MissedMutant"), (f, "MissedMutant")])
+        extra = mutant(30, "delete field x")
+        write(out / "full", [(d, "CaughtMutant"), (e, "MissedMutant"), (extra, "CaughtMutant")])
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            record(out, "abc")
+        got = [line.split("\t")[0] for line in text.getvalue().splitlines()]
+        assert got == ["caught", "hang", "unviable", "caught", "survived", "unjudged"], got
+        assert "delete field x" not in text.getvalue(), "a mutant the first pass did not ask about"
+        # The same mutants after five lines were added above their function: the same keys.
+        moved = [mutant(m["span"]["start"]["line"] + 5, m["name"].split(": ", 1)[1], first=15) for m in (a, b, c, d, e, f)]
+        assert [key(m) for m in moved] == [key(m) for m in (a, b, c, d, e, f)]
+        listing = Path(tmp) / "list.json"
+        listing.write_text(json.dumps(moved + [mutant(40, "replace g with ()")]))
+        slice_file = Path(tmp) / "slice.tsv"
+        slice_file.write_text(text.getvalue())
+        hand = Path(tmp) / "by-hand.tsv"
+        # HEAD is a descendant of HEAD~0: the by-hand verdict is at a commit as late or later.
+        hand.write_text(f"# by hand\ncaught\t{key(e)}\tHEAD\n")
+        for line in slice_file.read_text().splitlines():
+            assert line.endswith("\tabc")
+        slice_file.write_text(slice_file.read_text().replace("\tabc", "\tHEAD~1"))
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            tally(listing, [hand, slice_file])  # the later commit wins, not the later file
+        report = text.getvalue()
+        assert "7 mutants in the library now; 6 of them run" in report, report
+        assert "caught 3, by a hang 1, unviable 1, survived 0, unjudged 1" in report, report
+        assert "4 of 4 viable caught, 100.0 %" in report, report
+        assert "not run yet: 1;" in report, report
+    print("mutants_verdicts.py: self-test passed")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "record":
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+    elif len(sys.argv) == 4 and sys.argv[1] == "record":
         record(Path(sys.argv[2]), sys.argv[3])
     elif len(sys.argv) >= 3 and sys.argv[1] == "tally":
         tally(sys.argv[2], sys.argv[3:])
