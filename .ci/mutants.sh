@@ -93,6 +93,21 @@ if [[ "${1:-}" == "--check" ]]; then
   exit 0
 fi
 
+if [[ "${1:-}" == "--tally" ]]; then
+  # The whole library's score so far: the verdicts kept in $SLICES (one file a slice run,
+  # and by-hand.tsv) against the list as it stands, the exclusions applied (seconds, no
+  # build, nothing copied: before the checks below, which are for the runs).
+  if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
+    cargo install cargo-mutants --locked --version "$VERSION"
+  fi
+  list=$(mktemp)
+  trap 'rm -f "$list"' EXIT
+  cargo mutants --list --json -p shardwheel --features offload,hyper,metrics,tokio >"$list"
+  mapfile -t verdict_files < <(find "$SLICES" -name '*.tsv' | sort)
+  python3 .ci/mutants_verdicts.py tally "$list" "${verdict_files[@]}"
+  exit 0
+fi
+
 if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
   cargo install cargo-mutants --locked --version "$VERSION"
 fi
@@ -232,7 +247,7 @@ LIB_GROUPS=(
 )
 LIB_FULL="--lib --tests"
 # The second pass's timeout: a hang there costs all of it. The library's every test takes
-# some 30 s a mutant here (the fourth slice, 2026-11-30: 28 s each, quiet machine), so 240 s
+# some 30 s a mutant here (the fourth slice, 2026-11-30: 28 s each, test builds beside it), so 240 s
 # is eight times that, room for a build beside it; it was 600 s, and two hangs of that slice
 # cost 20 minutes. The server's integration tests wait out real timeouts: 600 s.
 LIB_FULL_TIMEOUT=240
@@ -248,27 +263,30 @@ if [[ "${1:-}" == "--sample" ]]; then
   # each meets its group's tests first, as in a change's run.
   FIRST_ONLY=(--shard "$slice" --sharding round-robin)
   FIRST_GROUPS=("${LIB_GROUPS[@]}")
-  run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper,metrics,tokio
+  status=0
+  run_package "library-sample-${slice/\//-of-}" shardwheel "$LIB_FULL" --features offload,hyper,metrics,tokio || status=$?
+  # 2: survivors, which a sample reports; anything else: the run itself failed.
+  if [[ $status -ne 0 && $status -ne 2 ]]; then
+    echo "error: the sample's run failed ($status); no verdicts written"
+    exit 1
+  fi
   echo "(a sample: survivors are reported, not a failure)"
   # Each mutant's verdict by name, for the whole library's score (`--tally`): copy it into
-  # the tree the run was for, and commit it.
+  # the tree the run was for, and commit it. (A run stopped midway writes nothing: record
+  # what it judged with `python3 .ci/mutants_verdicts.py record target/mutants/NAME
+  # COMMIT`, whose unjudged are the first pass's survivors the second did not reach.)
   mkdir -p "$SLICES"
   verdicts="$SLICES/library-${slice/\//-of-}.tsv"
-  python3 .ci/mutants_verdicts.py record "$OUT/library-sample-${slice/\//-of-}" "$(git rev-parse --short HEAD)" >"$verdicts"
+  python3 .ci/mutants_verdicts.py record "$OUT/library-sample-${slice/\//-of-}" "$(git rev-parse HEAD)" >"$verdicts.new"
+  if [[ ! -s "$verdicts.new" ]]; then
+    echo "error: no verdicts recorded from $OUT/library-sample-${slice/\//-of-}"
+    exit 1
+  fi
+  mv "$verdicts.new" "$verdicts"
   echo "verdicts: $verdicts ($(wc -l <"$verdicts") mutants)"
   exit 0
 fi
 
-if [[ "${1:-}" == "--tally" ]]; then
-  # The whole library's score so far: the verdicts kept in $SLICES (one file a slice run,
-  # and by-hand.tsv) against the list as it stands (seconds, no build).
-  list=$(mktemp)
-  cargo mutants --list --json -p shardwheel --features offload,hyper,metrics,tokio >"$list"
-  mapfile -t kept < <(find "$SLICES" -name '*.tsv' | sort)
-  python3 .ci/mutants_verdicts.py tally "$list" "${kept[@]}"
-  rm -f "$list"
-  exit 0
-fi
 
 base=${1:-$(sed -n 's/^head \([0-9a-f]*\).*/\1/p' "$RECORD" 2>/dev/null || true)}
 if [[ -z "$base" ]]; then

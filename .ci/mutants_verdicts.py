@@ -19,9 +19,14 @@ each mutant counts, and what no slice has run is listed, for a last pass.
 
 A mutant's key is its name without the line and column, which move with every edit above
 it, and with its place in its function instead (line offset from the function's first line,
-and column): `src/clock/mod.rs: replace + with * in Clock::div_ceil @7:11`. It holds while
-the function's lines above the mutant stay; a function edited since a slice ran shows its
-changed mutants as not run.
+and column): `src/clock/mod.rs: replace + with * in Clock::div_ceil @7:11`. A mutant whose
+line moved within its function shows as not run; an edit that leaves its place alone keeps
+its verdict, whatever else changed (the verdict is of the tree at its commit: run the slice
+again after a change to be sure of it). Two functions of one name in one file (a `cfg(loom)`
+twin) can give two mutants one key: they are counted once, and the count says how many.
+
+The mutants listed and the verdicts read are both taken less `.cargo/mutants.toml`'s
+`exclude_re`, which cargo-mutants 27.1 does not apply to struct-field deletions (#632).
 
 Verdicts: `caught` (a test failed: the first pass's targets, or every test in the second),
 `hang` (the timeout: a test never finished, which CI would see as a failure), `unviable` (it
@@ -47,24 +52,28 @@ def key(mutant):
     return f"{name} @{start['line'] - first}:{start['column']}"
 
 
-def outcomes(path):
-    """(key, verdict) of each mutant a cargo-mutants output directory tested."""
+def outcomes(path, patterns):
+    """(key, verdict) of each mutant a cargo-mutants output directory tested, less the
+    excluded."""
     data = json.loads((path / "mutants.out" / "outcomes.json").read_text())
     for outcome in data["outcomes"]:
         scenario = outcome["scenario"]
         if not isinstance(scenario, dict) or "Mutant" not in scenario:
             continue  # the unmutated baseline
+        if is_excluded(scenario["Mutant"]["name"], patterns):
+            continue
         yield key(scenario["Mutant"]), SUMMARY.get(outcome["summary"], outcome["summary"])
 
 
-def record(out, commit):
+def record(out, commit, patterns=None):
+    patterns = excluded() if patterns is None else patterns
     verdicts = {}
     for first in sorted(out.glob("first-*")):
         if (first / "mutants.out" / "outcomes.json").exists():
-            verdicts.update(outcomes(first))
+            verdicts.update(outcomes(first, patterns))
     # The second pass judges the first's survivors; it may test others besides (field
     # deletions that `--re` lets through, cargo-mutants#632), which are not counted here.
-    judged = dict(outcomes(out / "full")) if (out / "full" / "mutants.out" / "outcomes.json").exists() else {}
+    judged = dict(outcomes(out / "full", patterns)) if (out / "full" / "mutants.out" / "outcomes.json").exists() else {}
     for k, v in verdicts.items():
         if v == "survived":
             verdicts[k] = judged.get(k, "unjudged")
@@ -73,12 +82,31 @@ def record(out, commit):
 
 
 def is_ancestor(older, newer):
-    """Whether commit `older` is `newer` or one of its ancestors."""
-    return subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], check=False).returncode == 0
+    """Whether commit `older` is `newer` or one of its ancestors. A commit this clone does not
+    have (a shallow clone, a rewritten history) is an error: the order of two verdicts would be
+    a guess."""
+    result = subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], check=False)
+    if result.returncode not in (0, 1):
+        sys.exit(f"error: cannot order commits {older} and {newer} (git merge-base: {result.returncode})")
+    return result.returncode == 0
 
 
-def tally(listing, files):
-    current = {key(m) for m in json.loads(Path(listing).read_text())}
+def excluded():
+    """`.cargo/mutants.toml`'s `exclude_re`, compiled."""
+    import tomllib
+
+    config = tomllib.loads(Path(".cargo/mutants.toml").read_text())
+    return [re.compile(p) for p in config.get("exclude_re", [])]
+
+
+def is_excluded(name, patterns):
+    return any(p.search(name) for p in patterns)
+
+
+def tally(listing, files, patterns=None):
+    patterns = excluded() if patterns is None else patterns
+    mutants = [m for m in json.loads(Path(listing).read_text()) if not is_excluded(m["name"], patterns)]
+    current = {key(m) for m in mutants}
     latest = {}
     for f in files:
         for line in Path(f).read_text().splitlines():
@@ -93,7 +121,11 @@ def tally(listing, files):
     count = {v: sum(1 for x in run.values() if x == v) for v in ("caught", "hang", "unviable", "survived", "unjudged")}
     viable = count["caught"] + count["hang"] + count["survived"]
     caught = count["caught"] + count["hang"]
-    print(f"{len(current)} mutants in the library now; {len(run)} of them run by the slices kept here")
+    shared = len(mutants) - len(current)
+    print(
+        f"{len(mutants)} mutants in the library now ({shared} sharing a key with another, counted once: "
+        f"{len(current)} keys); {len(run)} of them run by the slices kept here"
+    )
     print(
         f"  caught {count['caught']}, by a hang {count['hang']}, unviable {count['unviable']}, "
         f"survived {count['survived']}, unjudged {count['unjudged']}"
@@ -131,20 +163,22 @@ def self_test():
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         write(out / "first-1", [(a, "CaughtMutant"), (b, "Timeout"), (c, "Unviable"), (d, "MissedMutant")])
-        write(out / "first-2", [(e, "MissedMutant"), (f, "MissedMutant")])
+        write(out / "first-2", [(e, "MissedMutant"), (f, "MissedMutant"), (mutant(50, "replace f6 with ()"), "MissedMutant")])
         extra = mutant(30, "delete field x")
         write(out / "full", [(d, "CaughtMutant"), (e, "MissedMutant"), (extra, "CaughtMutant")])
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
-            record(out, "abc")
+            record(out, "abc", patterns=[re.compile("replace f6 ")])
         got = [line.split("\t")[0] for line in text.getvalue().splitlines()]
         assert got == ["caught", "hang", "unviable", "caught", "survived", "unjudged"], got
         assert "delete field x" not in text.getvalue(), "a mutant the first pass did not ask about"
+        assert "replace f6" not in text.getvalue(), "an excluded mutant"
         # The same mutants after five lines were added above their function: the same keys.
         moved = [mutant(m["span"]["start"]["line"] + 5, m["name"].split(": ", 1)[1], first=15) for m in (a, b, c, d, e, f)]
         assert [key(m) for m in moved] == [key(m) for m in (a, b, c, d, e, f)]
         listing = Path(tmp) / "list.json"
-        listing.write_text(json.dumps(moved + [mutant(40, "replace g with ()")]))
+        excluded_one = mutant(50, "replace f6 with ()")
+        listing.write_text(json.dumps(moved + [mutant(40, "replace g with ()"), excluded_one]))
         slice_file = Path(tmp) / "slice.tsv"
         slice_file.write_text(text.getvalue())
         hand = Path(tmp) / "by-hand.tsv"
@@ -153,14 +187,17 @@ def self_test():
         for line in slice_file.read_text().splitlines():
             assert line.endswith("\tabc")
         slice_file.write_text(slice_file.read_text().replace("\tabc", "\tHEAD~1"))
-        text = io.StringIO()
-        with contextlib.redirect_stdout(text):
-            tally(listing, [hand, slice_file])  # the later commit wins, not the later file
-        report = text.getvalue()
-        assert "7 mutants in the library now; 6 of them run" in report, report
-        assert "caught 3, by a hang 1, unviable 1, survived 0, unjudged 1" in report, report
-        assert "4 of 4 viable caught, 100.0 %" in report, report
-        assert "not run yet: 1;" in report, report
+        # The later commit wins, not the later file nor the earlier: both orders.
+        for files in ([hand, slice_file], [slice_file, hand]):
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                tally(listing, files, patterns=[re.compile("replace f6 ")])
+            report = text.getvalue()
+            assert "7 mutants in the library now (0 sharing a key" in report, report
+            assert "6 of them run" in report, report
+            assert "caught 3, by a hang 1, unviable 1, survived 0, unjudged 1" in report, report
+            assert "4 of 4 viable caught, 100.0 %" in report, report
+            assert "not run yet: 1;" in report, report
     print("mutants_verdicts.py: self-test passed")
 
 

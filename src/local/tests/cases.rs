@@ -118,8 +118,9 @@ fn a_remote_answers_true_only_for_a_pending_timer() {
         }
         assert_eq!(expired, [fired], "{name}");
         assert!(!op(&remote, fired, later), "{name}: a timer that fired");
-        // The cancelled timer's slot, reused: its old key is stale.
+        // A slot of theirs, reused: their old keys are stale.
         let reused = wheel.arm(Duration::from_secs(30), 4);
+        assert!(reused.index == cancelled.index || reused.index == fired.index, "{name}: a freed slot reused");
         assert!(!op(&remote, cancelled, later) && !op(&remote, fired, later), "{name}: a stale key");
         let never = TimerKey { index: u32::MAX - 1, generation: 0 };
         assert!(!op(&remote, never, later), "{name}: a key no timer had");

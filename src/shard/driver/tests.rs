@@ -74,8 +74,8 @@ fn a_turn_reads_its_mail_even_with_more_stages_due_than_it_takes() {
 }
 
 /// A retired stage is forgotten only once it is empty: one that still holds entries stays
-/// filed, so that a turn takes them (or the final drain hands them back). Both ways it is
-/// met: filed after its announcement, and after a take, each with entries left and without.
+/// filed, so that a turn takes them (or the final drain hands them back), and once a take
+/// has emptied it, it is forgotten. A stage not retired stays filed though empty. Twice.
 #[test]
 fn a_retired_stage_is_forgotten_only_once_nothing_is_left_on_it() {
     use crate::entry::EntryRef;
@@ -109,10 +109,11 @@ fn a_retired_stage_is_forgotten_only_once_nothing_is_left_on_it() {
     assert_eq!(unfired.len(), 2, "both entries were filed and handed back at the stop");
 }
 
-/// An arm read from the mail is filed in the turn that reads it when arms may file and
-/// nothing must go first; it waits in `deferred`, in the order it came, while arms may not
-/// file (a stage is due), while an older arm waits there, and while an announcement waits
-/// (a stage that may hold its thread's older arms). Each condition on its own, then cleared.
+/// An arm read from the mail is filed in the drain that reads it when arms may file and no
+/// announcement waits; it waits in `deferred`, in the order it came, while arms may not file
+/// (a stage is due), and while an announcement waits (a stage that may hold its thread's
+/// older arms), and the held ones are filed first once they may. Each condition on its
+/// own, then cleared.
 #[test]
 fn an_arm_from_the_mail_is_filed_at_once_unless_something_must_go_first() {
     use crate::entry::EntryRef;
