@@ -150,13 +150,18 @@ fn schedule_past_the_mark_is_rejected_with_its_task_and_room_comes_back() {
 /// FULL clears when the wheel empties by expiry, not only by cancels: the shard checks the
 /// low mark after it fires (a wheel full of timeouts that all fire, none cancelled, would
 /// otherwise refuse every schedule for good).
+/// On a paused clock, so that the check at the mark comes before the expiry however slow
+/// the machine (valgrind, a mutation run), and the test takes no real time for it.
 #[test]
 fn full_clears_once_the_timeouts_at_the_mark_have_fired() {
-    let timers = service();
+    let mut builder = TimerService::builder().shards(1).pin_threads(false);
+    builder.wheel_limit = Some(LIMIT);
+    let (timers, clock) = builder.build_paused().unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
-    // Due in 3 s: long past the fill and the check below, even under valgrind.
     let filed = fill_due(&timers, 60, Duration::from_secs(3), &drops);
     assert!(matches!(timers.schedule(FAR, || {}), Err(ScheduleError::Rejected(_))), "at the mark: full");
+    assert!(filed.iter().all(|t| t.state() == TimeoutState::Pending), "none fired before the clock moved");
+    clock.advance(Duration::from_secs(3));
     let (next, _) = schedule_until_room(&timers, &drops);
     assert!(filed.iter().all(|t| t.state() == TimeoutState::Expired), "the room came from their expiry");
     assert_eq!(next.state(), TimeoutState::Pending);
