@@ -494,6 +494,49 @@ mod tests {
         assert_eq!(deadlines(&taken), expected);
     }
 
+    /// A sweep finds the stage crowded (promised now, to be retired) when more than half of
+    /// its ring is live, and only then: one below half, exactly half and one above, each on
+    /// a fresh stage.
+    #[test]
+    fn a_sweep_is_crowded_only_past_half_the_ring() {
+        for (live, crowded) in [(CAPACITY / 2 - 1, false), (CAPACITY / 2, false), (CAPACITY / 2 + 1, true)] {
+            let stage = Stage::new();
+            let mut handles = Vec::new();
+            for i in 0..CAPACITY as u64 {
+                let (mine, staged) = EntryRef::new_pair(100 + i, || {});
+                assert!(matches!(stage.push(staged, 100 + i), Push::Staged(_)));
+                handles.push(mine);
+            }
+            for h in &handles[live..] {
+                assert!(h.cancel().is_some());
+            }
+            match stage.sweep(&mut Vec::new()) {
+                Sweep::Swept { crowded: was, lowered, earliest } => {
+                    assert_eq!(was, crowded, "{live} live of {CAPACITY}");
+                    assert_eq!(earliest, 100, "{live} live");
+                    assert_eq!(lowered, crowded, "{live} live: only a crowded stage lowers its promise to now");
+                }
+                Sweep::Closed => panic!("not closed"),
+            }
+            assert_eq!(stage.due(), if crowded { 0 } else { 100 }, "{live} live");
+            let mut taken = Vec::new();
+            stage.take(&mut taken);
+            assert_eq!(taken.len(), live);
+        }
+    }
+
+    /// A stage prints where its ring stands and what it promises.
+    #[test]
+    fn a_stage_prints_its_head_tail_and_promise() {
+        let stage = Stage::new();
+        assert_eq!(format!("{stage:?}"), format!("Stage {{ head: 0, tail: 0, due: {NONE}, .. }}"));
+        assert!(matches!(stage.push(entry(50), 50), Push::Staged(true)));
+        assert!(matches!(stage.push(entry(20), 20), Push::Staged(true)));
+        assert_eq!(format!("{stage:?}"), "Stage { head: 0, tail: 2, due: 20, .. }");
+        stage.take(&mut Vec::new());
+        assert_eq!(format!("{stage:?}"), format!("Stage {{ head: 2, tail: 2, due: {NONE}, .. }}"));
+    }
+
     #[test]
     fn a_crowded_sweep_promises_now() {
         let stage = Stage::new();

@@ -80,8 +80,9 @@ impl Memos {
         }
     }
 
-    /// A tick of a clock as one word, for [`Memos::seen`]. Two ticks may share a key: the
-    /// only effect is a memo made on the first conversion rather than the second.
+    /// A tick of a clock as one word, for [`Memos::seen`]. Two ticks of one clock never share
+    /// a key (the tick is XORed with a hash of the clock's id); ticks of two clocks may, and
+    /// the only effect is a memo made on the first conversion rather than the second.
     fn key(clock: u64, tick: u64) -> u64 {
         clock.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ tick
     }
@@ -176,5 +177,23 @@ impl Clock {
             }
         });
         tick
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Memos;
+    use std::collections::HashSet;
+
+    /// Within one clock every tick has a key of its own, so that a tick converted once is
+    /// never taken for one of the last two (which would make its memo a conversion early):
+    /// the first 4,096 ticks and the last ones before `u64::MAX`, on eight clocks.
+    #[test]
+    fn two_ticks_of_one_clock_never_share_a_key() {
+        for clock in 1..=8u64 {
+            let ticks: Vec<u64> = (0..4096).chain(u64::MAX - 4096..=u64::MAX).collect();
+            let keys: HashSet<u64> = ticks.iter().map(|&t| Memos::key(clock, t)).collect();
+            assert_eq!(keys.len(), ticks.len(), "clock {clock}: two ticks share a key");
+        }
     }
 }

@@ -156,6 +156,40 @@ fn an_arm_from_the_mail_is_filed_at_once_unless_something_must_go_first() {
     drop(handles);
 }
 
+/// A turn that leaves work in any one source says `Busy`, so the driver goes round again at
+/// once: mail past its budget alone, then timeouts due past the expiry budget alone; and
+/// `Idle` once nothing is left.
+#[test]
+fn a_turn_that_leaves_work_in_any_source_is_busy() {
+    use crate::entry::EntryRef;
+
+    let (shard, mut local) = driver_alone();
+    let now = shard.clock.now_tick();
+    let mut handles = Vec::new();
+    // Mail alone: more arms than a turn reads, none of them due.
+    for _ in 0..super::MAILBOX_BUDGET + 1 {
+        let (entry, handle) = EntryRef::new_pair(now + 3_600_000, || {});
+        shard.mailbox.send(Command::Arm(entry), None);
+        handles.push(handle);
+    }
+    let mut batch = Vec::new();
+    assert!(matches!(local.turn(&mut batch), super::Turn::Busy), "mail left");
+    assert!(matches!(local.turn(&mut batch), super::Turn::Idle(Some(_))), "all read, none due");
+    // Due timeouts alone: more than a turn fires.
+    for _ in 0..super::EXPIRY_BUDGET + 1 {
+        let (entry, handle) = EntryRef::new_pair(now, || {});
+        local.arm(entry);
+        handles.push(handle);
+    }
+    assert!(matches!(local.turn(&mut batch), super::Turn::Busy), "due timeouts left");
+    assert_eq!(shard.mailbox.len(), 0);
+    assert!(matches!(local.turn(&mut batch), super::Turn::Idle(Some(_))), "all fired");
+    assert_eq!(batch.len(), super::EXPIRY_BUDGET + 1);
+    drop(batch);
+    drop(local.shut_down());
+    drop(handles);
+}
+
 /// Each announcement counts one against a turn's budget, and each entry a due stage hands
 /// over one more: announcements of stages not yet due (which hand over nothing) still run out
 /// the budget, and the rest wait for the next turn, as do the due stages past it.
