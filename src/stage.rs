@@ -409,6 +409,17 @@ mod tests {
         entries.iter().map(|e| e.state().load().deadline()).collect()
     }
 
+    /// Fills `stage`'s ring with live timeouts due at 100, 101, ...; returns their handles.
+    fn fill(stage: &Stage) -> Vec<EntryRef> {
+        (0..CAPACITY as u64)
+            .map(|i| {
+                let (mine, staged) = EntryRef::new_pair(100 + i, || {});
+                assert!(matches!(stage.push(staged, 100 + i), Push::Staged(_)));
+                mine
+            })
+            .collect()
+    }
+
     #[test]
     fn push_promises_and_take_claims_in_order() {
         let stage = Stage::new();
@@ -439,12 +450,7 @@ mod tests {
         assert_eq!(taken.len(), 1);
         assert!(stage.is_empty(), "taken");
         // A full ring whose sweep keeps a quarter: republished, so not empty.
-        let mut handles = Vec::new();
-        for i in 0..CAPACITY as u64 {
-            let (mine, staged) = EntryRef::new_pair(100 + i, || {});
-            assert!(matches!(stage.push(staged, 100 + i), Push::Staged(_)));
-            handles.push(mine);
-        }
+        let handles = fill(&stage);
         for (i, h) in handles.iter().enumerate() {
             if i % 4 != 0 {
                 assert!(h.cancel().is_some());
@@ -473,12 +479,7 @@ mod tests {
     #[test]
     fn a_full_ring_sweeps_out_the_cancelled_and_keeps_order() {
         let stage = Stage::new();
-        let mut handles = Vec::new();
-        for i in 0..CAPACITY as u64 {
-            let (mine, staged) = EntryRef::new_pair(100 + i, || {});
-            assert!(matches!(stage.push(staged, 100 + i), Push::Staged(_)));
-            handles.push(mine);
-        }
+        let handles = fill(&stage);
         assert!(matches!(stage.push(entry(1), 1), Push::Full(_)));
         // Cancel all but every fourth: a quarter survives, so the stage is not crowded.
         for (i, h) in handles.iter().enumerate() {
@@ -501,12 +502,7 @@ mod tests {
     fn a_sweep_is_crowded_only_past_half_the_ring() {
         for (live, crowded) in [(CAPACITY / 2 - 1, false), (CAPACITY / 2, false), (CAPACITY / 2 + 1, true)] {
             let stage = Stage::new();
-            let mut handles = Vec::new();
-            for i in 0..CAPACITY as u64 {
-                let (mine, staged) = EntryRef::new_pair(100 + i, || {});
-                assert!(matches!(stage.push(staged, 100 + i), Push::Staged(_)));
-                handles.push(mine);
-            }
+            let handles = fill(&stage);
             for h in &handles[live..] {
                 assert!(h.cancel().is_some());
             }
