@@ -287,7 +287,6 @@ if [[ "${1:-}" == "--sample" ]]; then
   exit 0
 fi
 
-
 base=${1:-$(sed -n 's/^head \([0-9a-f]*\).*/\1/p' "$RECORD" 2>/dev/null || true)}
 if [[ -z "$base" ]]; then
   echo "error: no base: name the commit the change starts from ('bash .ci/mutants.sh BASE')"
