@@ -9,6 +9,12 @@ each mutant counts, and what no slice has run is listed, for a last pass.
     mutants_verdicts.py record OUT COMMIT   a `--sample` run's output directory (its groups'
                                             `first-*` and its `full` second pass) as one line
                                             a mutant: verdict, key, commit (tab-separated)
+    mutants_verdicts.py rest LIST K N FILES...
+                                            the names (as `--list` shows them) of the mutants
+                                            of LIST that FILES hold no verdict for (or only
+                                            `unjudged`), dealt round-robin into N slices in
+                                            the list's order: slice K (`--rest K/N`, the last
+                                            passes over what the `--sample` slices missed)
     mutants_verdicts.py tally LIST FILES... the current list (`cargo mutants --list --json`,
                                             the configuration applied) against the verdicts in
                                             FILES: the score of the mutants run, and the count
@@ -103,10 +109,8 @@ def is_excluded(name, patterns):
     return any(p.search(name) for p in patterns)
 
 
-def tally(listing, files, patterns=None):
-    patterns = excluded() if patterns is None else patterns
-    mutants = [m for m in json.loads(Path(listing).read_text()) if not is_excluded(m["name"], patterns)]
-    current = {key(m) for m in mutants}
+def latest_verdicts(files):
+    """Each key's verdict at the latest commit that judged it, over the verdict files."""
     latest = {}
     for f in files:
         for line in Path(f).read_text().splitlines():
@@ -116,7 +120,25 @@ def tally(listing, files, patterns=None):
                 # is written); at one tree, the later file.
                 if k not in latest or is_ancestor(latest[k][1], commit):
                     latest[k] = (verdict, commit)
-    latest = {k: v for k, (v, _) in latest.items()}
+    return {k: v for k, (v, _) in latest.items()}
+
+
+def rest(listing, k, n, files, patterns=None):
+    patterns = excluded() if patterns is None else patterns
+    if not 1 <= k <= n:
+        sys.exit(f"error: slice {k} of {n}")
+    mutants = [m for m in json.loads(Path(listing).read_text()) if not is_excluded(m["name"], patterns)]
+    latest = latest_verdicts(files)
+    left = [m["name"] for m in mutants if latest.get(key(m), "unjudged") == "unjudged"]
+    for name in left[k - 1 :: n]:
+        print(name)
+
+
+def tally(listing, files, patterns=None):
+    patterns = excluded() if patterns is None else patterns
+    mutants = [m for m in json.loads(Path(listing).read_text()) if not is_excluded(m["name"], patterns)]
+    current = {key(m) for m in mutants}
+    latest = latest_verdicts(files)
     run = {k: v for k, v in latest.items() if k in current}
     count = {v: sum(1 for x in run.values() if x == v) for v in ("caught", "hang", "unviable", "survived", "unjudged")}
     viable = count["caught"] + count["hang"] + count["survived"]
@@ -198,6 +220,19 @@ def self_test():
             assert "caught 3, by a hang 1, unviable 1, survived 0, unjudged 1" in report, report
             assert "4 of 4 viable caught, 100.0 %" in report, report
             assert "not run yet: 1;" in report, report
+        # What is left: the unjudged one (f) and the one no slice ran (g), in the list's order,
+        # dealt into slices that together hold each once.
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            rest(listing, 1, 1, [hand, slice_file], patterns=[re.compile("replace f6 ")])
+        assert text.getvalue().splitlines() == [moved[5]["name"], "src/a.rs:40:5: replace g with ()"], text.getvalue()
+        dealt = []
+        for k in (1, 2):
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                rest(listing, k, 2, [hand, slice_file], patterns=[re.compile("replace f6 ")])
+            dealt.append(text.getvalue().splitlines())
+        assert dealt == [[moved[5]["name"]], ["src/a.rs:40:5: replace g with ()"]], dealt
     print("mutants_verdicts.py: self-test passed")
 
 
@@ -206,6 +241,8 @@ if __name__ == "__main__":
         self_test()
     elif len(sys.argv) == 4 and sys.argv[1] == "record":
         record(Path(sys.argv[2]), sys.argv[3])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "rest":
+        rest(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
     elif len(sys.argv) >= 3 and sys.argv[1] == "tally":
         tally(sys.argv[2], sys.argv[3:])
     else:
