@@ -446,3 +446,46 @@ async fn hyper_with_half_close_answers_a_handler_slower_than_the_idle_timeout() 
     // What the docs warn of, so that the warning stays true: hyper's default drops it.
     assert!(one(false).await.is_empty(), "hyper's default now answers: the docs' warning is stale");
 }
+
+/// Polls one read of `server` once (its wait keeps its place in the stream between polls).
+fn poll_read_once(server: &mut TimeoutStream<tokio::io::DuplexStream>) -> Poll<std::io::Result<usize>> {
+    use tokio::io::{AsyncRead, ReadBuf};
+    let mut bytes = [0; 8];
+    let mut buf = ReadBuf::new(&mut bytes);
+    let waker = futures::task::noop_waker();
+    match std::pin::Pin::new(server).poll_read(&mut std::task::Context::from_waker(&waker), &mut buf) {
+        Poll::Ready(result) => Poll::Ready(result.map(|()| buf.filled().len())),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+/// A wait's own timeout counts from its first `Pending`, whatever is set meanwhile: setting
+/// the idle timeout, or the other direction's, in the middle of a read's wait leaves the
+/// read's deadline where it was (the wait looks at the idle deadline anew, and keeps when
+/// it began); setting the read timeout itself starts the wait afresh, as documented.
+#[tokio::test(flavor = "current_thread")]
+async fn a_setter_mid_wait_restarts_only_its_own_timeouts_wait() {
+    time::pause();
+    time::auto_advance(false);
+    for setter in ["idle", "write", "read"] {
+        let (_client, server) = duplex(64);
+        let mut server = TimeoutStream::new(server).with_read_timeout(D);
+        assert!(poll_read_once(&mut server).is_pending(), "{setter}: the wait starts here");
+        time::advance(D / 2).await;
+        match setter {
+            "idle" => server.set_idle_timeout(Some(10 * D)),
+            "write" => server.set_write_timeout(Some(10 * D)),
+            _ => server.set_read_timeout(Some(D)),
+        }
+        assert!(poll_read_once(&mut server).is_pending(), "{setter}: timed out early");
+        // The read's own deadline: D from the wait's start, or from the setter for "read".
+        let deadline = if setter == "read" { D } else { D / 2 };
+        time::advance(deadline - TICK).await;
+        assert!(poll_read_once(&mut server).is_pending(), "{setter}: timed out before its deadline");
+        time::advance(TICK).await;
+        match poll_read_once(&mut server) {
+            Poll::Ready(result) => assert!(timed_out(result), "{setter}: not a timeout"),
+            Poll::Pending => panic!("{setter}: no timeout at the read's deadline: the setter restarted its wait"),
+        }
+    }
+}
