@@ -250,3 +250,37 @@ fn an_interval_made_before_the_pause_keeps_the_real_clock() {
         }
     });
 }
+
+/// A thread that paused its clock ends its scope as it exits: the tasks that polled the
+/// scope's sleeps are let go (the scope kept a relay waker for each, holding the task's
+/// waker), as its service stops (which this test does not see). Without that, every
+/// thread that paused would keep its tasks' wakers, and its shard thread, for the life of
+/// the process.
+#[test]
+fn a_paused_threads_exit_lets_go_of_its_tasks() {
+    struct Task;
+    impl std::task::Wake for Task {
+        fn wake(self: Arc<Self>) {}
+    }
+    let task = Arc::new(Task);
+    let (polled, told) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let (polled_tx, polled_rx) = polled;
+    let (exit_tx, exit_rx) = told;
+    let waker = Waker::from(task.clone());
+    let thread = std::thread::spawn(move || {
+        time::pause();
+        time::auto_advance(false);
+        let mut sleep = Box::pin(time::sleep(Duration::from_secs(3600)));
+        assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        drop(sleep);
+        drop(waker);
+        polled_tx.send(()).unwrap();
+        exit_rx.recv().unwrap();
+    });
+    polled_rx.recv().unwrap();
+    // The premise: while the thread lives, its scope holds the task (through its relay).
+    assert!(Arc::strong_count(&task) > 1, "the scope holds no waker of the task: the test proves nothing");
+    exit_tx.send(()).unwrap();
+    thread.join().unwrap();
+    assert_eq!(Arc::strong_count(&task), 1, "the exited thread's scope still holds its task's waker");
+}
