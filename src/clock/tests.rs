@@ -203,6 +203,28 @@ fn far_deadlines_round_as_near_ones() {
     }
 }
 
+/// `floor` (the tick now, and the embedded wheel's `tick_at`) past 584 years from the start,
+/// where the nanoseconds no longer fit in 64 bits: the tick that began last, as near an
+/// instant: one nanosecond below a tick boundary, at it and above it, on both sides of where
+/// the far path begins.
+#[test]
+fn far_instants_floor_as_near_ones() {
+    for tick in [1_000_000_000u64, 3_600_000_000_000, 999_999_937] {
+        let start = Instant::now();
+        let clock = Clock::new(start, Duration::from_nanos(tick));
+        let t = u128::from(tick);
+        let first_far = u128::from(u64::MAX) + 1;
+        for k in [first_far / t, first_far / t + 1, 5 * first_far / t] {
+            for nanos in [k * t - 1, k * t, k * t + 1] {
+                let at = start
+                    + Duration::new(u64::try_from(nanos / 1_000_000_000).unwrap(), (nanos % 1_000_000_000) as u32);
+                let want = u64::try_from(nanos / t).unwrap().min(NEVER);
+                assert_eq!(clock.tick_at(at), want, "tick {tick}: {nanos} ns from the start");
+            }
+        }
+    }
+}
+
 #[test]
 fn saturates_to_never() {
     let clock = Clock::new(Instant::now(), Duration::from_micros(10));
