@@ -73,6 +73,10 @@ enum Op {
     AdvanceBudget(u64, usize),
     /// Advance and take what is due one entry at a time, as `LocalWheel` does.
     AdvancePop(u64),
+    /// Advance (often not at all) and poll once, with a small budget: what it leaves due
+    /// stays mid-slot, for the ops that follow to insert, remove and refile into (as the
+    /// shard's mail does between its turn's slices, and `LocalWheel`'s user between pops).
+    Slice(u64, usize),
     /// Move a live entry's deadline to `elapsed + delta` and refile it.
     Refile(usize, u64),
 }
@@ -112,6 +116,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (advance(), 1usize..8).prop_map(|(a, b)| Op::AdvanceBudget(a, b)),
         2 => advance().prop_map(Op::AdvancePop),
         2 => (any::<usize>(), delta()).prop_map(|(i, d)| Op::Refile(i, d)),
+        3 => (prop_oneof![2 => Just(0u64), 1 => advance()], 1usize..4).prop_map(|(a, b)| Op::Slice(a, b)),
     ]
 }
 
@@ -170,6 +175,16 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
                 prop_assert_eq!(model.pop_due(now), None, "an entry due at {} was not popped", now);
                 prop_assert_eq!(wheel.elapsed(), now);
+            }
+            Op::Slice(by, budget) => {
+                now = now.saturating_add(by).min(NEVER - 1);
+                out.clear();
+                wheel.poll(now, budget, &mut out);
+                prop_assert!(out.len() <= budget);
+                for fired in values(&out) {
+                    prop_assert_eq!(Some(fired), model.pop_due(now), "wrong entry fired mid-slot at {}", now);
+                    live.retain(|&(id, _)| id != fired);
+                }
             }
             Op::Advance(by) | Op::AdvanceBudget(by, _) => {
                 now = now.saturating_add(by).min(NEVER - 1);
@@ -389,6 +404,48 @@ fn a_past_deadline_inserted_mid_slot_fires_behind_the_slot_s_older_entries() {
     out.clear();
     wheel.poll(64, usize::MAX, &mut out);
     assert_eq!(values(&out), ['b', 'd'], "d was inserted after b, at the same effective tick");
+}
+
+/// `place_at`'s other guard: while a slot above level 0 is under way (its entries cascading
+/// down one step at a time), an entry inserted with a deadline in its span joins its tail,
+/// behind its older entries of the same deadline, rather than go straight to the lower level
+/// ahead of them.
+#[test]
+fn an_entry_inserted_in_the_span_of_a_cascading_slot_fires_behind_its_older_entries() {
+    let mut wheel = Wheel::new();
+    for (deadline, id) in [(100, 'a'), (70, 'b')] {
+        wheel.insert(At(deadline, id)); // level 1, slot 1 (ticks 64 to 127): mixed deadlines
+    }
+    let mut out = Vec::new();
+    assert!(wheel.poll(64, 1, &mut out), "budget spent with the slot under way");
+    assert!(out.is_empty(), "the one step moved a down a level");
+    wheel.insert(At(70, 'c')); // b's deadline, b still on the slot under way
+    wheel.poll(200, usize::MAX, &mut out);
+    assert_eq!(values(&out), ['b', 'c', 'a'], "c was inserted after b, for the same tick");
+}
+
+/// `detach`'s guard: removing (or refiling) the last entry of the slot under way ends that
+/// slot's turn; the wheel then goes on to what else is due, and never pops the emptied slot.
+#[test]
+fn removing_the_last_entry_of_the_slot_under_way_ends_its_turn() {
+    for refile in [false, true] {
+        let mut wheel = Wheel::new();
+        wheel.insert(At(100, 'a'));
+        let b = wheel.insert(At(70, 'b')); // level 1, slot 1, with a
+        let mut out = Vec::new();
+        assert!(wheel.poll(64, 1, &mut out), "budget spent with the slot under way");
+        if refile {
+            wheel.get_mut(b).unwrap().0 = 300;
+            wheel.refile(b);
+        } else {
+            assert_eq!(wheel.remove(b).1, 'b');
+        }
+        assert_eq!(wheel.next_deadline(), Some(100), "refile {refile}: nothing is due before a");
+        wheel.poll(400, usize::MAX, &mut out);
+        let want: &[char] = if refile { &['a', 'b'] } else { &['a'] };
+        assert_eq!(values(&out), want, "refile {refile}");
+        assert_eq!(wheel.len(), 0);
+    }
 }
 
 /// `splice_to` moves a list to where `file` puts an entry of the same deadline, with the
