@@ -37,6 +37,11 @@ const MID: usize = 1 << MID_BITS;
 /// loom.
 pub(crate) const MAX_SLOTS: usize = TOP * MID * PAGE;
 
+/// Whether `pages` pages of slots stay within [`MAX_SLOTS`].
+const fn within_limit(pages: usize) -> bool {
+    pages * PAGE <= MAX_SLOTS
+}
+
 /// `PAGE` words on the heap (built there: an inline array would be built on the stack, and
 /// a 32 KiB frame costs a stack probe per page on every call that might build one).
 /// A fixed-size array, so the word's index needs no bounds check.
@@ -126,7 +131,7 @@ impl Slots {
     fn grow(&mut self, index: u32, directory: &Directory) -> bool {
         let page_no = (index >> PAGE_BITS) as usize;
         while self.pages.len() <= page_no {
-            if (self.pages.len() + 1) * PAGE > MAX_SLOTS {
+            if !within_limit(self.pages.len() + 1) {
                 return false;
             }
             let page = Page::new(self.seed);
@@ -134,5 +139,22 @@ impl Slots {
             self.pages.push(page);
         }
         true
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The last page fits, one more does not: at the limit, one below and one above (a
+    /// wheel cannot be grown there in a test, 2 GiB of words).
+    #[test]
+    fn pages_are_made_up_to_max_slots_and_no_further() {
+        let last = MAX_SLOTS / PAGE;
+        assert_eq!(last * PAGE, MAX_SLOTS, "whole pages");
+        assert!(within_limit(1));
+        assert!(within_limit(last - 1));
+        assert!(within_limit(last), "the last page");
+        assert!(!within_limit(last + 1), "past MAX_SLOTS");
     }
 }

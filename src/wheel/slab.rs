@@ -223,6 +223,18 @@ impl<T> Slab<T> {
 mod tests {
     use super::*;
 
+    /// A slab's limit is every key after its sentinels and below `NIL`: the last value it
+    /// takes has key `NIL - 1` (a wheel cannot be filled in a test, 2³² values).
+    #[test]
+    fn a_slab_holds_a_value_for_every_key_below_nil() {
+        for lists in [0, 1, 449, NIL - 1] {
+            let last_key = lists as usize + max_values(lists) - 1;
+            assert_eq!(last_key, NIL as usize - 1, "{lists} lists");
+        }
+        let slab = Slab::<u32>::with_capacity(449, 0);
+        assert_eq!(slab.limit, max_values(449));
+    }
+
     /// The slab grows by an eighth of its nodes (64 at least), not by the doubling `Vec`
     /// would do, nor by less: after every value at most an eighth of its nodes (or 64) lie
     /// unused, and each growth, only when it is full, adds at least that much (so growing
