@@ -25,6 +25,12 @@ fn the_scale_is_an_upper_bound_raised_by_the_margin() {
     assert_eq!(scale_of(1_000_000_000, 10_000_000), OFF, "100 ns per cycle");
     assert_eq!(scale_of(1_000_000, 1_000_000_000), OFF, "1 ps per cycle");
     assert_ne!(scale_of(1_000_000_000, 1_000_000_000), OFF);
+    // The counts' own limit, half the word (a difference past it is a counter that went
+    // back): at it, a rate of 1 ns per cycle is taken; one above it, in either count, not.
+    let half = u64::MAX / 2;
+    assert_ne!(scale_of(half, half), OFF, "both counts at the limit");
+    assert_eq!(scale_of(half, half + 1), OFF, "the TSC count past the limit");
+    assert_eq!(scale_of(half + 1, half), OFF, "the raw clock's count past the limit");
 }
 
 #[test]
