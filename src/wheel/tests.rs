@@ -283,6 +283,45 @@ fn beyond_the_top_level_waits_on_the_horizon() {
     assert_eq!(values(&out), ["far"]);
 }
 
+/// The horizon's list, the ready list and the `NEVER` list are lists of their own, apart from
+/// every level's slots: an entry on each, beside two in the last slot of the top level (two
+/// deadlines: the slot cascades entry by entry) and one in its first, each fires at its
+/// deadline and no other. (The horizon's list as that last slot's fired everything on time:
+/// only a debug build's check that a cascade never files an entry back onto its own slot saw
+/// it, as the horizon's entry met that slot's turn.)
+#[test]
+fn the_lists_past_the_levels_are_apart_from_the_slots() {
+    let top = SLOT_BITS * (LEVELS as u32 - 1);
+    let first_top = (1u64 << top) + 3; // the top level's slot 1 (slot 0 holds now)
+    let last_top = ((SLOTS_PER_LEVEL as u64 - 1) << top) + 5; // its last slot
+    let past = (1u64 << HORIZON_BITS) + 9; // past the levels: the horizon
+    let mut wheel = Wheel::new();
+    let entries = [
+        (past, "past"),
+        (last_top + 1000, "last 2"),
+        (last_top, "last"),
+        (NEVER, "never"),
+        (first_top, "first"),
+        (0, "now"),
+    ];
+    for (deadline, id) in entries {
+        wheel.insert(At(deadline, id));
+    }
+    let mut out = Vec::new();
+    for (deadline, id) in
+        [(0, "now"), (first_top, "first"), (last_top, "last"), (last_top + 1000, "last 2"), (past, "past")]
+    {
+        if deadline > 0 {
+            wheel.poll(deadline - 1, usize::MAX, &mut out);
+            assert!(out.is_empty(), "{:?} fired before {id}'s deadline", values(&out));
+        }
+        wheel.poll(deadline, usize::MAX, &mut out);
+        assert_eq!(values(&out), [id]);
+        out.clear();
+    }
+    assert_eq!(wheel.len(), 1, "never");
+}
+
 #[test]
 fn a_slot_of_one_deadline_moves_whole_and_keeps_its_order() {
     let mut wheel = Wheel::new();
