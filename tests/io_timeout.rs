@@ -489,3 +489,26 @@ async fn a_setter_mid_wait_restarts_only_its_own_timeouts_wait() {
         }
     }
 }
+
+/// A read whose own deadline and the idle deadline fall together fails once, at that
+/// deadline, naming its own timeout (the earlier one wins; at a tie, the read's own).
+#[tokio::test(flavor = "current_thread")]
+async fn at_a_tie_the_error_names_the_reads_own_timeout() {
+    time::pause();
+    time::auto_advance(false);
+    let (_client, server) = duplex(64);
+    // Both counted from now: the idle timeout from when it is set, the read's from its
+    // first `Pending`, on a clock that stands still between them.
+    let mut server = TimeoutStream::new(server).with_idle_timeout(D).with_read_timeout(D);
+    assert!(poll_read_once(&mut server).is_pending());
+    time::advance(D - TICK).await;
+    assert!(poll_read_once(&mut server).is_pending(), "timed out early");
+    time::advance(TICK).await;
+    match poll_read_once(&mut server) {
+        Poll::Ready(Err(e)) => {
+            assert_eq!(e.kind(), ErrorKind::TimedOut);
+            assert_eq!(e.to_string(), "read timed out", "the read's own timeout, not the idle one");
+        }
+        other => panic!("no timeout at the deadline: {other:?}"),
+    }
+}

@@ -155,7 +155,7 @@ impl<T> TimeoutStream<T> {
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl<T: AsyncRead> AsyncRead for TimeoutStream<T> {
     /// Reads from the stream; a read that waits fails with `TimedOut` at the read or the
-    /// idle deadline, whichever is earlier.
+    /// idle deadline, whichever is earlier (at a tie, the error names the read timeout).
     #[inline]
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let (inner, timers) = self.project();
@@ -173,7 +173,7 @@ impl<T: AsyncRead> AsyncRead for TimeoutStream<T> {
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl<T: AsyncWrite> AsyncWrite for TimeoutStream<T> {
     /// Writes to the stream; a write that waits fails with `TimedOut` at the write or the
-    /// idle deadline, whichever is earlier.
+    /// idle deadline, whichever is earlier (at a tie, the error names the write timeout).
     #[inline]
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let (inner, timers) = self.project();
