@@ -301,3 +301,27 @@ fn advance_saturates_at_the_end_of_the_clock_and_never_wraps() {
     assert_eq!(clock.now() - start, Duration::from_nanos(u64::MAX));
     drop(timers.stop().unwrap());
 }
+
+/// On a paused clock a timeout's lateness is exact: the time of the turn that fires it less
+/// the start of its deadline's tick. One fired as the clock reaches it is under a
+/// microsecond late; two with different deadlines fired by one turn (the clock jumps past
+/// both) each count their own, 8 ms and 3 ms, in the buckets that hold them.
+#[test]
+fn lateness_is_the_turns_time_less_each_deadline() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let ms = Duration::from_millis;
+    timers.schedule(ms(10), || ()).unwrap();
+    clock.advance(ms(10));
+    timers.schedule(ms(2), || ()).unwrap(); // due at 12 ms
+    timers.schedule(ms(7), || ()).unwrap(); // due at 17 ms
+    clock.advance(ms(10)); // one turn at 20 ms fires both
+    assert_eq!(timers.pending(), 0);
+    let late = timers.stats().lateness;
+    let counted: Vec<_> = late.buckets().filter(|&(_, n)| n > 0).collect();
+    let us = Duration::from_micros;
+    assert_eq!(
+        counted,
+        [(us(1), 1), (us(4096), 1), (us(8192), 1)],
+        "0 µs, 3 ms (under 4,096 µs) and 8 ms (under 8,192 µs)"
+    );
+}
