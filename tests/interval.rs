@@ -41,6 +41,7 @@ fn after_stall(missed: Missed, n: usize) -> Vec<Tick> {
     let timers = service();
     let mut every = timers.interval(PERIOD);
     every.set_missed(missed);
+    assert_eq!(every.missed(), missed, "the policy set is the policy read");
     futures_executor::block_on(async {
         let start = every.tick().await;
         let second = every.tick().await;
