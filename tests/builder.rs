@@ -211,6 +211,30 @@ fn stop_error_is_an_error() {
     assert!(boxed.source().is_none());
 }
 
+/// The local wheel's refusals, `Closed` (its wheel dropped) and `Full` (at its limit), are
+/// errors that say which: each its own message, through a `Box<dyn Error>` as well, with the
+/// payload handed back.
+#[test]
+fn a_local_wheels_refusals_are_errors_that_say_which() {
+    let mut wheel = LocalWheel::builder().max_pending(1).build::<u32>().unwrap();
+    let remote = wheel.remote();
+    let at = wheel.now() + Duration::from_secs(60);
+    wheel.try_arm_at(at, 1).unwrap();
+    let full = wheel.try_arm_at(at, 2).expect_err("at its limit");
+    assert_eq!(full.0, 2);
+    drop(wheel);
+    let closed = remote.arm(Duration::from_secs(1), 3).expect_err("its wheel was dropped");
+    assert_eq!(closed.0, 3);
+    let (full_text, closed_text) = (full.to_string(), closed.to_string());
+    assert!(full_text.contains("max_pending"), "{full_text}");
+    assert!(closed_text.contains("dropped"), "{closed_text}");
+    assert_ne!(full_text, closed_text);
+    for (boxed, text) in [(Box::new(full) as Box<dyn Error>, &full_text), (Box::new(closed), &closed_text)] {
+        assert_eq!(&boxed.to_string(), text);
+        assert!(boxed.source().is_none());
+    }
+}
+
 #[test]
 fn build_error_is_an_error() {
     let boxed: Box<dyn Error + Send + Sync> = Box::new(BuildError::ZeroShards);
