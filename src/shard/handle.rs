@@ -381,6 +381,14 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
+    /// An owner's handle prints as the handle it owns: the shard's index.
+    #[test]
+    fn an_owner_handle_prints_its_shard() {
+        let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
+        let owned = super::OwnerHandle::new(timers.shard_at(1).clone(), None);
+        assert_eq!(format!("{owned:?}"), "ShardHandle { shard: 1, .. }");
+    }
+
     /// A thread that merged its count while it lives (it forgot the stage of a stopped
     /// shard, as its next first arm on another shard does) and then drops its timeouts: those
     /// drops must take the atomic path, the owner's plain one being closed by the merge (its

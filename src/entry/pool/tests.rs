@@ -280,3 +280,20 @@ fn trim_gives_back_the_current_page_and_the_next_cell_gets_a_new_one() {
     .join()
     .unwrap();
 }
+
+/// A heap prints its thread's id and the pages it holds, on a fresh thread: none, then one
+/// once a cell is taken.
+#[test]
+fn a_heap_prints_its_id_and_its_pages() {
+    std::thread::spawn(|| {
+        let before = HEAP.with(|heap| format!("{heap:?}"));
+        assert!(before.starts_with("Heap { id: ") && before.ends_with(", pages: Some(0) }"), "{before}");
+        let slot = alloc(0).unwrap();
+        let after = HEAP.with(|heap| format!("{heap:?}"));
+        assert!(after.ends_with(", pages: Some(1) }"), "{after}");
+        // SAFETY: from `alloc` on this thread, unused.
+        unsafe { free(slot) };
+    })
+    .join()
+    .unwrap();
+}
