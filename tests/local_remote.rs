@@ -180,3 +180,22 @@ fn an_expired_timer_gives_its_deadline() {
     assert_eq!((second.key, second.payload, second.deadline - start), (moved, "moved", Duration::from_millis(6)));
     assert!(wheel.poll_expired_with_deadline(later).is_none());
 }
+
+/// Arms a remote queued that the owner never read go with the wheel when it is dropped (on
+/// the dropping thread), not when the last remote handle goes; an arm after that gets its
+/// payload back.
+#[test]
+fn arms_queued_when_the_wheel_drops_go_with_it() {
+    let wheel = LocalWheel::<Arc<()>>::new();
+    let remote = wheel.remote();
+    let payload = Arc::new(());
+    for _ in 0..3 {
+        remote.arm(Duration::from_secs(60), payload.clone()).unwrap();
+    }
+    assert_eq!(Arc::strong_count(&payload), 4, "queued, not read by the owner");
+    drop(wheel);
+    assert_eq!(Arc::strong_count(&payload), 1, "the queued arms went with the wheel");
+    let back = remote.arm(Duration::from_secs(60), payload.clone()).expect_err("the wheel is gone");
+    assert!(Arc::ptr_eq(&back.into_inner(), &payload));
+    assert_eq!(Arc::strong_count(&payload), 1);
+}
