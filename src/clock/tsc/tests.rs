@@ -1,7 +1,7 @@
 //! The estimate's pure parts, and the module's proof checked in place on this machine (the
 //! simulated kernel, `sim.rs`, checks it at every rate the kernel allows).
 
-use super::estimate::{Anchor, OFF, UNCALIBRATED, renew, scale_of, window_of};
+use super::estimate::{Anchor, OFF, Platform, Process, UNCALIBRATED, renew, scale_of, start, window_of};
 use super::*;
 use std::time::Duration;
 
@@ -31,6 +31,66 @@ fn the_scale_is_an_upper_bound_raised_by_the_margin() {
     assert_ne!(scale_of(half, half), OFF, "both counts at the limit");
     assert_eq!(scale_of(half, half + 1), OFF, "the TSC count past the limit");
     assert_eq!(scale_of(half + 1, half), OFF, "the raw clock's count past the limit");
+}
+
+/// A platform whose TSC and clocks read what the test set.
+struct Fixed {
+    tsc: std::cell::Cell<u64>,
+    monotonic: std::cell::Cell<u64>,
+    anchor: std::cell::Cell<Anchor>,
+    process: Process,
+}
+
+impl Platform for Fixed {
+    fn read(&self) -> u64 {
+        self.tsc.get()
+    }
+    fn read_before(&self) -> u64 {
+        self.tsc.get()
+    }
+    fn read_after(&self) -> u64 {
+        self.tsc.get()
+    }
+    fn monotonic(&self) -> Option<u64> {
+        Some(self.monotonic.get())
+    }
+    fn raw(&self) -> Option<u64> {
+        Some(self.monotonic.get())
+    }
+    fn anchor(&self) -> Anchor {
+        self.anchor.get()
+    }
+    fn set_anchor(&self, anchor: Anchor) {
+        self.anchor.set(anchor);
+    }
+    fn process(&self) -> &Process {
+        &self.process
+    }
+}
+
+/// A renewal checks the old anchor against the kernel's clock: the estimate is off (for the
+/// process) only if the old anchor's estimate fell behind the clock, not if it meets it
+/// exactly (an upper bound may equal what it bounds), nor if it is ahead.
+#[test]
+fn a_renewal_turns_the_estimate_off_only_if_the_old_anchor_fell_behind() {
+    for (clock, off) in [(5_199, false), (5_200, false), (5_201, true)] {
+        let platform = Fixed {
+            tsc: std::cell::Cell::new(10),
+            monotonic: std::cell::Cell::new(10),
+            anchor: std::cell::Cell::new(Anchor::NONE),
+            process: Process::new(),
+        };
+        assert!(start(&platform), "the first pair");
+        platform.process.scale.store(NS_PER_CYCLE, std::sync::atomic::Ordering::Relaxed);
+        // The old anchor, past its window at TSC 1,200: its estimate there is 5,200 ns.
+        platform.anchor.set(Anchor { tsc: 1_000, nanos: 5_000, mult: NS_PER_CYCLE, window: 100, floor: 0 });
+        platform.tsc.set(1_200);
+        platform.monotonic.set(clock);
+        assert_eq!(renew(&platform), Some(clock.max(5_099)), "the clock, or the old anchor's most");
+        let scale = platform.process.scale.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(scale == OFF, off, "the clock at {clock} against an estimate of 5,200");
+        assert_eq!(platform.anchor().window == 0, off, "a new anchor unless off");
+    }
 }
 
 #[test]
