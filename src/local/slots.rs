@@ -37,9 +37,9 @@ const MID: usize = 1 << MID_BITS;
 /// loom.
 pub(crate) const MAX_SLOTS: usize = TOP * MID * PAGE;
 
-/// Whether `pages` pages of slots stay within [`MAX_SLOTS`].
-const fn within_limit(pages: usize) -> bool {
-    pages * PAGE <= MAX_SLOTS
+/// Whether a wheel of `pages` pages of slots may make one more within [`MAX_SLOTS`].
+const fn may_add_page(pages: usize) -> bool {
+    (pages + 1) * PAGE <= MAX_SLOTS
 }
 
 /// `PAGE` words on the heap (built there: an inline array would be built on the stack, and
@@ -131,7 +131,7 @@ impl Slots {
     fn grow(&mut self, index: u32, directory: &Directory) -> bool {
         let page_no = (index >> PAGE_BITS) as usize;
         while self.pages.len() <= page_no {
-            if !within_limit(self.pages.len() + 1) {
+            if !may_add_page(self.pages.len()) {
                 return false;
             }
             let page = Page::new(self.seed);
@@ -146,15 +146,15 @@ impl Slots {
 mod tests {
     use super::*;
 
-    /// The last page fits, one more does not: at the limit, one below and one above (a
-    /// wheel cannot be grown there in a test, 2 GiB of words).
+    /// The last page is made, one more is not: a wheel of one page below the limit, of
+    /// two, and at it (a wheel cannot be grown there in a test, 2 GiB of words).
     #[test]
     fn pages_are_made_up_to_max_slots_and_no_further() {
         let last = MAX_SLOTS / PAGE;
         assert_eq!(last * PAGE, MAX_SLOTS, "whole pages");
-        assert!(within_limit(1));
-        assert!(within_limit(last - 1));
-        assert!(within_limit(last), "the last page");
-        assert!(!within_limit(last + 1), "past MAX_SLOTS");
+        assert!(may_add_page(0), "the first page");
+        assert!(may_add_page(last - 2));
+        assert!(may_add_page(last - 1), "the last page");
+        assert!(!may_add_page(last), "past MAX_SLOTS");
     }
 }
