@@ -18,7 +18,9 @@
 #                                  each mutant's verdict goes to .ci/mutants/slices/.
 #   bash .ci/mutants.sh --rest K/N     slice K of N of what the slices kept in
 #                                  .ci/mutants/slices/ have not judged (by name): the passes
-#                                  that finish the whole library; verdicts go there too.
+#                                  that finish the whole library; verdicts go there too. The
+#                                  list is dealt from the verdicts committed at the run, so
+#                                  run 1/N, commit its verdicts, then 1/(N-1) and so on.
 #   bash .ci/mutants.sh --tally    no build: the whole library's score over the verdicts
 #                                  kept in .ci/mutants/slices/, and how many mutants no slice
 #                                  has run yet (.ci/mutants_verdicts.py).
@@ -170,6 +172,8 @@ names_regex() {
 # the second pass takes the first's survivors by name). Prints a summary line; returns
 # non-zero if a mutant survives both.
 FIRST_ONLY=()
+# A file of the mutants the first pass was asked for by name (`--rest`); empty: all.
+FIRST_ASKED=""
 # (Not `GROUPS`: that is bash's own array of the user's group ids, which ignores an assignment
 # and abandons the command it is in: the groups never reached cargo-mutants.)
 FIRST_GROUPS=()
@@ -180,7 +184,7 @@ run_package() {
   rm -rf "$dir"
   mkdir -p "$dir"
   : >"$dir/first-survivors.txt"
-  local total=0 caught=0 timeout=0 unviable=0 k=0 status baseline=run
+  local total=0 caught=0 timeout=0 unviable=0 k=0 status
   for group in "${FIRST_GROUPS[@]}"; do
     local files fast limit
     IFS='|' read -r files fast limit <<<"$group"
@@ -192,12 +196,12 @@ run_package() {
     local targets=()
     for word in $fast; do targets+=("--cargo-arg=$word"); done
     # A hang is caught by the timeout, LIMIT seconds: some ten times what the group's tests
-    # take here unmutated, so a slow run on a loaded machine is not taken for a hang. The
-    # unmutated tree is tested once.
+    # take here unmutated, so a slow run on a loaded machine is not taken for a hang. Each
+    # group tests the unmutated tree against its own targets first (seconds; none for a
+    # group with no mutants): a target that fails unmutated would count every mutant caught.
     # shellcheck disable=SC2086
-    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --timeout "$limit" --baseline "$baseline" \
+    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --timeout "$limit" --baseline run \
       --output "$dir/first-$k" $files "$@" "${FIRST_ONLY[@]}" "${targets[@]}" || status=$?
-    baseline=skip
     # Exit 2: some survived (the second pass decides); 3: some timed out (a hang the test run
     # caught); 0: all caught, or none to test.
     case $status in 0 | 2 | 3) ;; *)
@@ -210,16 +214,19 @@ run_package() {
     timeout=$((timeout + $(count "$out/timeout.txt")))
     unviable=$((unviable + $(count "$out/unviable.txt")))
     total=$((total + $(count "$out/caught.txt") + $(count "$out/missed.txt") + $(count "$out/timeout.txt") + $(count "$out/unviable.txt")))
-    kept "$out/missed.txt" >>"$dir/first-survivors.txt"
+    # Survivors go on to the second pass only if asked for (`--rest` names its mutants; the
+    # struct-field deletions `--re` lets through, #632, are not taken further).
+    kept "$out/missed.txt" "$FIRST_ASKED" >>"$dir/first-survivors.txt"
   done
   local missed=0 by_full=0
   if [[ $(count "$dir/first-survivors.txt") -gt 0 ]]; then
     status=0
     # Their files as well as their names: the files keep out what `--re` lets through (#632).
+    # The unmutated tree first, against every test, for the reason the first pass gives.
     local their_files=()
     while IFS= read -r file; do their_files+=(-f "$file"); done < <(cut -d: -f1 "$dir/first-survivors.txt" | sort -u)
     # shellcheck disable=SC2086
-    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --baseline skip --timeout "$FULL_TIMEOUT" \
+    cargo mutants -p "$package" "${WHERE[@]}" --no-shuffle --profile mutants --baseline run --timeout "$FULL_TIMEOUT" \
       --output "$dir/full" --re "$(names_regex "$dir/first-survivors.txt")" "${their_files[@]}" "$@" -- $full || status=$?
     case $status in 0 | 2 | 3) ;; *)
       echo "error: cargo mutants failed ($status) on $package's second pass"
@@ -273,6 +280,7 @@ if [[ "${1:-}" == "--sample" || "${1:-}" == "--rest" ]]; then
     echo "error: $1 K/N, not '$slice'"
     exit 1
   }
+  k_of=${BASH_REMATCH[1]} n_of=${BASH_REMATCH[2]}
   set +e
   if [[ $1 == --sample ]]; then
     # Each group's mutants sharded apart: over K = 1..N every mutant is in one slice, and
@@ -286,11 +294,12 @@ if [[ "${1:-}" == "--sample" || "${1:-}" == "--rest" ]]; then
     # all N misses some): slice K, by name.
     list=$(mktemp)
     left=$(mktemp)
-    cargo mutants --list --json -p shardwheel --features offload,hyper,metrics,tokio >"$list"
+    trap 'rm -f "$list" "$left"' EXIT
+    cargo mutants --list --json -p shardwheel --features offload,hyper,metrics,tokio >"$list" || exit 1
     mapfile -t verdict_files < <(find "$SLICES" -name '*.tsv' | sort)
-    python3 .ci/mutants_verdicts.py rest "$list" "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${verdict_files[@]}" >"$left" || exit 1
+    python3 .ci/mutants_verdicts.py rest "$list" "$k_of" "$n_of" "${verdict_files[@]}" >"$left" || exit 1
     if [[ ! -s $left ]]; then
-      echo "every mutant of the library has a verdict kept here: nothing left to run"
+      echo "slice $slice of what no kept verdict judges is empty: nothing to run"
       exit 0
     fi
     regex=$(names_regex "$left")
@@ -301,9 +310,9 @@ if [[ "${1:-}" == "--sample" || "${1:-}" == "--rest" ]]; then
     fi
     echo "$(wc -l <"$left") mutants left in slice $slice"
     FIRST_ONLY=(--re "$regex")
+    FIRST_ASKED=$left
     name="library-rest-${slice/\//-of-}"
     verdicts="$SLICES/library-rest-${slice/\//-of-}-at-$(git rev-parse --short=10 HEAD).tsv"
-    rm -f "$list" "$left"
   fi
   FIRST_GROUPS=("${LIB_GROUPS[@]}")
   status=0

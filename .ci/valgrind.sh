@@ -32,7 +32,9 @@ run() {
     --fair-sched=yes "$bin" --test-threads=2 -q "$@"
 }
 
-run "$(build --lib)"
+# Valgrind answers CPUID from a CPU model of its own, not the host's: the test that checks
+# the invariant-TSC bit against the host kernel's `/proc/cpuinfo` cannot hold under it.
+run "$(build --lib)" --skip the_invariant_tsc_bit_is_the_one_the_kernel_reads
 for t in cancel stop reset max_pending duration_max stage torture leaks pool repeating stopped test_clock; do
   run "$(build --test "$t")"
 done
