@@ -165,12 +165,12 @@ names_regex() {
 }
 
 # run_package NAME PACKAGE FULL_TESTS ARGS...: the two passes over one package. The first
-# pass runs once per entry of the global array FIRST_GROUPS, "FILES|TESTS|LIMIT": the mutants of
-# the files FILES selects (cargo-mutants' `-f GLOB` and `-e GLOB`) against the test targets
-# TESTS, the few that reach them, a hang cut at LIMIT seconds; the second runs the first's survivors against FULL_TESTS. ARGS go
-# to both (features, the change), FIRST_ONLY (a global array) to the first only (a slice:
-# the second pass takes the first's survivors by name). Prints a summary line; returns
-# non-zero if a mutant survives both.
+# pass runs once per entry of the global array FIRST_GROUPS, "FILES|TESTS|LIMIT": the
+# mutants of the files FILES selects (cargo-mutants' `-f GLOB` and `-e GLOB`) against the
+# test targets TESTS, the few that reach them, a hang cut at LIMIT seconds; the second runs
+# the first's survivors against FULL_TESTS. ARGS go to both (features, the change),
+# FIRST_ONLY (a global array) to the first only (a slice: the second pass takes the first's
+# survivors by name). Prints a summary line; returns non-zero if a mutant survives both.
 FIRST_ONLY=()
 # A file of the mutants the first pass was asked for by name (`--rest`); empty: all.
 FIRST_ASKED=""
