@@ -101,6 +101,29 @@ fn auto_advance_never_moves_the_clock_under_a_running_thread() {
     });
 }
 
+/// An ambient call counts as activity even from a thread that is blocked between calls:
+/// a thread that sleeps 100 µs of real time at a stretch (blocked at most of auto-advance's
+/// looks) and reads the clock after each, for a hundred looks' worth of time with a sleep
+/// registered, never sees its clock move; once the calls stop, it jumps.
+#[test]
+fn auto_advance_never_moves_the_clock_between_ambient_calls() {
+    futures_executor::block_on(async {
+        time::pause();
+        let start = Instant::now();
+        let mut sleep = pin!(time::sleep(Duration::from_secs(3600)));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(sleep.as_mut().poll(&mut cx).is_pending(), "registered");
+        let real = std::time::Instant::now();
+        while real.elapsed() < ms(100) {
+            std::thread::sleep(Duration::from_micros(100));
+            assert_eq!(Instant::now(), start, "the clock moved between ambient calls");
+        }
+        sleep.await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(3600), "jumped once the calls stopped");
+        time::resume();
+    });
+}
+
 /// `auto_advance(false)` holds the clock while its thread waits on something else, a sleep
 /// registered; `auto_advance(true)` lets it jump again; each turn is the calling thread's:
 /// off, on, and off again, with a long wait each time it is off.

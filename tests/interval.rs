@@ -168,3 +168,15 @@ fn intervals_under_tokio_and_async_executor() {
     }));
     assert_eq!(timers.pending(), 0, "a dropped interval leaves nothing pending");
 }
+
+/// `Debug` names the type and shows the period and the policy a user set.
+#[test]
+fn debug_shows_the_period_and_the_policy() {
+    let timers = service();
+    let mut every = timers.interval(Duration::from_millis(250));
+    every.set_missed(Missed::Delay);
+    let shown = format!("{every:?}");
+    assert!(shown.starts_with("Interval"), "{shown}");
+    assert!(shown.contains("period: 250ms"), "{shown}");
+    assert!(shown.contains("missed: Delay"), "{shown}");
+}
