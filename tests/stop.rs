@@ -390,3 +390,25 @@ fn dropping_the_last_clone_from_a_task_stops_the_shards_too() {
     assert!(timeouts.iter().all(|t| t.is_cancelled()));
     assert!(rx.try_recv().is_err());
 }
+
+/// A closure handed back by `stop()` runs when its task is run, once, and does nothing when
+/// it is told it was cancelled or dropped (a closure has no `cancelled` of its own).
+#[test]
+fn a_closure_handed_back_runs_when_its_task_is_run() {
+    let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for bit in [1, 2, 4] {
+        let ran = ran.clone();
+        timers.schedule(FAR, move || drop(ran.fetch_add(bit, Ordering::SeqCst))).unwrap();
+    }
+    let mut unfired = timers.stop().unwrap();
+    assert_eq!(unfired.len(), 3);
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "stop() runs nothing");
+    let [a, b, c] = [unfired.pop().unwrap(), unfired.pop().unwrap(), unfired.pop().unwrap()];
+    a.into_task().run();
+    let after_run = ran.load(Ordering::SeqCst);
+    assert!([1, 2, 4].contains(&after_run), "run once: {after_run}");
+    b.into_task().cancelled();
+    drop(c);
+    assert_eq!(ran.load(Ordering::SeqCst), after_run, "cancelled or dropped, a closure does not run");
+}
