@@ -410,8 +410,15 @@ mod arch {
     /// CPUID: an invariant TSC (leaf 0x8000_0007, EDX bit 8: the rate is constant and the
     /// counter runs in every power state).
     pub(crate) fn cpu_has_invariant_tsc() -> bool {
-        // A leaf past the highest one (leaf 0x8000_0000's EAX) is not asked for.
-        cpuid(0x8000_0000).eax >= 0x8000_0007 && cpuid(0x8000_0007).edx & (1 << 8) != 0
+        reports_invariant_tsc(cpuid(0x8000_0000).eax, || cpuid(0x8000_0007).edx)
+    }
+
+    /// What CPUID's answers say: the highest extended leaf, `max_leaf` (leaf 0x8000_0000's
+    /// EAX), reaches 0x8000_0007, and that leaf's EDX has bit 8. A leaf past the highest one
+    /// is not asked for (`edx` is called only then). Apart from the CPUID calls so that a
+    /// test can give it every answer, not only this CPU's.
+    pub(crate) fn reports_invariant_tsc(max_leaf: u32, edx: impl FnOnce() -> u32) -> bool {
+        max_leaf >= 0x8000_0007 && edx() & (1 << 8) != 0
     }
 }
 

@@ -278,6 +278,33 @@ fn the_invariant_tsc_bit_is_the_one_the_kernel_reads() {
     assert_eq!(cpu_has_invariant_tsc(), nonstop, "CPUID against /proc/cpuinfo's nonstop_tsc");
 }
 
+/// The invariant-TSC bit read from CPUID's answers, whatever this CPU says: bit 8 of EDX
+/// alone, and only where the highest extended leaf reaches 0x8000_0007 (at, below and above
+/// it), leaf 0x8000_0007 not asked for otherwise.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn the_invariant_tsc_bit_is_bit_8_of_a_leaf_the_cpu_has() {
+    use arch::reports_invariant_tsc;
+    let bit = 1u32 << 8;
+    for (max_leaf, edx, invariant) in [
+        (0x8000_0007, bit, true),
+        (0x8000_0008, u32::MAX, true),
+        (0x8000_0007, !bit, false),
+        (0x8000_0008, 0, false),
+        (0x8000_0007, bit << 1, false),
+        (0x8000_0007, bit >> 1, false),
+    ] {
+        assert_eq!(reports_invariant_tsc(max_leaf, || edx), invariant, "max leaf {max_leaf:#x}, EDX {edx:#x}");
+    }
+    let asked = Cell::new(false);
+    let edx = || {
+        asked.set(true);
+        u32::MAX
+    };
+    assert!(!reports_invariant_tsc(0x8000_0006, edx), "a leaf past the highest");
+    assert!(!asked.get(), "a leaf past the highest is not asked for");
+}
+
 /// The CPU's three reads of the TSC (`read`, `read_before`, `read_after`, as the estimate
 /// makes them: `Cpu`'s, which are `arch`'s), on any x86_64
 /// Linux whatever its clocksource: each counts cycles at a rate a TSC has (`scale_of`
