@@ -14,6 +14,10 @@ unsafe impl Send for Sent {}
 
 #[test]
 fn size_classes_step_by_16_bytes_up_to_the_limit() {
+    // Every size up to the smallest class is in it, however small.
+    for size in 0..=MIN_POOLED {
+        assert_eq!(class_of(size, 1), Some(0), "{size} bytes");
+    }
     assert_eq!(class_of(24, 8), Some(0));
     assert_eq!(class_of(32, 8), Some(0));
     assert_eq!(class_of(40, 8), Some(1));
