@@ -563,3 +563,52 @@ const _: fn() = || {
     send::<LocalWheel<String>>();
     send::<LocalWheel<Box<dyn std::any::Any + Send>>>();
 };
+
+/// A timer a remote reset leaves the record of that reset behind on every path out of the
+/// wheel: cancelled by the owner, cancelled by a remote (its notice drained, or met by the
+/// expiry first), and fired. The record would otherwise outlive its timer, one for each
+/// timer ever reset from afar.
+#[test]
+fn a_timers_remote_resets_are_forgotten_on_every_way_out() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let start = wheel.now();
+    let remote = wheel.remote();
+    let keys: Vec<TimerKey> = (0..4).map(|i| wheel.arm_at(start + Duration::from_secs(10), i)).collect();
+    for (i, &key) in keys.iter().enumerate() {
+        assert!(remote.reset_at(key, start + Duration::from_secs(1 + i as u64)));
+    }
+    wheel.drain_remote();
+    assert_eq!(wheel.resets_in_effect.len(), 4, "each remote reset is in effect");
+    assert_eq!(wheel.cancel(keys[0]), Some(0));
+    assert_eq!(wheel.resets_in_effect.len(), 3, "cancelled by the owner");
+    assert!(remote.cancel(keys[1]));
+    wheel.drain_remote();
+    assert_eq!(wheel.resets_in_effect.len(), 2, "cancelled by a remote, its notice drained");
+    assert_eq!(wheel.poll_expired(start + Duration::from_secs(3)), Some((keys[2], 2)));
+    assert_eq!(wheel.resets_in_effect.len(), 1, "fired");
+    // The cancel's notice behind a full drain budget: the expiry meets the cancel first.
+    for _ in 0..DRAIN_BUDGET {
+        remote.arm_at(start + Duration::from_secs(3600), 9).unwrap();
+    }
+    assert!(remote.cancel(keys[3]));
+    assert_eq!(wheel.poll_expired(start + Duration::from_secs(4)), None);
+    assert!(wheel.resets_in_effect.is_empty(), "cancelled by a remote, met by the expiry");
+}
+
+/// `is_empty` and `len` follow the timers pending: one armed, not empty; it fires or is
+/// cancelled, empty again.
+#[test]
+fn a_wheel_with_a_timer_pending_is_not_empty() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let now = wheel.now();
+    assert!(wheel.is_empty());
+    let key = wheel.arm_at(now + Duration::from_secs(1), 1);
+    assert!(!wheel.is_empty());
+    assert_eq!(wheel.len(), 1);
+    assert_eq!(wheel.cancel(key), Some(1));
+    assert!(wheel.is_empty());
+    let key = wheel.arm_at(now, 2);
+    assert!(!wheel.is_empty());
+    assert_eq!(wheel.poll_expired(now), Some((key, 2)));
+    assert!(wheel.is_empty());
+}
