@@ -612,3 +612,24 @@ fn a_wheel_with_a_timer_pending_is_not_empty() {
     assert_eq!(wheel.poll_expired(now), Some((key, 2)));
     assert!(wheel.is_empty());
 }
+
+/// An owner back from a sleep that no remote ended (its own deadline came) is awake: a
+/// remote arm earlier than that sleep's end, made after the owner's next poll, notifies
+/// nobody. Then a sleep announced again is ended by an earlier arm, once.
+#[test]
+fn an_owner_back_from_its_own_deadline_is_not_notified() {
+    use std::sync::atomic::Ordering;
+    let (mut wheel, calls) = counting_notifier();
+    let remote = wheel.remote();
+    let now = wheel.now();
+    wheel.arm_at(now + Duration::from_secs(1), 0);
+    let sleep = wheel.prepare_park().unwrap();
+    assert!(sleep > Duration::ZERO && sleep <= Duration::from_secs(1));
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(1)), None, "woken early, by nothing");
+    remote.arm_at(now + Duration::from_millis(10), 1).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the owner is awake: no notice");
+    assert_eq!(wheel.poll_expired(now + Duration::from_millis(1)), None);
+    assert!(wheel.prepare_park().unwrap() <= Duration::from_millis(10));
+    remote.arm_at(now + Duration::from_millis(5), 2).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "asleep again: the earlier arm wakes it");
+}
