@@ -137,22 +137,26 @@ fn an_arm_from_the_mail_is_filed_at_once_unless_something_must_go_first() {
     arm(now + 300);
     assert!(!local.drain_mailbox(16, false));
     assert_eq!((local.wheel.len(), local.deferred.len()), (1, 2), "held while a stage is due");
+    // Still may not, with arms held: the held ones stay held, the new one joins them.
+    arm(now + 350);
+    assert!(!local.drain_mailbox(16, false));
+    assert_eq!((local.wheel.len(), local.deferred.len()), (1, 3), "the held ones held still");
     // They may again: the held ones first, then the one from the mail, all in this drain.
     arm(now + 400);
     assert!(!local.drain_mailbox(16, true));
-    assert_eq!((local.wheel.len(), local.deferred.len()), (4, 0), "the held ones and the new one filed");
+    assert_eq!((local.wheel.len(), local.deferred.len()), (5, 0), "the held ones and the new one filed");
     // An announcement waits: the arm is held back and the drain ends, saying more waits.
     shard.mailbox.announce(Arc::new(Stage::new()), now + 1_000);
     arm(now + 500);
     arm(now + 600);
     assert!(local.drain_mailbox(16, true), "the announcement goes first");
-    assert_eq!((local.wheel.len(), local.deferred.len()), (4, 1), "held behind the announcement");
+    assert_eq!((local.wheel.len(), local.deferred.len()), (5, 1), "held behind the announcement");
     assert!(shard.mailbox.pop_stage().is_some());
     // The announcement read: the held arm first, then the mail's.
     assert!(!local.drain_mailbox(16, true));
-    assert_eq!((local.wheel.len(), local.deferred.len()), (6, 0));
+    assert_eq!((local.wheel.len(), local.deferred.len()), (7, 0));
     let unfired = local.shut_down();
-    assert_eq!(unfired.len(), 6, "every arm was filed and handed back at the stop");
+    assert_eq!(unfired.len(), 7, "every arm was filed and handed back at the stop");
     drop(handles);
 }
 
