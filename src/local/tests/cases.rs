@@ -155,6 +155,25 @@ fn far_and_bad_input_never_panics() {
     assert_eq!(wheel.next_deadline(), None);
 }
 
+/// A poll at an instant past the wheel's last tick (2⁶¹ ticks, some 73 million years of
+/// 1 ms ticks: the tick saturates there) fires what is due, then, polled there again, finds
+/// nothing: the wheel's own lists are never mistaken for a timer.
+#[test]
+fn a_poll_past_the_last_tick_fires_what_is_due_and_then_nothing() {
+    let mut wheel = LocalWheel::new();
+    let now = wheel.now();
+    let Some(end) = now.checked_add(Duration::from_secs(1 << 52)) else { return };
+    let soon = wheel.arm_at(now + Duration::from_secs(1), 1);
+    assert_eq!(wheel.poll_expired(end), Some((soon, 1)));
+    for _ in 0..3 {
+        assert_eq!(wheel.poll_expired(end), None);
+    }
+    assert!(wheel.is_empty());
+    let late = wheel.arm_at(now + Duration::from_secs(2), 2);
+    assert_eq!(wheel.poll_expired(end), Some((late, 2)), "one armed after is due at once");
+    assert_eq!(wheel.poll_expired(end), None);
+}
+
 #[test]
 fn sizes() {
     assert_eq!(std::mem::size_of::<TimerKey>(), 8);
