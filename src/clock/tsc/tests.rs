@@ -93,6 +93,82 @@ fn a_renewal_turns_the_estimate_off_only_if_the_old_anchor_fell_behind() {
     }
 }
 
+/// `Fixed`, whose next bracket (a `read_before` .. `read_after` pair) is as wide as
+/// `wide` says, once: a thread interrupted between the two reads.
+struct Interrupted {
+    fixed: Fixed,
+    wide: std::cell::Cell<u64>,
+}
+
+impl Platform for Interrupted {
+    fn read(&self) -> u64 {
+        self.fixed.read()
+    }
+    fn read_before(&self) -> u64 {
+        self.fixed.read_before()
+    }
+    fn read_after(&self) -> u64 {
+        self.fixed.read_after() + self.wide.take()
+    }
+    fn monotonic(&self) -> Option<u64> {
+        self.fixed.monotonic()
+    }
+    fn raw(&self) -> Option<u64> {
+        self.fixed.raw()
+    }
+    fn anchor(&self) -> Anchor {
+        self.fixed.anchor()
+    }
+    fn set_anchor(&self, anchor: Anchor) {
+        self.fixed.set_anchor(anchor);
+    }
+    fn process(&self) -> &Process {
+        self.fixed.process()
+    }
+}
+
+/// The calibration's second pair is taken by a renewal at `CALIBRATION_NANOS` from the
+/// first, not a nanosecond sooner, and only by a renewal whose own bracket is narrow: an
+/// interrupted one calibrates nothing and sets no anchor; the next, narrow, does both.
+#[test]
+fn a_renewal_calibrates_from_the_calibration_time_on_and_only_when_narrow() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for (at, wide, calibrates) in [
+        (CALIBRATION_NANOS - 1, 0, false),
+        (CALIBRATION_NANOS, 0, true),
+        (CALIBRATION_NANOS + 1, 0, true),
+        (CALIBRATION_NANOS, MAX_BRACKET + 1, false),
+        (CALIBRATION_NANOS, MAX_BRACKET, true),
+    ] {
+        let case = format!("a renewal at {at} ns, a bracket {wide} cycles wide");
+        let platform = Interrupted {
+            fixed: Fixed {
+                tsc: std::cell::Cell::new(10),
+                monotonic: std::cell::Cell::new(10),
+                anchor: std::cell::Cell::new(Anchor::NONE),
+                process: Process::new(),
+            },
+            wide: std::cell::Cell::new(0),
+        };
+        assert!(start(&platform), "{case}: the first pair");
+        // A cycle a nanosecond, from the first pair on.
+        platform.fixed.tsc.set(at);
+        platform.fixed.monotonic.set(at);
+        platform.wide.set(wide);
+        assert_eq!(renew(&platform), Some(at), "{case}: the kernel's clock");
+        let scale = platform.process().scale.load(Relaxed);
+        assert_eq!(scale != UNCALIBRATED, calibrates, "{case}: calibrated");
+        assert_ne!(scale, OFF, "{case}");
+        assert_eq!(platform.anchor().window != 0, calibrates, "{case}: an anchor set");
+        if !calibrates && at >= CALIBRATION_NANOS {
+            // The next renewal, not interrupted, calibrates.
+            assert_eq!(renew(&platform), Some(at));
+            assert_ne!(platform.process().scale.load(Relaxed), UNCALIBRATED, "{case}: the next, narrow");
+            assert_ne!(platform.anchor().window, 0);
+        }
+    }
+}
+
 #[test]
 fn an_anchor_serves_its_window_only() {
     let anchor = Anchor { tsc: 1_000, nanos: 5, mult: NS_PER_CYCLE, window: 100, floor: 0 };
