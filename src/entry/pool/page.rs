@@ -50,6 +50,7 @@ fn abandoned_marker() -> *mut Free {
 }
 
 /// A free slot's first word: the next free slot.
+#[derive(Debug)]
 pub(super) struct Free {
     next: *mut Free,
 }
@@ -495,8 +496,3 @@ impl std::fmt::Debug for Page {
     }
 }
 
-impl std::fmt::Debug for Free {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Free").finish_non_exhaustive()
-    }
-}
