@@ -280,6 +280,24 @@ fn debug_names_the_phase() {
     assert!(format!("{:?}", timers.timeout(Duration::from_secs(1), async {})).starts_with("WithTimeout"));
 }
 
+/// `Debug` tells a sleep that ended on its clock ("done") from one its service's `stop()`
+/// ended before its deadline ("stopped").
+#[test]
+fn debug_tells_done_from_stopped() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut done = Box::pin(timers.sleep(Duration::from_millis(10)));
+    clock.advance(Duration::from_millis(10));
+    assert_eq!(done.as_mut().try_poll(&mut cx), Poll::Ready(Ok(())));
+    let shown = format!("{done:?}");
+    assert!(shown.contains("\"done\""), "{shown}");
+    let mut cut = Box::pin(timers.sleep(Duration::from_secs(10)));
+    timers.stop().unwrap();
+    assert!(matches!(cut.as_mut().try_poll(&mut cx), Poll::Ready(Err(_))));
+    let shown = format!("{cut:?}");
+    assert!(shown.contains("\"stopped\""), "{shown}");
+}
+
 /// A sleep whose cell `stop()` took back is not elapsed before its deadline and is once the
 /// deadline has passed (`is_elapsed` reads the clock for a cell the shard cancelled), and
 /// `try_poll` agrees with it either side. On a paused clock, so that "passed" is exact.
