@@ -329,3 +329,6 @@ impl TimerService {
         Builder::new()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -495,4 +495,3 @@ impl std::fmt::Debug for Page {
         f.debug_struct("Page").field("owner", &self.owner).field("class", &self.class).finish_non_exhaustive()
     }
 }
-
