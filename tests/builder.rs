@@ -225,6 +225,7 @@ fn a_local_wheels_refusals_are_errors_that_say_which() {
     drop(wheel);
     let closed = remote.arm(Duration::from_secs(1), 3).expect_err("its wheel was dropped");
     assert_eq!(closed.0, 3);
+    assert_eq!((format!("{full:?}"), format!("{closed:?}")), ("Full(..)".to_owned(), "Closed(..)".to_owned()));
     let (full_text, closed_text) = (full.to_string(), closed.to_string());
     assert!(full_text.contains("max_pending"), "{full_text}");
     assert!(closed_text.contains("dropped"), "{closed_text}");

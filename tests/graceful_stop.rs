@@ -83,6 +83,32 @@ fn it_returns_as_soon_as_nothing_is_pending_and_ends_a_series() {
     ));
 }
 
+/// A shard both draining and full at once: a new series is refused as `Shutdown` (the
+/// stop), not `Rejected` (the limit), as a one-shot timeout is, whichever is asked first.
+#[test]
+fn a_draining_shard_at_its_limit_refuses_a_series_as_shut_down() {
+    let timers = TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build().unwrap();
+    let held = timers.schedule(Duration::from_secs(60), || ()).unwrap();
+    assert!(matches!(timers.schedule(Duration::from_secs(60), || ()), Err(ScheduleError::Rejected(_))), "full");
+    std::thread::scope(|s| {
+        // A grace far longer than the test: the shard stays draining and full until the
+        // held timeout is cancelled below.
+        let stopping = s.spawn(|| timers.stop_gracefully(Duration::from_secs(60)).unwrap());
+        let started = Instant::now();
+        while !matches!(timers.schedule(Duration::from_secs(60), || ()), Err(ScheduleError::Shutdown(_))) {
+            assert!(started.elapsed() < Duration::from_secs(10), "the drain never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let series = timers.schedule_repeating(Duration::ZERO, Duration::from_millis(5), Missed::Skip, || ());
+        let draining = !stopping.is_finished();
+        // Cancelled before any check, so that a failing one ends the stop too.
+        assert!(held.cancel());
+        assert!(stopping.join().unwrap().is_empty(), "nothing pending: the stop ends");
+        assert!(draining, "still draining when the series was asked for");
+        assert!(matches!(series, Err(ScheduleError::Shutdown(_))), "{series:?}");
+    });
+}
+
 #[test]
 fn a_graceful_stop_from_a_shard_thread_is_refused() {
     let timers = service();

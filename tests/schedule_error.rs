@@ -42,6 +42,10 @@ fn a_boxed_refusal_downcasts_and_tells_shutdown_from_rejected() {
     assert!(matches!(shutdown.downcast_ref::<ScheduleError>(), Some(ScheduleError::Shutdown(()))));
     assert_ne!(kind_of(&shutdown), kind_of(&rejected));
     assert_eq!(shutdown.to_string(), "timeout not scheduled: the timer service is stopped");
+    // `Debug` names the refusal, the task left out.
+    for (err, debug) in [(&rejected, "Rejected(..)"), (&no_such, "NoSuchShard(..)"), (&shutdown, "Shutdown(..)")] {
+        assert_eq!(format!("{err:?}"), debug);
+    }
 }
 
 #[test]
