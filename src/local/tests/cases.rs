@@ -654,3 +654,11 @@ fn an_owner_back_from_its_own_deadline_is_not_notified() {
     remote.arm_at(now + Duration::from_millis(5), 2).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1, "asleep again: the earlier arm wakes it");
 }
+
+/// An entry prints its deadline tick (as asked, without the `+ 1` it is stored with), and
+/// not its payload, which need not be `Debug`.
+#[test]
+fn an_entry_prints_its_deadline_tick() {
+    struct Opaque;
+    assert_eq!(format!("{:?}", Entry::new(41, Opaque)), "Entry { deadline: 41, .. }");
+}
