@@ -260,7 +260,7 @@ impl Clock {
             Some(time) => self.start + Duration::from_nanos(time.load(crate::sync::plain::Ordering::Acquire)),
         };
         #[cfg(loom)]
-        return self.start + mock::elapsed();
+        return mock::now(self.start);
     }
 
     /// Blocks the calling (driver) thread until tick `tick` begins, or forever (`None`), or
