@@ -386,6 +386,12 @@ MUTATIONS = [
      """        self.owner_path(|_| unsafe { counts.as_ref() }.cancelled()).is_some()""",
      """        self.owner_path(|_| { let _ = counts; }).is_some()""",
      "loom_stage", "sweep_races_take"),
+    ("M97", "a hand-over's cancel read backwards (a lost cancel arms again; a won one looks for a stop)", "src/future/sleep.rs",
+     """        if !timeout.cancel() {
+            return match timeout.state() {""",
+     """        if timeout.cancel() {
+            return match timeout.state() {""",
+     "loom_sleep", "poll_with_a_new_waker_races_expiry"),
     # The TSC estimate (src/clock/tsc/): not built under loom; its unit tests drive it from a
     # simulated kernel (sim.rs). Target "lib": the library's unit tests, by exact name.
     ("TSC1", "the skew does not count the kernel's fastest rate (a flat 2 µs for an early rdtsc)", "src/clock/tsc/mod.rs",
