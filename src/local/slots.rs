@@ -157,4 +157,19 @@ mod tests {
         assert!(may_add_page(last - 1), "the last page");
         assert!(!may_add_page(last), "past MAX_SLOTS");
     }
+
+    /// A slot is made on the page its index names, made on demand whatever pages exist
+    /// already: the next page, and pages past index 2²⁰ (where `index << PAGE_BITS`, the
+    /// wrong shift, would wrap a `u32` to 0 and find the page "made"), after the first.
+    #[test]
+    #[cfg_attr(miri, ignore = "257 pages of words, slow under Miri; it checks page arithmetic")]
+    fn a_slot_is_made_on_its_own_page_past_those_made() {
+        let directory = Directory::new();
+        let mut slots = Slots::new(0);
+        assert!(slots.ensure(0, &directory).is_some());
+        for index in [PAGE as u32, 1 << 20, (1 << 20) + 1] {
+            assert!(slots.ensure(index, &directory).is_some(), "slot {index}");
+            assert_eq!(slots.pages.len(), index as usize / PAGE + 1, "slot {index}");
+        }
+    }
 }
