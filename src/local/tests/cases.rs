@@ -662,3 +662,17 @@ fn an_entry_prints_its_deadline_tick() {
     struct Opaque;
     assert_eq!(format!("{:?}", Entry::new(41, Opaque)), "Entry { deadline: 41, .. }");
 }
+
+/// A remote handle prints whether its wheel is gone and how many commands wait for it.
+#[test]
+fn a_remote_prints_whether_closed_and_what_waits() {
+    let mut wheel = LocalWheel::<u32>::new();
+    let remote = wheel.remote();
+    assert_eq!(format!("{remote:?}"), "RemoteWheel { closed: false, queued: 0 }");
+    remote.arm(Duration::from_secs(1), 1).unwrap();
+    remote.arm(Duration::from_secs(1), 2).unwrap();
+    assert_eq!(format!("{remote:?}"), "RemoteWheel { closed: false, queued: 2 }");
+    wheel.drain_remote();
+    drop(wheel);
+    assert_eq!(format!("{remote:?}"), "RemoteWheel { closed: true, queued: 0 }");
+}
