@@ -389,6 +389,25 @@ mod tests {
         assert_eq!(format!("{owned:?}"), "ShardHandle { shard: 1, .. }");
     }
 
+    /// A handle is owned by the thread that made it, by that thread's number: made on two
+    /// threads (whose numbers differ), each records its own maker, and only there is it
+    /// owned.
+    #[test]
+    fn a_handle_is_owned_by_the_thread_that_made_it() {
+        let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
+        let make = || {
+            let handle = super::OwnerHandle::new(timers.shard_at(0).clone(), None);
+            // SAFETY: the handle is live (held by `handle`); only its `owner` is read.
+            let owner = unsafe { handle.ptr.as_ref() }.owner;
+            (owner, crate::routing::this_thread() as u64)
+        };
+        let here = make();
+        let there = std::thread::scope(|s| s.spawn(make).join().unwrap());
+        assert_ne!(here.1, there.1, "two threads, two numbers");
+        assert_eq!(here.0, here.1, "made here: owned here");
+        assert_eq!(there.0, there.1, "made there: owned there");
+    }
+
     /// A thread that merged its count while it lives (it forgot the stage of a stopped
     /// shard, as its next first arm on another shard does) and then drops its timeouts: those
     /// drops must take the atomic path, the owner's plain one being closed by the merge (its
