@@ -15,6 +15,19 @@ fn the_scale_is_an_upper_bound_raised_by_the_margin() {
     let raised = exact * 13.0 / 8.0;
     assert!(mult as f64 >= raised, "{mult} below {raised}");
     assert!((mult as f64) < raised + 6.0, "{mult} more than rounding above {raised}");
+    // Exactly, in integers, over calibrations of 20 ms to an hour (a thread may first renew
+    // long after the first pair) at 1 to 5 GHz: `mult / 2³²` is at least the measured rate
+    // times 13/8, however many cycles make each rounding unit small.
+    for seconds in [0.02, 1.0, 10.0, 100.0, 3600.0] {
+        for ghz in [1.0, 3.0, 5.0] {
+            let (nanos, cycles) = ((seconds * 1e9) as u64, (seconds * 1e9 * ghz) as u64);
+            let mult = u128::from(scale_of(nanos, cycles));
+            assert!(
+                mult * u128::from(cycles) * 8 >= (u128::from(nanos) << 32) * 13,
+                "{seconds} s at {ghz} GHz: {mult} below the rate times 13/8"
+            );
+        }
+    }
     // The margin is above the 60.1 % the kernel allows, and the skew is 2 µs at that rate.
     assert!(mult as f64 >= exact * 1.601 * 1.01);
     assert!(SKEW_NANOS as f64 >= EARLY_NANOS as f64 * 1.601, "{SKEW_NANOS}");
