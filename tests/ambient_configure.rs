@@ -5,6 +5,7 @@
 
 use shardwheel::time::{self, Duration, error::ConfigureError};
 use shardwheel::{BuildError, TimerService};
+use std::error::Error;
 
 /// The names of this process's threads.
 fn threads() -> Vec<String> {
@@ -21,7 +22,11 @@ fn threads() -> Vec<String> {
 fn configure_sets_up_the_default_service_once_before_its_first_use() {
     assert_eq!(time::stats(), Default::default(), "reading the counts does not start it");
     match time::configure(TimerService::builder().shards(0)) {
-        Err(ConfigureError::Build(BuildError::ZeroShards)) => {}
+        // The builder's error is the source, for a caller that walks the chain.
+        Err(err @ ConfigureError::Build(BuildError::ZeroShards)) => {
+            let source = err.source().expect("the builder's error as the source");
+            assert!(matches!(source.downcast_ref::<BuildError>(), Some(BuildError::ZeroShards)), "{source}");
+        }
         other => panic!("expected the builder's error, got {other:?}"),
     }
     assert_eq!(time::stats(), Default::default(), "a refused builder starts nothing");
@@ -35,5 +40,6 @@ fn configure_sets_up_the_default_service_once_before_its_first_use() {
     let err = time::configure(TimerService::builder()).unwrap_err();
     assert!(matches!(err, ConfigureError::AlreadyStarted));
     assert!(err.to_string().contains("before its first use"), "{err}");
+    assert!(err.source().is_none(), "nothing under it");
     assert_eq!(time::stats().expired, 1, "the one sleep, on the configured service");
 }
