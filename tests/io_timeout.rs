@@ -512,3 +512,19 @@ async fn at_a_tie_the_error_names_the_reads_own_timeout() {
         other => panic!("no timeout at the deadline: {other:?}"),
     }
 }
+
+/// A shutdown through the stream shuts its inner stream's write side: the peer reads the
+/// end of the stream after the bytes written before it, and a flush goes through too.
+#[tokio::test(flavor = "current_thread")]
+async fn a_shutdown_reaches_the_inner_stream() {
+    let (mut client, server) = duplex(64);
+    let mut server = TimeoutStream::new(server).with_write_timeout(D);
+    server.write_all(b"bye").await.unwrap();
+    server.flush().await.unwrap();
+    server.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    // Bounded: without the shutdown the peer would wait for ever (the server half lives).
+    let read = time::timeout(Duration::from_secs(5), client.read_to_end(&mut got)).await;
+    assert!(matches!(read, Ok(Ok(3))), "no end of the stream: {read:?}");
+    assert_eq!(got, b"bye", "the bytes, then the end of the stream");
+}
