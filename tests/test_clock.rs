@@ -324,4 +324,8 @@ fn lateness_is_the_turns_time_less_each_deadline() {
         [(us(1), 1), (us(4096), 1), (us(8192), 1)],
         "0 µs, 3 ms (under 4,096 µs) and 8 ms (under 8,192 µs)"
     );
+    // `Debug` shows the count and the buckets that hold something, those alone.
+    let shown = format!("{late:?}");
+    assert!(shown.starts_with("Lateness { count: 3,"), "{shown}");
+    assert!(shown.ends_with("buckets: [(1µs, 1), (4.096ms, 1), (8.192ms, 1)] }"), "{shown}");
 }
