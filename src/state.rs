@@ -564,6 +564,14 @@ mod tests {
         let g = w.arm();
         w.vacate_exclusive(g);
         assert!(!w.is_pending(g) && w.generation() == g + 1, "vacated, at the next generation");
+        // An expiry with a key whose timer is gone finds the word moved on, whatever it is
+        // now: vacant, pending or cancelled at a later generation.
+        assert_eq!(w.try_expire(g, 0), SlotExpiry::Stale, "vacant at the next generation");
+        let next = w.arm();
+        assert_eq!(w.try_expire(g, 0), SlotExpiry::Stale, "pending at the next generation");
+        assert!(w.try_cancel_remote(next));
+        assert_eq!(w.try_expire(g, 0), SlotExpiry::Stale, "cancelled at the next generation");
+        assert_eq!(w.try_expire(next, 0), SlotExpiry::Cancelled, "its own key still finds it cancelled");
     }
 
     #[test]
