@@ -329,3 +329,28 @@ fn lateness_is_the_turns_time_less_each_deadline() {
     assert!(shown.starts_with("Lateness { count: 3,"), "{shown}");
     assert!(shown.ends_with("buckets: [(1µs, 1), (4.096ms, 1), (8.192ms, 1)] }"), "{shown}");
 }
+
+/// A timeout reset to later is not fired at the deadline the wheel filed it at: the shard
+/// finds the later deadline when that slot comes due, files it again there (the lazy
+/// re-arm), and fires it then, once.
+#[test]
+fn a_timeout_reset_later_fires_at_its_new_deadline_not_its_old() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let ms = Duration::from_millis;
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counted = fired.clone();
+    let timeout = timers
+        .schedule(ms(10), move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    clock.advance(ms(1)); // the shard has filed it at 10 ms
+    assert!(timeout.reset(ms(99)), "due at 100 ms now");
+    clock.advance(ms(9));
+    assert_eq!(fired.load(Ordering::SeqCst), 0, "fired at its old deadline");
+    clock.advance(ms(89));
+    assert_eq!(fired.load(Ordering::SeqCst), 0, "fired before its new deadline");
+    clock.advance(ms(1));
+    assert_eq!(fired.load(Ordering::SeqCst), 1, "fired at its new deadline");
+    assert!(timeout.is_expired());
+}
