@@ -392,6 +392,10 @@ MUTATIONS = [
      """        if timeout.cancel() {
             return match timeout.state() {""",
      "loom_sleep", "poll_with_a_new_waker_races_expiry"),
+    ("M98", "the expiry ignores a reset to later that lands after the wheel handed the entry out", "src/shard/driver.rs",
+     """                    State::Pending { deadline } if deadline > now => {""",
+     """                    State::Pending { deadline } if false => {""",
+     "loom_state", "reset_races_expire"),
     # The TSC estimate (src/clock/tsc/): not built under loom; its unit tests drive it from a
     # simulated kernel (sim.rs). Target "lib": the library's unit tests, by exact name.
     ("TSC1", "the skew does not count the kernel's fastest rate (a flat 2 µs for an early rdtsc)", "src/clock/tsc/mod.rs",
