@@ -55,3 +55,65 @@ fn a_deadline_comes_back_as_asked() {
     assert!(sleep.deadline() <= Instant::now() + Duration::from_millis(7) + Duration::from_micros(100));
     assert_eq!(service.clock().at_offset(service.clock().offset_of(before.into_std())), before.into_std());
 }
+
+/// Each of tokio's missed-tick behaviours names the service's `Missed` of the same meaning,
+/// both ways (a `From` that answered the default, `Burst`, for all would keep one of three).
+#[test]
+fn each_missed_tick_behaviour_converts_to_its_own_kind_and_back() {
+    use super::MissedTickBehavior;
+    use crate::Missed;
+    for (tokio, ours) in [
+        (MissedTickBehavior::Burst, Missed::Burst),
+        (MissedTickBehavior::Delay, Missed::Delay),
+        (MissedTickBehavior::Skip, Missed::Skip),
+    ] {
+        assert_eq!(Missed::from(tokio), ours);
+        assert_eq!(MissedTickBehavior::from(ours), tokio);
+    }
+}
+
+/// The ambient futures' `Debug` says what they wait for.
+#[test]
+fn the_ambient_futures_debug_shows_their_deadline_and_period() {
+    let every = super::interval(Duration::from_millis(250));
+    let shown = format!("{every:?}");
+    for part in ["Interval", "next", "period: 250ms", "missed_tick_behavior: Burst"] {
+        assert!(shown.contains(part), "{part:?} not in {shown}");
+    }
+    let limited = super::timeout(Duration::from_secs(5), std::future::pending::<()>());
+    let shown = format!("{limited:?}");
+    for part in ["Timeout", "delay: Sleep", ".."] {
+        assert!(shown.contains(part), "{part:?} not in {shown}");
+    }
+}
+
+/// A `Timeout` whose future won lets go of its deadline's registration then, not when it is
+/// dropped: kept past the deadline, it wakes its task for nothing never (as tokio's, whose
+/// entry goes with the future).
+#[test]
+fn a_timeout_whose_future_won_is_not_woken_at_its_deadline() {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let wakes = Arc::new(Count(AtomicUsize::new(0)));
+    let waker = Waker::from(wakes.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut ready = false;
+    let mut limited = Box::pin(super::timeout(
+        Duration::from_millis(20),
+        std::future::poll_fn(|_| if std::mem::replace(&mut ready, true) { Poll::Ready(7) } else { Poll::Pending }),
+    ));
+    assert!(limited.as_mut().poll(&mut cx).is_pending(), "the deadline registered");
+    assert_eq!(limited.as_mut().poll(&mut cx), Poll::Ready(Ok(7)), "the future won");
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "woken at a deadline that no longer counts");
+    drop(limited);
+}
