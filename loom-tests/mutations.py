@@ -396,6 +396,13 @@ MUTATIONS = [
      """                    State::Pending { deadline } if deadline > now => {""",
      """                    State::Pending { deadline } if false => {""",
      "loom_state", "reset_races_expire"),
+    ("M99", "a hand-over whose cancel lost to the expiry takes the fired cell for a stop", "src/future/sleep.rs",
+     """            return match timeout.state() {
+                TimeoutState::Expired => Poll::Ready(Ok(())),
+                _ => this.taken_back(tick, cx.waker(), on_stop),""",
+     """            return match timeout.state() {
+                _ => this.taken_back(tick, cx.waker(), on_stop),""",
+     "loom_sleep", "poll_with_a_new_waker_races_expiry"),
     # The TSC estimate (src/clock/tsc/): not built under loom; its unit tests drive it from a
     # simulated kernel (sim.rs). Target "lib": the library's unit tests, by exact name.
     ("TSC1", "the skew does not count the kernel's fastest rate (a flat 2 µs for an early rdtsc)", "src/clock/tsc/mod.rs",

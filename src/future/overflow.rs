@@ -225,21 +225,23 @@ impl Overflow {
     }
 }
 
-/// The process's overflow timer.
-#[cfg(not(loom))]
+/// The process's overflow timer; under loom, the model's execution's: loom's `lazy_static`
+/// makes a new one for each, so no lock outlives the execution that made it. One function
+/// with both bodies (not one for each build): cargo-mutants mutates the plain build's alone,
+/// and a mutant of a body that build does not compile would pass every test.
 pub(crate) fn timer() -> &'static Overflow {
-    static TIMER: std::sync::OnceLock<Overflow> = std::sync::OnceLock::new();
-    TIMER.get_or_init(Overflow::new)
-}
-
-/// The overflow timer of the model's execution: loom's `lazy_static` makes a new one for
-/// each, so no lock outlives the execution that made it.
-#[cfg(loom)]
-pub(crate) fn timer() -> &'static Overflow {
-    loom::lazy_static! {
-        static ref TIMER: Overflow = Overflow::new();
+    #[cfg(not(loom))]
+    {
+        static TIMER: std::sync::OnceLock<Overflow> = std::sync::OnceLock::new();
+        TIMER.get_or_init(Overflow::new)
     }
-    &TIMER
+    #[cfg(loom)]
+    {
+        loom::lazy_static! {
+            static ref TIMER: Overflow = Overflow::new();
+        }
+        &TIMER
+    }
 }
 
 /// Starts the thread, which wakes what is due and sleeps until the next deadline (or until
