@@ -330,3 +330,27 @@ fn past_instants_are_due_now() {
     let now = Instant::now();
     assert!(clock.deadline_at(now) <= clock.now_tick() + 1, "by the next tick boundary");
 }
+
+/// A zero delay is the tick under way, read from `Instant::now()`: never a tick that a later
+/// read of `Instant::now()` has not reached. The TSC estimate, which a delay that is not zero
+/// counts from (never behind `Instant::now()`, so never early), may be ahead of it by tens of
+/// microseconds: counted from the estimate, a zero delay would be the next tick whenever a
+/// tick boundary fell in between, which a 100 ns tick makes most of the time. The same for
+/// each of the three ways a deadline is counted from a delay. (Where the estimate is not
+/// ahead of a later read, as on the 2-core VM of 2026-11-30, 40 to 391 ns behind it over
+/// 20,000 reads, counting a zero delay from it would pass too: `.cargo/mutants.toml`.)
+#[test]
+fn a_zero_delay_is_never_a_tick_a_later_read_has_not_reached() {
+    let clock = Clock::new(Instant::now(), Duration::from_nanos(100));
+    for _ in 0..20_000 {
+        let tick = clock.deadline_after(Duration::ZERO);
+        let (at, exact_tick) = clock.deadline_after_exact(Duration::ZERO, Duration::from_secs(60));
+        let nanos = clock.real_nanos_for_delay(Duration::ZERO);
+        let later = clock.nanos_at(Instant::now());
+        let later_tick = clock.tick_at(Instant::now());
+        assert!(tick <= later_tick, "deadline_after: tick {tick}, a later read's {later_tick}");
+        assert!(exact_tick <= later_tick, "deadline_after_exact: tick {exact_tick}, a later read's {later_tick}");
+        assert!(at <= later, "deadline_after_exact: {at} ns, a later read's {later}");
+        assert!(nanos <= later, "real_nanos_for_delay: {nanos} ns, a later read's {later}");
+    }
+}

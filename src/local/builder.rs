@@ -157,15 +157,36 @@ impl LocalBuilder {
         if self.max_pending == 0 {
             return Err(BuildError::ZeroMaxPending);
         }
-        let now = Instant::now();
-        let start = match self.start {
-            // Instants before the start all round to tick 0 and a `now` earlier than it is
-            // ignored, so a timer armed for between now and the start would fire at once.
-            Some(start) if start > now => return Err(BuildError::StartInFuture { by: start - now }),
-            Some(start) => start,
-            None => now,
-        };
+        let start = start_at(self.start, Instant::now())?;
         let capacity = self.capacity.min(self.max_pending).min(slots::MAX_SLOTS);
         Ok(LocalWheel::from_parts(start, self.tick, capacity, self.max_pending, self.notifier, self.seed))
+    }
+}
+
+/// The wheel's start: `start` if it has come by `now` (`now` itself included), else the
+/// error. Instants before the start all round to tick 0 and a `now` earlier than it is
+/// ignored, so a timer armed for between now and the start would fire at once. Apart from
+/// `build` so that the boundary can be tested (`build` reads the clock itself).
+fn start_at(start: Option<Instant>, now: Instant) -> Result<Instant, BuildError> {
+    match start {
+        Some(start) if start > now => Err(BuildError::StartInFuture { by: start - now }),
+        Some(start) => Ok(start),
+        None => Ok(now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At, one nanosecond before and one after `now`: only a start after it is refused.
+    #[test]
+    fn a_start_is_refused_only_after_now() {
+        let now = Instant::now();
+        let nano = Duration::from_nanos(1);
+        assert!(matches!(start_at(None, now), Ok(t) if t == now));
+        assert!(matches!(start_at(Some(now), now), Ok(t) if t == now), "a start at now has come");
+        assert!(matches!(start_at(Some(now - nano), now), Ok(t) if t == now - nano));
+        assert!(matches!(start_at(Some(now + nano), now), Err(BuildError::StartInFuture { by }) if by == nano));
     }
 }

@@ -94,6 +94,34 @@ fn notifier_runs_only_for_an_earlier_arm_while_the_owner_sleeps() {
     assert_eq!(fired, [4, 3, 1, 2, 0]);
 }
 
+/// The notifier's threshold, at, one before and one after the tick the owner sleeps until:
+/// an arm for that tick, or later, is served by the wake-up the owner has planned; only an
+/// earlier one notifies.
+#[test]
+fn notifier_runs_for_an_arm_before_the_sleeps_end_not_at_it() {
+    use std::sync::atomic::Ordering;
+    let (mut wheel, calls) = counting_notifier();
+    let remote = wheel.remote();
+    let now = wheel.now();
+    // Within the first 64 ticks (level 0): the slot the owner sleeps until starts at the
+    // timer's own tick.
+    let end = now + Duration::from_millis(30);
+    wheel.arm_at(end, 0);
+    let sleep = wheel.prepare_park().unwrap();
+    assert!(sleep <= Duration::from_millis(31), "{sleep:?}");
+    remote.arm_at(end + Duration::from_millis(1), 1).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "woken for a tick after the sleep's end");
+    remote.arm_at(end, 2).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "woken for the tick it sleeps until");
+    remote.arm_at(end - Duration::from_millis(1), 3).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "an earlier tick wakes it");
+    let mut fired = Vec::new();
+    while let Some((_, p)) = wheel.poll_expired(now + Duration::from_secs(1)) {
+        fired.push(p);
+    }
+    assert_eq!(fired, [3, 0, 2, 1]);
+}
+
 /// The remote threads find a slot's word through a directory of pages, each published as
 /// the owner first uses it: a remote cancel of the first and last timer of each of three
 /// pages (4,096 slots each) wins, and the owner never fires what it cancelled.
