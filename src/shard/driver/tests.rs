@@ -463,3 +463,37 @@ fn a_failed_shard_catches_a_wakers_panic_and_its_payloads() {
     assert!(unfired[0].timeout().ptr_eq(&held), "the failed shard's timeout is handed back");
     assert_eq!(timers.stats().panicked, 2 * 2, "each waker's panic and its payload's, caught and counted");
 }
+
+/// On its driver's thread (its `Local` installed, as `run` does), an arm files straight into
+/// the wheel, and `drives` says so; an arm for another shard comes back to its caller (to go
+/// through that shard's stage or mail), and so does one made while the driver is borrowed
+/// (inside a turn), or on a thread with no driver.
+#[test]
+fn schedule_local_files_only_its_own_shards_arms_and_only_when_free() {
+    use crate::entry::EntryRef;
+
+    let (shard, local) = driver_alone();
+    let (other, _other_local) = driver_alone();
+    let now = shard.clock.now_tick();
+    let mut handles = Vec::new();
+    let mut entry = |deadline: u64| {
+        let (entry, handle) = EntryRef::new_pair(deadline, || {});
+        handles.push(handle);
+        entry
+    };
+    assert!(super::schedule_local(&shard, entry(now + 100)).is_err(), "no driver on this thread");
+    assert!(!super::drives(&shard));
+    super::LOCAL.with(|l| *l.borrow_mut() = Some(local));
+    assert!(super::drives(&shard) && !super::drives(&other));
+    assert!(super::schedule_local(&shard, entry(now + 100)).is_ok(), "its own shard: filed");
+    assert!(super::schedule_local(&other, entry(now + 200)).is_err(), "another shard's arm comes back");
+    let refused_mid_turn = super::LOCAL.with(|l| {
+        let _turn = l.borrow_mut();
+        super::schedule_local(&shard, entry(now + 300)).is_err()
+    });
+    assert!(refused_mid_turn, "inside a turn: back to the caller");
+    let mut local = super::LOCAL.with(|l| l.borrow_mut().take()).expect("installed above");
+    assert_eq!(local.wheel.len(), 1, "only the one arm filed");
+    assert_eq!(local.shut_down().len(), 1);
+    drop(handles);
+}
