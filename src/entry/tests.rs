@@ -200,3 +200,26 @@ fn clone_aborts_past_max_refs_and_only_past() {
         }
     }
 }
+
+/// An entry's `Debug` shows where it stands; a task taken out of it shows no more than
+/// that it is one (its type is erased).
+#[test]
+fn debug_shows_the_entrys_state() {
+    let e = EntryRef::new(7, || {});
+    assert_eq!(format!("{e:?}"), "EntryRef { state: Pending { deadline: 7 }, .. }");
+    assert!(e.state().try_link(), "filed by its shard");
+    let task = e.expire(7).expect("pending");
+    assert_eq!(format!("{e:?}"), "EntryRef { state: Expired { deadline: 7 }, .. }");
+    assert_eq!(format!("{task:?}"), "OwnedTask { .. }");
+    drop(task);
+}
+
+/// `ptr_eq`: the same cell through any reference to it, never another's (what
+/// `Timeout::ptr_eq` answers, and how a paused scope finds a registered timeout).
+#[test]
+fn ptr_eq_is_the_same_cell() {
+    let a = EntryRef::new(1, || {});
+    let b = EntryRef::new(1, || {});
+    assert!(a.ptr_eq(&a.clone()));
+    assert!(!a.ptr_eq(&b) && !b.ptr_eq(&a));
+}
