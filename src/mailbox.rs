@@ -401,4 +401,16 @@ mod tests {
         assert!(!mailbox.prepare_sleep(10), "closed");
         assert_eq!(sleeping_until(&mailbox), AWAKE);
     }
+
+    /// `Debug` shows each queue's length, what the driver sleeps until and the flags.
+    #[test]
+    fn debug_shows_the_queues_and_the_sleep() {
+        let mailbox = Mailbox::new();
+        mailbox.send(Command::Panic, None);
+        mailbox.announce(Arc::new(Stage::new()), 5);
+        mailbox.announce(Arc::new(Stage::new()), 5);
+        assert!(!mailbox.prepare_sleep(40), "mail waits");
+        let shown = format!("{mailbox:?}");
+        assert_eq!(shown, format!("Mailbox {{ len: 1, stages: 2, sleep_until: {AWAKE}, flags: 0 }}"));
+    }
 }
