@@ -263,13 +263,20 @@ pub(crate) fn lead_bound() -> u64 {
 
 /// The base and the first pair, if the TSC is usable.
 fn first_pair() -> Option<Instant> {
-    if !usable() {
+    first_pair_on(&Cpu, usable())
+}
+
+/// [`first_pair`] on `platform`, given whether its TSC is usable: the estimate switched off
+/// for the process if not, else the base and the first pair (`None` if no bracket was
+/// narrow). Apart so that a test can give it a platform and either answer.
+fn first_pair_on<P: Platform>(platform: &P, usable: bool) -> Option<Instant> {
+    if !usable {
         // Relaxed: a plain flag; no data is published with it.
-        PROCESS.scale.store(OFF, Ordering::Relaxed);
+        platform.process().scale.store(OFF, Ordering::Relaxed);
         return None;
     }
     let base = Instant::now();
-    estimate::start(&Cpu).then_some(base)
+    estimate::start(platform).then_some(base)
 }
 
 /// Whether this CPU's TSC and this kernel's `Instant` are one clock.

@@ -17,13 +17,14 @@ fn the_scale_is_an_upper_bound_raised_by_the_margin() {
     assert!((mult as f64) < raised + 6.0, "{mult} more than rounding above {raised}");
     // Exactly, in integers, over calibrations of 20 ms to an hour (a thread may first renew
     // long after the first pair) at 1 to 5 GHz: `mult / 2³²` is at least the measured rate
-    // times 13/8, however many cycles make each rounding unit small.
+    // times 13/8, the raw clock's rounding included (the time it measured may be a
+    // nanosecond more than it read), however many cycles make each rounding unit small.
     for seconds in [0.02, 1.0, 10.0, 100.0, 3600.0] {
         for ghz in [1.0, 3.0, 5.0] {
             let (nanos, cycles) = ((seconds * 1e9) as u64, (seconds * 1e9 * ghz) as u64);
             let mult = u128::from(scale_of(nanos, cycles));
             assert!(
-                mult * u128::from(cycles) * 8 >= (u128::from(nanos) << 32) * 13,
+                mult * u128::from(cycles) * 8 >= (u128::from(nanos + 1) << 32) * 13,
                 "{seconds} s at {ghz} GHz: {mult} below the rate times 13/8"
             );
         }
@@ -106,6 +107,30 @@ fn a_renewal_turns_the_estimate_off_only_if_the_old_anchor_fell_behind() {
     }
 }
 
+/// The first pair is taken only where the TSC is usable: elsewhere the estimate is switched
+/// off for the process, and no pair is read; where it is, the base is an instant of this
+/// call and the calibration waits for its second pair.
+#[test]
+fn the_first_pair_is_taken_only_where_the_tsc_is_usable() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let fixed = || Fixed {
+        tsc: std::cell::Cell::new(10),
+        monotonic: std::cell::Cell::new(10),
+        anchor: std::cell::Cell::new(Anchor::NONE),
+        process: Process::new(),
+    };
+    let unusable = fixed();
+    assert_eq!(first_pair_on(&unusable, false), None);
+    assert_eq!(unusable.process.scale.load(Relaxed), OFF, "switched off");
+    assert!(unusable.process.first.get().is_none(), "no pair read");
+    let usable = fixed();
+    let before = std::time::Instant::now();
+    let base = first_pair_on(&usable, true).expect("a narrow bracket: the first pair");
+    assert!(base >= before && base <= std::time::Instant::now());
+    assert_eq!(usable.process.scale.load(Relaxed), UNCALIBRATED, "calibrated by a later renewal");
+    assert!(usable.process.first.get().is_some());
+}
+
 /// `Fixed`, whose next bracket (a `read_before` .. `read_after` pair) is as wide as
 /// `wide` says, once: a thread interrupted between the two reads.
 struct Interrupted {
@@ -173,6 +198,12 @@ fn a_renewal_calibrates_from_the_calibration_time_on_and_only_when_narrow() {
         assert_eq!(scale != UNCALIBRATED, calibrates, "{case}: calibrated");
         assert_ne!(scale, OFF, "{case}");
         assert_eq!(platform.anchor().window != 0, calibrates, "{case}: an anchor set");
+        if calibrates {
+            // The anchor's `I₀`: the clock, one nanosecond for the estimate's rounding down
+            // and the skew above it (the proof's `+ 1 + SKEW`).
+            assert_eq!(platform.anchor().nanos, at + 1 + SKEW_NANOS, "{case}: the anchor's nanoseconds");
+            assert_eq!(platform.anchor().mult, scale, "{case}: the anchor's scale");
+        }
         if !calibrates && at >= CALIBRATION_NANOS {
             // The next renewal, not interrupted, calibrates.
             assert_eq!(renew(&platform), Some(at));
