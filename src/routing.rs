@@ -124,4 +124,18 @@ mod tests {
         assert_eq!(next_number(&counter), NO_THREAD, "and stay out (not 0, 1, 2 again)");
         assert_eq!(next_number(&counter), NO_THREAD);
     }
+
+    /// `is_this_thread`: true on the thread with that number alone, and false on a thread
+    /// that has none yet (which it does not give one).
+    #[test]
+    fn a_thread_is_only_itself() {
+        let here = this_thread();
+        assert!(is_this_thread(here));
+        let (there, asked_first) =
+            std::thread::spawn(move || (is_this_thread(here), is_this_thread(here + 1))).join().unwrap();
+        assert!(!there, "another thread is not this one");
+        assert!(!asked_first, "a thread with no number yet is no thread's");
+        let other = std::thread::spawn(this_thread).join().unwrap();
+        assert!(other != here && !is_this_thread(other));
+    }
 }

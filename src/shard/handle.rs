@@ -387,6 +387,35 @@ mod tests {
         let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
         let owned = super::OwnerHandle::new(timers.shard_at(1).clone(), None);
         assert_eq!(format!("{owned:?}"), "ShardHandle { shard: 1, .. }");
+        assert_eq!(format!("{:?}", owned.make_ref()), "ShardHandle { shard: 1, .. }", "and so does a reference");
+    }
+
+    /// The owner's clones and drops are plain adds to its `local` count, with `shared` left
+    /// at the bias; another thread's clone and drop are atomic, on `shared`. (The owner may
+    /// drop a reference another thread made: its plain count then goes below the references
+    /// it made, which the merge's sum puts right.)
+    #[test]
+    fn the_owner_counts_plainly_and_every_other_thread_on_the_shared_count() {
+        use crate::sync::Ordering;
+        let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
+        let owned = super::OwnerHandle::new(timers.shard_at(0).clone(), None);
+        // SAFETY: the handle is live (held by `owned`); `local` is read on its owner's
+        // thread, this one, and written by no other.
+        let handle = unsafe { owned.ptr.as_ref() };
+        let counts = || {
+            // SAFETY: as above: read on the owner's thread, which alone writes it.
+            let local = handle.local.with(|l| unsafe { *l });
+            (local, handle.shared.load(Ordering::Relaxed))
+        };
+        let mine = owned.make_ref();
+        assert_eq!(counts(), (2, super::BIAS), "the owner's clone");
+        let theirs = std::thread::scope(|s| s.spawn(|| mine.clone()).join().unwrap());
+        assert_eq!(counts(), (2, super::BIAS + 1), "another thread's clone");
+        std::thread::scope(|s| s.spawn(|| drop(mine.clone())).join().unwrap());
+        assert_eq!(counts(), (2, super::BIAS + 1), "another thread's clone and drop");
+        drop(mine);
+        drop(theirs);
+        assert_eq!(counts(), (0, super::BIAS + 1), "the owner's drops");
     }
 
     /// A handle is owned by the thread that made it, by that thread's number: made on two
