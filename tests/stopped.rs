@@ -341,3 +341,11 @@ fn try_poll_reports_a_stop_for_a_sleep_that_had_overflowed() {
     futures_executor::block_on(short.as_mut());
     assert!(Instant::now() >= deadline, "awaited, it completes at its deadline");
 }
+
+/// `Stopped` reads as what happened, and travels as any error does (`Box<dyn Error>`, `?`).
+#[test]
+fn stopped_says_what_happened() {
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Stopped::new().into();
+    assert_eq!(boxed.to_string(), "the timer service was stopped before the deadline: the wait can never end on time");
+    assert_eq!(boxed.downcast_ref::<Stopped>(), Some(&Stopped::new()));
+}
