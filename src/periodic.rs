@@ -469,3 +469,43 @@ impl TimerService {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A run prints its series' state (running, waiting, ended: the control word as its
+    /// transitions leave it), its shard, when it was due, its period and what a late run
+    /// does; the closure is left out.
+    #[test]
+    fn a_run_prints_its_schedule_and_its_series_state() {
+        let timers = TimerService::builder().shards(1).build().unwrap();
+        let handle = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
+        let successor = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
+        let control = Arc::new(Control::new());
+        let due = Instant::now();
+        let run = Run {
+            task: Some(|| ()),
+            handle: handle.clone(),
+            control: control.clone(),
+            service: timers.downgrade(),
+            shard: 0,
+            due,
+            period: Duration::from_secs(1),
+            missed: Missed::Skip,
+        };
+        let shown = |state: &str| {
+            format!(
+                "Run {{ control: Control {{ state: {state}, .. }}, shard: 0, due: {due:?}, period: 1s, missed: Skip, .. }}"
+            )
+        };
+        assert_eq!(format!("{run:?}"), shown("running"));
+        assert!(control.publish(successor.clone()), "the series lives");
+        assert_eq!(format!("{run:?}"), shown("waiting"));
+        control.end();
+        assert_eq!(format!("{run:?}"), shown("ended"));
+        assert!(successor.is_cancelled(), "the end cancelled the waiting run");
+        drop(run);
+        assert!(handle.is_cancelled(), "a run dropped unrun ends its series' handle");
+    }
+}
