@@ -362,6 +362,10 @@ fn the_cold_path_reads_closed_before_full() {
     assert_eq!(refusal(shard, CLOSED, false), Some(Refusal::Closed));
     assert_eq!(refusal(shard, FULL, false), Some(Refusal::Full));
     assert_eq!(refusal(shard, 0, false), None);
+    // Routed as the shard's driver, but not free to file into its wheel (this thread is
+    // not the driver; on the driver's, a turn under way, as in a task's destructor): closed
+    // to it as to any other thread. Only the driver, free, files in its last turn (below).
+    assert_eq!(refusal(shard, CLOSED, true), Some(Refusal::Closed));
     assert_eq!(timers.stats().rejected, 1, "only the refusal that answered Full is counted");
     drop(timers.stop());
 }
