@@ -76,20 +76,28 @@ fn a_stopped_and_dropped_service_frees_everything() {
     // threads: which are kept when depends on which page emptied last. Given back before
     // each count, so a page kept for reuse is not read as a leak, and a leaked timeout (which
     // keeps its page) still is.
+    // Made before the first count: its one allocation is not a window's.
+    let mut drift = Vec::with_capacity(3);
     shardwheel::__trim_cell_pool();
-    let before = live();
+    let mut before = live();
+    // One 32-byte block comes and goes between two counts in about a third of the runs
+    // (+32 or −32; once −64, on a machine busy with a build: not explained yet). A leak
+    // grows with every window of three services, which noise does not: a window within 32
+    // bytes of the one before it passes; three windows that are not, fail. A leaked
+    // timeout keeps its pool page (256 KiB); a leaked handle (40 B), stage or mailbox block
+    // per service is three services' worth a window: all far more than 32 bytes, each
+    // window.
     for _ in 0..3 {
-        workload();
+        for _ in 0..3 {
+            workload();
+        }
+        shardwheel::__trim_cell_pool();
+        let after = live();
+        if (after - before).abs() <= 32 {
+            return;
+        }
+        drift.push(after - before);
+        before = after;
     }
-    shardwheel::__trim_cell_pool();
-    let after = live();
-    // One 32-byte block comes and goes between the two counts in about a third of the runs
-    // (+32 or −32, never more; not explained yet): allowed. A leaked timeout keeps its pool
-    // page (256 KiB); a leaked handle (40 B), stage or mailbox block per service, three
-    // services' worth; all far more.
-    assert!(
-        (after - before).abs() <= 32,
-        "{} bytes still allocated after three services were stopped and dropped",
-        after - before
-    );
+    panic!("{drift:?} bytes still allocated after each of three windows of three services stopped and dropped");
 }
