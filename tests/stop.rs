@@ -416,3 +416,18 @@ fn a_closure_handed_back_runs_when_its_task_is_run() {
     drop(c);
     assert_eq!(ran.load(Ordering::SeqCst), after_run, "cancelled or dropped, a closure does not run");
 }
+
+/// `ptr_eq` tells a timeout's handles from another timeout's: how a caller finds, in
+/// `stop()`'s list, the timeout it kept (every other test of it compares a timeout with
+/// itself).
+#[test]
+fn ptr_eq_is_the_same_timeout_and_only_it() {
+    let timers = TimerService::builder().shards(1).build().unwrap();
+    let a = timers.schedule(Duration::from_secs(60), || ()).unwrap();
+    let b = timers.schedule(Duration::from_secs(60), || ()).unwrap();
+    assert!(a.ptr_eq(&a.clone()) && b.ptr_eq(&b));
+    assert!(!a.ptr_eq(&b) && !b.ptr_eq(&a), "two timeouts");
+    let unfired = timers.stop().unwrap();
+    assert_eq!(unfired.len(), 2);
+    assert_eq!(unfired.iter().filter(|u| u.timeout().ptr_eq(&a)).count(), 1, "stop() hands `a` back once");
+}
