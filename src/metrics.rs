@@ -9,7 +9,6 @@
 use crate::lateness::Lateness;
 use crate::service::TimerService;
 use crate::stats::Stats;
-use std::sync::Once;
 
 /// The counters, each with its description: `(name, description, value)`.
 fn counters(s: &Stats) -> [(&'static str, &'static str, u64); 8] {
@@ -40,23 +39,24 @@ fn gauges(s: &Stats) -> [(&'static str, &'static str, u64); 3] {
 
 const LATENESS: &str = "shardwheel_lateness_seconds";
 
+/// Describes every metric to the recorder installed now. On every call, not once per
+/// process: a recorder installed after the first call (or another thread's local one) gets
+/// the descriptions too, and a recorder keeps the first it was given (a few map lookups per
+/// call, every few seconds).
 fn describe() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let none = Stats::default();
-        for (name, help, _) in counters(&none) {
-            metrics::describe_counter!(name, help);
-        }
-        for (name, help, _) in gauges(&none) {
-            metrics::describe_gauge!(name, help);
-        }
-        metrics::describe_counter!(
-            "shardwheel_lateness_seconds_bucket",
-            metrics::Unit::Seconds,
-            "Expired timeouts that fired less than `le` seconds after their tick began (cumulative)."
-        );
-        metrics::describe_counter!("shardwheel_lateness_seconds_count", "Expired timeouts in the lateness histogram.");
-    });
+    let none = Stats::default();
+    for (name, help, _) in counters(&none) {
+        metrics::describe_counter!(name, help);
+    }
+    for (name, help, _) in gauges(&none) {
+        metrics::describe_gauge!(name, help);
+    }
+    metrics::describe_counter!(
+        "shardwheel_lateness_seconds_bucket",
+        metrics::Unit::Seconds,
+        "Expired timeouts that fired less than `le` seconds after their tick began (cumulative)."
+    );
+    metrics::describe_counter!("shardwheel_lateness_seconds_count", "Expired timeouts in the lateness histogram.");
 }
 
 /// The `le` label of a bucket bound, in seconds as Prometheus writes them (`+Inf` for the

@@ -79,3 +79,27 @@ fn each_shards_counts_and_lateness_are_published_as_stats_gives_them() {
     assert_eq!(last, 5.0);
     assert!(got.contains_key(&("shardwheel_lateness_seconds_bucket".to_owned(), labels(0, &[("le", "0.000001")]))));
 }
+
+/// Each metric comes with its description to whichever recorder is installed when
+/// `record_metrics` is called: a second recorder, installed after the first call, gets them
+/// too (they were described once per process, so only the first recorder ever had them).
+#[test]
+fn every_recorder_gets_the_descriptions() {
+    let timers = TimerService::builder().shards(1).build().unwrap();
+    for _ in 0..2 {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || timers.record_metrics("described"));
+        let described: HashMap<String, String> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, help, _)| Some((key.key().name().to_owned(), help?.to_string())))
+            .collect();
+        assert_eq!(described.get("shardwheel_pending").map(String::as_str), Some("Timeouts pending now."));
+        assert_eq!(
+            described.get("shardwheel_lateness_seconds_count").map(String::as_str),
+            Some("Expired timeouts in the lateness histogram.")
+        );
+    }
+}
