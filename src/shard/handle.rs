@@ -390,6 +390,26 @@ mod tests {
         assert_eq!(format!("{:?}", owned.make_ref()), "ShardHandle { shard: 1, .. }", "and so does a reference");
     }
 
+    /// A winning cancel is counted in the owner's slot when the owner makes it (a plain
+    /// add), and elsewhere (`false`: the caller counts it) when another thread does, or when
+    /// the handle holds no slot.
+    #[test]
+    fn a_cancel_is_counted_in_the_owners_slot_by_the_owner_alone() {
+        let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
+        let shard = timers.shard_at(0).clone();
+        let before = shard.counts.sum().1;
+        let owned = super::OwnerHandle::new(shard.clone(), Some(shard.counts.claim()));
+        let mine = owned.make_ref();
+        assert!(mine.count_cancel_as_owner(), "the owner, with its slot");
+        assert_eq!(shard.counts.sum().1, before + 1, "counted in the slot");
+        let theirs = std::thread::scope(|s| s.spawn(|| mine.count_cancel_as_owner()).join().unwrap());
+        assert!(!theirs, "another thread counts it elsewhere");
+        assert_eq!(shard.counts.sum().1, before + 1);
+        let slotless = super::OwnerHandle::new(shard.clone(), None);
+        assert!(!slotless.make_ref().count_cancel_as_owner(), "no slot");
+        drop(mine);
+    }
+
     /// The owner's clones and drops are plain adds to its `local` count, with `shared` left
     /// at the bias; another thread's clone and drop are atomic, on `shared`. (The owner may
     /// drop a reference another thread made: its plain count then goes below the references
