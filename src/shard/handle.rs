@@ -407,7 +407,9 @@ mod tests {
         assert_eq!(shard.counts.sum().1, before + 1);
         let slotless = super::OwnerHandle::new(shard.clone(), None);
         assert!(!slotless.make_ref().count_cancel_as_owner(), "no slot");
-        drop(mine);
+        drop((mine, owned, slotless));
+        // The shard's thread joined: none left running when the test ends (Miri).
+        drop(timers.stop());
     }
 
     /// The owner's clones and drops are plain adds to its `local` count, with `shared` left
@@ -436,6 +438,8 @@ mod tests {
         drop(mine);
         drop(theirs);
         assert_eq!(counts(), (0, super::BIAS + 1), "the owner's drops");
+        drop(owned);
+        drop(timers.stop());
     }
 
     /// A handle is owned by the thread that made it, by that thread's number: made on two
