@@ -8,6 +8,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+mod common;
+
 #[test]
 fn a_sleep_on_a_full_shard_moves_to_another_then_overflows_and_completes_on_time() {
     let timers = TimerService::builder().shards(2).max_pending_per_shard(1).pin_threads(false).build().unwrap();
@@ -95,18 +97,10 @@ fn an_async_executor_sees_no_panic_either() {
 #[test]
 fn an_overflowed_sleep_on_a_paused_clock_keeps_that_clocks_time() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
     let (timers, clock) =
         TimerService::builder().shards(1).max_pending_per_shard(1).pin_threads(false).build_paused().unwrap();
     let _holder = timers.schedule(Duration::from_secs(3600), || ()).unwrap();
-    let count = Arc::new(Count(AtomicUsize::new(0)));
+    let count = Arc::new(common::WakeCount::default());
     let waker = Waker::from(count.clone());
     let mut cx = Context::from_waker(&waker);
     std::thread::sleep(Duration::from_millis(30)); // real time passes the 10 ms tick's instant
@@ -117,9 +111,9 @@ fn an_overflowed_sleep_on_a_paused_clock_keeps_that_clocks_time() {
     assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Pending, "real time is not the paused clock's");
     clock.advance(Duration::from_millis(9));
     assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Pending, "never early by the paused clock");
-    let woken = count.0.load(Ordering::SeqCst);
+    let woken = count.woken();
     clock.advance(Duration::from_millis(1));
-    assert!(count.0.load(Ordering::SeqCst) > woken, "the move woke it");
+    assert!(count.woken() > woken, "the move woke it");
     assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Ready(()));
 
     // A task blocked on such a sleep completes when the clock is moved past its deadline.
@@ -182,16 +176,8 @@ fn an_overflowed_sleep_polled_again_before_its_deadline_keeps_its_one_entry() {
 #[test]
 fn an_overflowed_sleeps_entry_goes_with_it_and_each_is_woken_once_due() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
     let counted = || {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let count = Arc::new(common::WakeCount::default());
         (count.clone(), Waker::from(count))
     };
     // The real clock: each way out lets go of the waker.
@@ -229,8 +215,8 @@ fn an_overflowed_sleeps_entry_goes_with_it_and_each_is_woken_once_due() {
     assert_eq!(second.as_mut().poll(&mut Context::from_waker(&wb)), Poll::Pending);
     assert_eq!(first.as_mut().poll(&mut Context::from_waker(&wc)), Poll::Pending, "moved to task c");
     clock.advance(Duration::from_millis(10));
-    assert!(c.0.load(Ordering::SeqCst) >= 1, "the task the first sleep moved to is woken");
-    assert!(b.0.load(Ordering::SeqCst) >= 1, "the second sleep's task is woken too");
+    assert!(c.woken() >= 1, "the task the first sleep moved to is woken");
+    assert!(b.woken() >= 1, "the second sleep's task is woken too");
     assert_eq!(first.as_mut().poll(&mut Context::from_waker(&wc)), Poll::Ready(()));
     assert_eq!(second.as_mut().poll(&mut Context::from_waker(&wb)), Poll::Pending, "never early");
     clock.advance(Duration::from_millis(10));

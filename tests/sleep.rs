@@ -5,31 +5,14 @@ use shardwheel::{Elapsed, Sleep, TimerService};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{PATIENCE, wait_until};
+use common::{PATIENCE, WakeCount as Flag, wait_until};
 
 fn service() -> TimerService {
     TimerService::builder().shards(2).pin_threads(false).build().expect("valid settings")
-}
-
-/// A waker that counts its wake-ups.
-#[derive(Default)]
-struct Flag(AtomicUsize);
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl Flag {
-    fn woken(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
 }
 
 fn poll_with(sleep: &mut Sleep, flag: &Arc<Flag>) -> Poll<()> {

@@ -13,8 +13,11 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{PATIENCE, WakeCount, wait_until};
 
 fn service() -> TimerService {
     TimerService::builder().shards(2).pin_threads(false).build().expect("valid settings")
@@ -85,16 +88,6 @@ fn ticking(
     }
 }
 
-/// A waker that counts its wake-ups.
-#[derive(Default)]
-struct Flag(AtomicUsize);
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 #[test]
 fn a_sleep_first_polled_after_stop_completes_at_its_deadline_under_each_executor() {
     let timers = service();
@@ -128,7 +121,7 @@ fn a_sleep_pending_at_stop_is_woken_and_then_completes_at_its_deadline() {
     let ways: [fn(shardwheel::Unfired); 3] = [drop, |u| u.into_task().run(), |u| u.into_task().cancelled()];
     for end in ways {
         let timers = service();
-        let flag = Arc::new(Flag::default());
+        let flag = Arc::new(WakeCount::default());
         let waker = Waker::from(flag.clone());
         let mut cx = Context::from_waker(&waker);
         // Far enough out that `stop()` and the end come before it even under valgrind (some
@@ -138,14 +131,14 @@ fn a_sleep_pending_at_stop_is_woken_and_then_completes_at_its_deadline() {
         assert!(sleep.as_mut().try_poll(&mut cx).is_pending());
         let mut unfired = timers.stop().unwrap();
         assert_eq!(unfired.len(), 1);
-        assert_eq!(flag.0.load(Ordering::SeqCst), 0);
+        assert_eq!(flag.woken(), 0);
         end(unfired.pop().unwrap());
-        assert_eq!(flag.0.load(Ordering::SeqCst), 1, "ending the handed-back task wakes the sleep");
+        assert_eq!(flag.woken(), 1, "ending the handed-back task wakes the sleep");
         assert_eq!(sleep.as_mut().try_poll(&mut cx), Poll::Ready(Err(Stopped::new())));
         assert!(!sleep.is_elapsed());
         let polled = catch_unwind(AssertUnwindSafe(|| sleep.as_mut().poll(&mut cx))).map_err(message);
         assert_eq!(polled, Ok(Poll::Pending), "a poll after the wake-up waits, no panic");
-        assert!(common_wait(|| flag.0.load(Ordering::SeqCst) == 2), "the overflow timer wakes it");
+        assert!(wait_until(|| flag.woken() == 2, PATIENCE), "the overflow timer wakes it");
         assert!(Instant::now() >= deadline, "not before its deadline");
         assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Ready(()));
     }
@@ -159,24 +152,12 @@ fn a_sleep_pending_at_stop_is_woken_and_then_completes_at_its_deadline() {
     let task = rt.spawn(async move { t.sleep_until(deadline).await });
     let t = timers.clone();
     let thread = std::thread::spawn(move || block_on_catching(t.sleep_until(deadline)));
-    assert!(common_wait(|| timers.pending() == 2), "both sleeps register");
+    assert!(wait_until(|| timers.pending() == 2, PATIENCE), "both sleeps register");
     drop(timers.stop().unwrap());
     let joined = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await });
     let joined = joined.expect("the task ends: it does not hang");
     assert_on_time(joined.map_err(|e| message(e.into_panic())), deadline, "tokio");
     assert_on_time(thread.join().unwrap(), deadline, "futures-executor");
-}
-
-/// Polls `cond` every millisecond for up to ten seconds.
-fn common_wait(mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    cond()
 }
 
 #[test]

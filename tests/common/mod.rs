@@ -10,6 +10,7 @@ use shardwheel::TimerTask;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
+use std::task::Wake;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -190,5 +191,22 @@ impl XorShift {
     /// Uniform-ish in `0..n` (`n > 0`).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
+    }
+}
+
+/// A waker that counts its wake-ups (`Waker::from(Arc<WakeCount>)`).
+#[derive(Debug, Default)]
+pub struct WakeCount(AtomicUsize);
+
+impl Wake for WakeCount {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl WakeCount {
+    /// Wake-ups so far.
+    pub fn woken(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
     }
 }
