@@ -154,6 +154,8 @@ mod task;
 mod test_clock;
 #[cfg(all(test, not(loom)))]
 mod test_panics;
+#[cfg(all(test, not(loom)))]
+mod test_wakers;
 pub mod time;
 mod timeout;
 mod wheel;

@@ -278,20 +278,13 @@ fn start(overflow: &'static Overflow) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
+
     use std::time::Duration;
 
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::test_wakers::WakeCount;
 
-    fn counter() -> (Arc<Count>, Waker) {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        (count.clone(), Waker::from(count))
+    fn counter() -> (Arc<WakeCount>, Waker) {
+        WakeCount::waker()
     }
 
     /// An overflow timer of the test's own, `'static` as the process's is (its thread holds
@@ -318,7 +311,7 @@ mod tests {
         let (due, next) = overflow.fire_due(t0);
         assert_eq!(due.len(), 1, "the deadline itself is due");
         due.into_iter().for_each(Waker::wake);
-        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (0, 1));
+        assert_eq!((a.woken(), b.woken()), (0, 1));
         assert_eq!(overflow.poll(early, &wb), Polled::Fired);
         assert_eq!(overflow.poll(late, &wa), Polled::Waiting);
         assert_eq!(next, Some(t0 + Duration::from_millis(2)));
@@ -334,7 +327,7 @@ mod tests {
         assert_eq!(overflow.poll(key, &wb), Polled::Waiting);
         let (due, _) = overflow.fire_due(at);
         due.into_iter().for_each(Waker::wake);
-        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (0, 1));
+        assert_eq!((a.woken(), b.woken()), (0, 1));
         assert_eq!(Arc::strong_count(&a), 2, "the replaced waker was let go");
         let key = overflow.register(at, &wa);
         assert_eq!(overflow.len(), 1, "one entry on real time");
@@ -346,7 +339,7 @@ mod tests {
         overflow.cancel(key);
         assert_eq!(overflow.len(), 0);
         assert!(overflow.fire_due(at).0.is_empty());
-        assert_eq!(a.0.load(Ordering::SeqCst), 0, "a cancelled entry is never woken");
+        assert_eq!(a.woken(), 0, "a cancelled entry is never woken");
     }
 
     /// The thread exits once nothing waits, and the next entry starts another that fires it.
@@ -359,10 +352,10 @@ mod tests {
             overflow.register(at, &waker);
             assert!(overflow.waiting().running, "round {round}: a thread runs while the entry waits");
             let give_up = Instant::now() + Duration::from_secs(10);
-            while (count.0.load(Ordering::SeqCst) == 0 || overflow.waiting().running) && Instant::now() < give_up {
+            while (count.woken() == 0 || overflow.waiting().running) && Instant::now() < give_up {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert_eq!(count.0.load(Ordering::SeqCst), 1, "round {round}: fired");
+            assert_eq!(count.woken(), 1, "round {round}: fired");
             assert!(!overflow.waiting().running, "round {round}: the thread exited with nothing left");
         }
     }
@@ -377,12 +370,12 @@ mod tests {
         let at = Instant::now() + Duration::from_millis(10);
         let key = overflow.register(at, &wnear);
         let give_up = Instant::now() + Duration::from_secs(10);
-        while near.0.load(Ordering::SeqCst) == 0 && Instant::now() < give_up {
+        while near.woken() == 0 && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(near.0.load(Ordering::SeqCst), 1, "the ring reached the sleeping thread");
+        assert_eq!(near.woken(), 1, "the ring reached the sleeping thread");
         assert!(Instant::now() >= at);
         assert_eq!(overflow.poll(key, &wnear), Polled::Fired);
-        assert_eq!(far.0.load(Ordering::SeqCst), 0);
+        assert_eq!(far.woken(), 0);
     }
 }

@@ -93,18 +93,9 @@ fn the_ambient_futures_debug_shows_their_deadline_and_period() {
 #[test]
 fn a_timeout_whose_future_won_is_not_woken_at_its_deadline() {
     use std::future::Future;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::{Context, Poll, Wake, Waker};
+    use std::task::{Context, Poll};
 
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-    let wakes = Arc::new(Count(AtomicUsize::new(0)));
-    let waker = Waker::from(wakes.clone());
+    let (wakes, waker) = crate::test_wakers::WakeCount::waker();
     let mut cx = Context::from_waker(&waker);
     let mut ready = false;
     let mut limited = Box::pin(super::timeout(
@@ -114,6 +105,6 @@ fn a_timeout_whose_future_won_is_not_woken_at_its_deadline() {
     assert!(limited.as_mut().poll(&mut cx).is_pending(), "the deadline registered");
     assert_eq!(limited.as_mut().poll(&mut cx), Poll::Ready(Ok(7)), "the future won");
     std::thread::sleep(Duration::from_millis(120));
-    assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "woken at a deadline that no longer counts");
+    assert_eq!(wakes.woken(), 0, "woken at a deadline that no longer counts");
     drop(limited);
 }

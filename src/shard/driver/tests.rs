@@ -238,17 +238,11 @@ fn every_announcement_counts_against_the_budget_and_every_entry_it_hands_over() 
 #[test]
 fn a_sleep_on_a_failed_shard_moves_to_a_shard_that_runs() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::{Context, Poll, Wake, Waker};
 
-    struct Flag(AtomicUsize);
-    impl Wake for Flag {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use std::task::{Context, Poll, Waker};
+
     let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
-    let flag = Arc::new(Flag(AtomicUsize::new(0)));
+    let flag = Arc::new(crate::test_wakers::WakeCount::default());
     let waker = Waker::from(flag.clone());
     let mut cx = Context::from_waker(&waker);
     let start = Instant::now();
@@ -258,7 +252,7 @@ fn a_sleep_on_a_failed_shard_moves_to_a_shard_that_runs() {
     let home = crate::routing::home_shard(2);
     assert_eq!(timers.shard_at(home).mailbox.send(Command::Panic, Some(0)), Sent::Delivered);
     let deadline = Instant::now() + PATIENCE;
-    while flag.0.load(Ordering::SeqCst) == 0 {
+    while flag.woken() == 0 {
         assert!(Instant::now() < deadline, "the failed shard wakes the sleep");
         std::thread::sleep(Duration::from_millis(1));
     }
