@@ -338,6 +338,11 @@ async fn the_stream_inside_is_at_hand() {
     server.get_mut().write_all(b"hi").await.unwrap();
     let _: &tokio::io::DuplexStream = server.get_ref();
     assert_eq!(server.is_write_vectored(), server.get_ref().is_write_vectored());
+    // Each answer of the stream inside, passed on: a writer that writes vectors and one that
+    // does not.
+    for vectored in [true, false] {
+        assert_eq!(TimeoutStream::new(Vectored(vectored)).is_write_vectored(), vectored);
+    }
     let mut inner = server.into_inner();
     let mut buf = [0; 2];
     client.read_exact(&mut buf).await.unwrap();
@@ -527,4 +532,26 @@ async fn a_shutdown_reaches_the_inner_stream() {
     let read = time::timeout(Duration::from_secs(5), client.read_to_end(&mut got)).await;
     assert!(matches!(read, Ok(Ok(3))), "no end of the stream: {read:?}");
     assert_eq!(got, b"bye", "the bytes, then the end of the stream");
+}
+
+/// A writer that swallows every byte and says whether it writes vectors as told.
+struct Vectored(bool);
+
+impl AsyncWrite for Vectored {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.0
+    }
 }

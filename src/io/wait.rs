@@ -223,3 +223,33 @@ fn timed_out(which: Which) -> io::Error {
     };
     io::Error::new(io::ErrorKind::TimedOut, what)
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{Name, Timers};
+    use std::time::Duration;
+
+    /// The write direction is boxed and made only when a write timeout is set (not `None`,
+    /// not zero: both are off) or a write first waits under an idle timeout: a connection
+    /// whose writes never wait keeps the small `Timers`.
+    #[test]
+    fn the_write_direction_is_made_only_for_a_timeout_that_is_on() {
+        let mut timers = Timers::new();
+        assert!(timers.write.is_none());
+        timers.set_timeout(Name::Write, None);
+        assert!(timers.write.is_none(), "none: off, nothing made");
+        timers.set_timeout(Name::Write, Some(Duration::ZERO));
+        assert!(timers.write.is_none(), "zero: off, nothing made");
+        assert_eq!(timers.timeout(Name::Write), None);
+        timers.set_timeout(Name::Write, Some(Duration::from_secs(2)));
+        assert!(timers.write.is_some());
+        assert_eq!(timers.timeout(Name::Write), Some(Duration::from_secs(2)));
+        timers.set_timeout(Name::Write, Some(Duration::ZERO));
+        assert_eq!(timers.timeout(Name::Write), None, "made, then turned off");
+        // Without an idle timeout a write that waits makes nothing either.
+        let mut timers = Timers::new();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(timers.poll_wait(Name::Write, &mut cx).is_pending());
+        assert!(timers.write.is_none());
+    }
+}
