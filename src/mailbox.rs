@@ -402,6 +402,34 @@ mod tests {
         assert_eq!(sleeping_until(&mailbox), AWAKE);
     }
 
+    /// A producer wakes a sleeping driver only for a deadline before the tick it sleeps
+    /// until (one due at that tick is served by the sleep's own end), by either queue; a
+    /// refused schedule (`wake_for_room`) wakes it whatever it sleeps until, and marks it
+    /// awake, so that the next refusal claims no second wake-up.
+    #[test]
+    fn a_deadline_wakes_the_driver_only_before_its_sleep_ends_and_a_refusal_always() {
+        let stage = Arc::new(Stage::new());
+        let mailbox = Mailbox::new();
+        assert!(mailbox.prepare_sleep(10));
+        mailbox.announce(stage.clone(), 10);
+        mailbox.send(Command::Panic, Some(10));
+        assert_eq!(sleeping_until(&mailbox), 10, "due as the sleep ends: not woken");
+        mailbox.announce(stage.clone(), 9);
+        assert_eq!(sleeping_until(&mailbox), AWAKE, "an announcement due before: woken");
+        let mailbox = Mailbox::new();
+        assert!(mailbox.prepare_sleep(10));
+        mailbox.send(Command::Panic, Some(9));
+        assert_eq!(sleeping_until(&mailbox), AWAKE, "a command due before: woken");
+        for until in [10, ASLEEP_UNTIL_WOKEN] {
+            let mailbox = Mailbox::new();
+            assert!(mailbox.prepare_sleep(until));
+            mailbox.wake_for_room();
+            assert_eq!(sleeping_until(&mailbox), AWAKE, "a refusal wakes a sleep until {until}");
+            mailbox.wake_for_room();
+            assert_eq!(sleeping_until(&mailbox), AWAKE);
+        }
+    }
+
     /// `Debug` shows each queue's length, what the driver sleeps until and the flags.
     #[test]
     fn debug_shows_the_queues_and_the_sleep() {
