@@ -149,6 +149,7 @@ fn a_dropped_wheel_hands_remote_arms_back() {
     let wheel = LocalWheel::<String>::new();
     let remote = wheel.remote();
     remote.arm(Duration::from_secs(1), "queued".into()).unwrap();
+    assert!(!remote.is_closed(), "the wheel lives");
     drop(wheel);
     assert_eq!(remote.arm(Duration::ZERO, "late".into()).unwrap_err().into_inner(), "late");
     assert!(remote.is_closed());
@@ -397,4 +398,20 @@ fn a_remote_prints_whether_closed_and_what_waits() {
     wheel.drain_remote();
     drop(wheel);
     assert_eq!(format!("{remote:?}"), "RemoteWheel { closed: true, queued: 0 }");
+}
+
+/// A poll applies at most `DRAIN_BUDGET` remote commands, so that a flood of mail cannot
+/// hold the owner's loop: the rest wait for the next poll, which applies them.
+#[test]
+fn a_poll_applies_its_drain_budget_and_no_more() {
+    let mut wheel = LocalWheel::<usize>::new();
+    let remote = wheel.remote();
+    let start = wheel.now();
+    for i in 0..DRAIN_BUDGET + 2 {
+        remote.arm_at(start + Duration::from_secs(3600), i).unwrap();
+    }
+    assert!(wheel.poll_expired(start).is_none());
+    assert_eq!(wheel.len(), DRAIN_BUDGET, "one budget's worth applied");
+    assert!(wheel.poll_expired(start).is_none());
+    assert_eq!(wheel.len(), DRAIN_BUDGET + 2, "the rest at the next poll");
 }
