@@ -83,6 +83,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn debug_names_the_wheel_and_keeps_the_stages_to_itself() {
+        assert_eq!(format!("{:?}", StageWheel::new()), "StageWheel { .. }");
+    }
+
+    #[test]
     fn a_filed_stage_keeps_its_key_until_polled() {
         let mut wheel = StageWheel::new();
         let stage = Arc::new(Stage::new());
