@@ -286,7 +286,7 @@ fn trim_gives_back_the_current_page_and_the_next_cell_gets_a_new_one() {
 }
 
 /// A heap prints its thread's id and the pages it holds, on a fresh thread: none, then one
-/// once a cell is taken.
+/// once a cell is taken; that page prints its owner and class.
 #[test]
 fn a_heap_prints_its_id_and_its_pages() {
     std::thread::spawn(|| {
@@ -295,6 +295,12 @@ fn a_heap_prints_its_id_and_its_pages() {
         let slot = alloc(0).unwrap();
         let after = HEAP.with(|heap| format!("{heap:?}"));
         assert!(after.ends_with(", pages: Some(1) }"), "{after}");
+        // Its page prints its owner, the heap's id, and its size class.
+        let page = HEAP.with(|heap| heap.listed(0))[0];
+        // SAFETY: the heap's pages live until it releases or abandons them.
+        let page = unsafe { page.as_ref() };
+        assert!(after.starts_with(&format!("Heap {{ id: {}, ", page.owner())), "{after}");
+        assert_eq!(format!("{page:?}"), format!("Page {{ owner: {}, class: 0, .. }}", page.owner()));
         // SAFETY: from `alloc` on this thread, unused.
         unsafe { free(slot) };
     })
