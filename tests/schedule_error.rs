@@ -1,6 +1,7 @@
 //! A refused schedule passed on with `?`: the task-less `ScheduleError` goes into a
 //! `Box<dyn Error + Send + Sync>` whatever the task was (a `Send`, not `Sync`, closure
-//! here), and the caller downcasts it and tells the refusals apart.
+//! here), and the caller downcasts it and tells the refusals apart. And a timeout's
+//! `Elapsed`, as itself and as an `io::Error`.
 
 use shardwheel::{ScheduleError, ScheduleErrorKind, TimerService};
 use std::cell::Cell;
@@ -66,4 +67,16 @@ fn the_task_less_error_is_send_sync_static_whatever_the_task() {
     error_for_a_box::<ScheduleError<()>>();
     // The full error is one too when its task is `Send + Sync + 'static` (not with a `Cell`).
     error_for_a_box::<ScheduleError<fn()>>();
+}
+
+/// A timeout's error says what happened, in tokio's words, and says it still as an
+/// `io::Error` (kind `TimedOut`, the `Elapsed` inside), so `timeout(..).await??` reads well.
+#[test]
+fn elapsed_says_the_deadline_passed_and_converts_to_timed_out() {
+    let err = shardwheel::Elapsed::new();
+    assert_eq!(err.to_string(), "deadline has elapsed");
+    let io: std::io::Error = err.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    assert_eq!(io.to_string(), "deadline has elapsed");
+    assert!(io.get_ref().is_some_and(|inner| inner.is::<shardwheel::Elapsed>()));
 }
