@@ -168,3 +168,38 @@ impl Counters {
         (get(&self.remote.armed), get(&self.remote.cancelled), get(&self.local.expired) + get(&self.local.unfired))
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A service's stats are its shards' summed, field by field: each field of two shards'
+    /// snapshots set apart (a product, or one taken for the other, would differ), and the
+    /// lateness histograms merged.
+    #[test]
+    fn stats_add_every_field() {
+        let of = |k: u64| {
+            let lateness = Recorder::default();
+            for _ in 0..k {
+                lateness.record(1_000);
+            }
+            Stats {
+                scheduled: 3 * k,
+                expired: 5 * k,
+                cancelled: 7 * k,
+                rejected: 11 * k,
+                panicked: 13 * k,
+                pending: 17 * k,
+                unfired: 19 * k,
+                failed_shards: 23 * k,
+                wakeups: 29 * k,
+                queued: 31 * k,
+                overflowed: 37 * k,
+                lateness: lateness.read(),
+            }
+        };
+        let mut sum = of(2);
+        sum.add(&of(3));
+        assert_eq!(sum, of(5));
+    }
+}
