@@ -124,6 +124,36 @@ fn a_saturated_pool_delays_no_sleep() {
     assert!(took < Duration::from_secs(2), "the wake-up waited for the pool: {took:?}");
 }
 
+/// A series' end is the crate's own work too: a series whose handle was reset (its expiry
+/// ends the series) ends on the shard at that deadline, its waiting run cancelled there,
+/// with every pool thread blocked. Queued behind the pool, the end would wait for a thread,
+/// and the run due meanwhile would start first.
+#[test]
+fn a_series_ended_by_its_handles_deadline_ends_with_the_pool_blocked() {
+    use std::sync::{Arc, Barrier};
+    let timers = TimerService::builder().shards(1).pin_threads(false).offload(pool()).build().unwrap();
+    let (release, blocked) = (Arc::new(Barrier::new(3)), Arc::new(Barrier::new(3)));
+    for _ in 0..2 {
+        let (release, blocked) = (release.clone(), blocked.clone());
+        timers
+            .schedule(Duration::ZERO, move || {
+                blocked.wait();
+                release.wait();
+            })
+            .unwrap();
+    }
+    blocked.wait();
+    let hour = Duration::from_secs(3600);
+    let series = timers.schedule_repeating(hour, hour, shardwheel::Missed::Skip, || ()).unwrap();
+    assert_eq!(timers.pending(), 2, "the handle and its waiting run");
+    assert!(series.reset(Duration::from_millis(20)), "the handle now has a deadline");
+    let ended = wait_until(|| timers.pending() == 0, PATIENCE);
+    let state = series.state();
+    release.wait();
+    assert!(ended, "the series' end waited for the blocked pool");
+    assert_eq!(state, shardwheel::TimeoutState::Expired, "ended by its handle's deadline");
+}
+
 /// A task on a one-thread pool that blocks on a sleep: the wake-up must not need the pool.
 #[test]
 fn a_sleep_awaited_inside_a_task_on_a_one_thread_pool_completes() {
