@@ -277,11 +277,9 @@ fn start(overflow: &'static Overflow) -> std::io::Result<()> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    use std::time::Duration;
-
     use crate::test_wakers::WakeCount;
+    use std::sync::Arc;
+    use std::time::Duration;
 
     fn counter() -> (Arc<WakeCount>, Waker) {
         WakeCount::waker()

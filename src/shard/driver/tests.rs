@@ -238,7 +238,6 @@ fn every_announcement_counts_against_the_budget_and_every_entry_it_hands_over() 
 #[test]
 fn a_sleep_on_a_failed_shard_moves_to_a_shard_that_runs() {
     use std::sync::Arc;
-
     use std::task::{Context, Poll, Waker};
 
     let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
