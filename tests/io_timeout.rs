@@ -229,10 +229,20 @@ async fn zero_and_none_timeouts_are_off() {
     assert!(time::timeout(hour, server.read(&mut [0; 4])).await.is_err(), "the read ended");
 }
 
-/// A writer whose flush never ends, its writes always taken.
-struct Stuck;
+/// A writer that takes every byte at once. `stuck`: its flush and shutdown never end;
+/// `vectored`: what it says of vectored writes.
+struct Sink {
+    stuck: bool,
+    vectored: bool,
+}
 
-impl AsyncWrite for Stuck {
+impl Sink {
+    fn ended(&self) -> Poll<std::io::Result<()>> {
+        if self.stuck { Poll::Pending } else { Poll::Ready(Ok(())) }
+    }
+}
+
+impl AsyncWrite for Sink {
     fn poll_write(
         self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
@@ -241,10 +251,13 @@ impl AsyncWrite for Stuck {
         Poll::Ready(Ok(buf.len()))
     }
     fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Pending
+        self.ended()
     }
     fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Pending
+        self.ended()
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.vectored
     }
 }
 
@@ -254,7 +267,7 @@ impl AsyncWrite for Stuck {
 async fn a_flush_that_never_ends_times_out_at_the_write_timeout() {
     time::pause();
     time::auto_advance(false);
-    let mut stream = TimeoutStream::new(Stuck).with_write_timeout(D);
+    let mut stream = TimeoutStream::new(Sink { stuck: true, vectored: false }).with_write_timeout(D);
     for round in 0..2 {
         stream.write_all(b"taken").await.unwrap();
         let mut flush = Box::pin(stream.flush());
@@ -341,7 +354,7 @@ async fn the_stream_inside_is_at_hand() {
     // Each answer of the stream inside, passed on: a writer that writes vectors and one that
     // does not.
     for vectored in [true, false] {
-        assert_eq!(TimeoutStream::new(Vectored(vectored)).is_write_vectored(), vectored);
+        assert_eq!(TimeoutStream::new(Sink { stuck: false, vectored }).is_write_vectored(), vectored);
     }
     let mut inner = server.into_inner();
     let mut buf = [0; 2];
@@ -532,26 +545,4 @@ async fn a_shutdown_reaches_the_inner_stream() {
     let read = time::timeout(Duration::from_secs(5), client.read_to_end(&mut got)).await;
     assert!(matches!(read, Ok(Ok(3))), "no end of the stream: {read:?}");
     assert_eq!(got, b"bye", "the bytes, then the end of the stream");
-}
-
-/// A writer that swallows every byte and says whether it writes vectors as told.
-struct Vectored(bool);
-
-impl AsyncWrite for Vectored {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Poll::Ready(Ok(buf.len()))
-    }
-    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.0
-    }
 }

@@ -14,6 +14,24 @@ fn pool() -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new().num_threads(2).thread_name(|i| format!("offload-{i}")).build().unwrap()
 }
 
+/// Blocks both threads of `pool()` with a task each; returns once both are blocked. Each
+/// stays blocked until the returned barrier is waited on (by the caller, the third party).
+fn block_the_pool(timers: &TimerService) -> std::sync::Arc<std::sync::Barrier> {
+    use std::sync::{Arc, Barrier};
+    let (release, blocked) = (Arc::new(Barrier::new(3)), Arc::new(Barrier::new(3)));
+    for _ in 0..2 {
+        let (release, blocked) = (release.clone(), blocked.clone());
+        timers
+            .schedule(Duration::ZERO, move || {
+                blocked.wait();
+                release.wait();
+            })
+            .unwrap();
+    }
+    blocked.wait();
+    release
+}
+
 /// One shard; a task due at 10 ms blocks for 200 ms; ten more are due every 10 ms after it.
 /// Returns how late each of those ten ran.
 fn lateness_behind_a_blocking_task(timers: &TimerService) -> Vec<Duration> {
@@ -90,20 +108,10 @@ fn a_series_runs_on_the_pool_one_run_at_a_time() {
 /// with offload, so a pool whose every thread is blocked delays no sleep.
 #[test]
 fn a_saturated_pool_delays_no_sleep() {
-    use std::sync::{Arc, Barrier};
+    use std::sync::Arc;
     let timers = TimerService::builder().shards(1).pin_threads(false).offload(pool()).build().unwrap();
     // Both pool threads blocked until the sleep below is done.
-    let (release, blocked) = (Arc::new(Barrier::new(3)), Arc::new(Barrier::new(3)));
-    for _ in 0..2 {
-        let (release, blocked) = (release.clone(), blocked.clone());
-        timers
-            .schedule(Duration::ZERO, move || {
-                blocked.wait();
-                release.wait();
-            })
-            .unwrap();
-    }
-    blocked.wait();
+    let release = block_the_pool(&timers);
     let start = Instant::now();
     let waited = Arc::new(std::sync::Mutex::new(None));
     let (t, w) = (timers.clone(), waited.clone());
@@ -130,19 +138,8 @@ fn a_saturated_pool_delays_no_sleep() {
 /// and the run due meanwhile would start first.
 #[test]
 fn a_series_ended_by_its_handles_deadline_ends_with_the_pool_blocked() {
-    use std::sync::{Arc, Barrier};
     let timers = TimerService::builder().shards(1).pin_threads(false).offload(pool()).build().unwrap();
-    let (release, blocked) = (Arc::new(Barrier::new(3)), Arc::new(Barrier::new(3)));
-    for _ in 0..2 {
-        let (release, blocked) = (release.clone(), blocked.clone());
-        timers
-            .schedule(Duration::ZERO, move || {
-                blocked.wait();
-                release.wait();
-            })
-            .unwrap();
-    }
-    blocked.wait();
+    let release = block_the_pool(&timers);
     let hour = Duration::from_secs(3600);
     let series = timers.schedule_repeating(hour, hour, shardwheel::Missed::Skip, || ()).unwrap();
     assert_eq!(timers.pending(), 2, "the handle and its waiting run");
