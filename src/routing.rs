@@ -138,4 +138,16 @@ mod tests {
         let other = std::thread::spawn(this_thread).join().unwrap();
         assert!(other != here && !is_this_thread(other));
     }
+
+    /// A thread drives a shard for its guard's lifetime and no longer, and only that
+    /// service's shard (`shard::driver::tests` checks the same on a driver thread's exit).
+    #[test]
+    fn a_driver_guard_marks_its_thread_for_its_lifetime_only() {
+        assert_eq!(driving(7), None, "a thread drives nothing at first");
+        let guard = enter_driver(7, 3);
+        assert_eq!(driving(7), Some(3));
+        assert_eq!(driving(8), None, "another service's shards are not this thread's");
+        drop(guard);
+        assert_eq!(driving(7), None, "the guard gone, the thread drives nothing");
+    }
 }

@@ -571,12 +571,48 @@ mod tests {
         assert_eq!(deadlines(&taken), [600], "the cancelled entry was dropped by the owner");
     }
 
+    /// What nobody claimed goes with the stage: each entry's reference is dropped, so an
+    /// entry the stage held alone is freed with its task, on each way entries wait there
+    /// (pushed, republished by a sweep, left by a retirement); one whose handle lives on
+    /// stays whole, its task dropped only with the handle.
     #[test]
     fn unclaimed_entries_are_dropped_with_the_stage() {
-        let stage = Stage::new();
-        let (mine, staged) = EntryRef::new_pair(500, || {});
-        assert!(matches!(stage.push(staged, 500), Push::Staged(true)));
-        drop(stage);
-        assert!(mine.cancel().is_some(), "the handle's reference still works");
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicUsize;
+
+        struct Counted(Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let counted = |drops: &Arc<AtomicUsize>, deadline: u64| {
+            let counted = Counted(drops.clone());
+            EntryRef::new_pair(deadline, move || drop(counted))
+        };
+        type Ways = fn(&Stage);
+        let ways: [(&str, Ways); 3] = [
+            ("pushed", |_| {}),
+            ("republished by a sweep", |stage| assert!(matches!(stage.sweep(&mut Vec::new()), Sweep::Swept { .. }))),
+            ("left by a retirement", |stage| assert!(stage.retire(&mut Vec::new()))),
+        ];
+        for (way, then) in ways {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let stage = Stage::new();
+            let (mine, staged) = counted(&drops, 500);
+            assert!(matches!(stage.push(staged, 500), Push::Staged(true)));
+            for deadline in [600, 700] {
+                let (handle, staged) = counted(&drops, deadline);
+                assert!(matches!(stage.push(staged, deadline), Push::Staged(false)));
+                drop(handle);
+            }
+            then(&stage);
+            assert_eq!(drops.load(Ordering::Relaxed), 0, "{way}: nothing freed while staged");
+            drop(stage);
+            assert_eq!(drops.load(Ordering::Relaxed), 2, "{way}: the two the stage held alone are freed");
+            assert!(mine.cancel().is_some(), "{way}: the handle's reference still works");
+            assert_eq!(drops.load(Ordering::Relaxed), 3, "{way}: its task dropped by the cancel");
+            drop(mine);
+        }
     }
 }

@@ -490,3 +490,42 @@ fn schedule_local_files_only_its_own_shards_arms_and_only_when_free() {
     assert_eq!(local.shut_down().len(), 1);
     drop(handles);
 }
+
+/// A driver thread is its shard's driver while the shard runs there and no longer: a
+/// thread-local's destructor on that thread runs after the driver has returned, and routes
+/// as any other thread does (its home shard), not to the shard the thread drove (where an
+/// arm would be filed into a wheel that is gone, and `stop()` refused as on a timer thread).
+#[test]
+fn a_driver_thread_stops_being_the_driver_once_its_shard_returns() {
+    use std::cell::RefCell;
+
+    type Seen = (&'static str, Result<usize, usize>);
+    struct AtExit {
+        timers: TimerService,
+        tx: mpsc::Sender<Seen>,
+    }
+    impl Drop for AtExit {
+        fn drop(&mut self) {
+            let _ = self.tx.send(("at exit", self.timers.route_or_home()));
+        }
+    }
+    thread_local! {
+        static AT_EXIT: RefCell<Option<AtExit>> = const { RefCell::new(None) };
+    }
+
+    let timers = TimerService::builder().shards(2).pin_threads(false).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let on_driver = timers.clone();
+    timers
+        .schedule_on(1, Duration::ZERO, move || {
+            tx.send(("in a task", on_driver.route_or_home())).unwrap();
+            AT_EXIT.with(|at_exit| *at_exit.borrow_mut() = Some(AtExit { timers: on_driver, tx }));
+        })
+        .unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok(("in a task", Ok(1))), "a task runs on its shard's driver");
+    assert!(timers.stop().unwrap().is_empty());
+    match rx.recv_timeout(PATIENCE) {
+        Ok(("at exit", Err(_home))) => {}
+        other => panic!("the thread's exit routes as a plain thread's, got {other:?}"),
+    }
+}
