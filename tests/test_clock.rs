@@ -354,3 +354,23 @@ fn a_timeout_reset_later_fires_at_its_new_deadline_not_its_old() {
     assert_eq!(fired.load(Ordering::SeqCst), 1, "fired at its new deadline");
     assert!(timeout.is_expired());
 }
+
+/// A paused clock's shard sleeps until the clock is advanced (or it is woken), never for the
+/// real time until its next deadline: with a timeout a millisecond ahead on the paused clock
+/// and the clock left alone, real time passes and the shard does not wake (a timed park
+/// would wake it about every millisecond, each time to find the clock where it was).
+#[test]
+fn a_paused_shard_sleeps_until_advanced_however_near_its_next_deadline() {
+    let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let timeout = timers.schedule(Duration::from_millis(1), move || tx.send(()).unwrap()).unwrap();
+    // Let the shard take the arm and go to sleep.
+    std::thread::sleep(Duration::from_millis(50));
+    let before = timers.stats().wakeups;
+    std::thread::sleep(Duration::from_millis(200));
+    let woken = timers.stats().wakeups - before;
+    assert!(woken <= 1, "{woken} wake-ups in 200 ms of real time with the paused clock still");
+    assert!(timeout.is_pending() && rx.try_recv().is_err(), "nothing fires until the clock moves");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(rx.try_recv(), Ok(()), "then it fires at once");
+}
