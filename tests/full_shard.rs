@@ -226,3 +226,55 @@ fn an_overflowed_sleeps_entry_goes_with_it_and_each_is_woken_once_due() {
         assert_eq!(Arc::strong_count(count), 1, "{name}: a clone of the waker was left behind");
     }
 }
+
+/// A sleep refused by its full home shard goes round the others in order from its home,
+/// wrapping past the last shard: from every home of three, with one shard full (it lands on
+/// the next) and with two (on the one after), it registers on that shard, never past the
+/// last one nor on the overflow timer.
+#[test]
+fn a_refused_sleep_goes_round_from_every_home_and_wraps() {
+    const SHARDS: usize = 3;
+    let probe = TimerService::builder().shards(SHARDS).pin_threads(false).build().unwrap();
+    let mut homes_seen = [false; SHARDS];
+    // Threads get their homes round-robin as they first arm; other tests' threads take
+    // places too, so fresh threads are tried until each home has had one (bounded).
+    for _ in 0..200 {
+        if homes_seen.iter().all(|&seen| seen) {
+            break;
+        }
+        let probe = probe.clone();
+        let home = std::thread::spawn(move || {
+            let timeout = probe.schedule(Duration::from_secs(3600), || ()).unwrap();
+            assert!(timeout.cancel());
+            let home = timeout.shard();
+            for full in 1..SHARDS {
+                let timers =
+                    TimerService::builder().shards(SHARDS).max_pending_per_shard(1).pin_threads(false).build().unwrap();
+                let held: Vec<_> = (0..full)
+                    .map(|k| timers.schedule_on((home + k) % SHARDS, Duration::from_secs(3600), || ()).unwrap())
+                    .collect();
+                let mut sleep = pin!(timers.sleep(Duration::from_secs(3600)));
+                assert!(sleep.as_mut().try_poll(&mut Context::from_waker(Waker::noop())).is_pending());
+                let pending: Vec<u64> = timers.shard_stats().iter().map(|s| s.pending).collect();
+                let mut expected = vec![0; SHARDS];
+                for k in 0..=full {
+                    expected[(home + k) % SHARDS] = 1;
+                }
+                assert_eq!(
+                    pending,
+                    expected,
+                    "home {home}, {full} full: the sleep on shard {}",
+                    (home + full) % SHARDS
+                );
+                assert_eq!(timers.stats().overflowed, 0, "home {home}, {full} full");
+                drop(held);
+            }
+            home
+        })
+        .join()
+        .expect("a sleep's round panicked");
+        homes_seen[home] = true;
+    }
+    assert!(homes_seen.iter().all(|&seen| seen), "a thread of each home: {homes_seen:?}");
+    drop(probe.stop().unwrap());
+}
