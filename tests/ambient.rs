@@ -126,6 +126,10 @@ fn an_interval_ticks_on_its_grid_the_first_at_once() {
         let mut every = time::interval(ms(15));
         assert_eq!(every.period(), ms(15));
         assert_eq!(every.missed_tick_behavior(), MissedTickBehavior::Burst, "tokio's default");
+        for behavior in [MissedTickBehavior::Delay, MissedTickBehavior::Skip, MissedTickBehavior::Burst] {
+            every.set_missed_tick_behavior(behavior);
+            assert_eq!(every.missed_tick_behavior(), behavior, "as set");
+        }
         let first = every.tick().await;
         assert!(first >= start && first <= Instant::now());
         for k in 1..=4 {

@@ -330,3 +330,27 @@ fn stopped_says_what_happened() {
     assert_eq!(boxed.to_string(), "the timer service was stopped before the deadline: the wait can never end on time");
     assert_eq!(boxed.downcast_ref::<Stopped>(), Some(&Stopped::new()));
 }
+
+/// `try_poll_tick` after a stop says `Stopped` and never ticks, with the next tick not yet
+/// due, due at that very instant, or past due: a paused clock stops the service a nanosecond
+/// before the tick, exactly at it (its sleep fired as the clock got there), and a nanosecond
+/// after.
+#[test]
+fn try_tick_after_a_stop_says_stopped_before_at_and_after_the_tick() {
+    let period = Duration::from_millis(10);
+    let nano = Duration::from_nanos(1);
+    for (by, when) in [(period - nano, "before"), (period, "at"), (period + nano, "after")] {
+        let (timers, clock) = TimerService::builder().shards(1).pin_threads(false).build_paused().unwrap();
+        let mut every = timers.interval(period);
+        let mut cx = Context::from_waker(Waker::noop());
+        let first = match every.try_poll_tick(&mut cx) {
+            Poll::Ready(Ok(first)) => first,
+            other => panic!("{when}: the first tick is due at once, got {other:?}"),
+        };
+        assert_eq!(every.try_poll_tick(&mut cx), Poll::Pending, "{when}: the second waits");
+        clock.advance(by);
+        assert_eq!(clock.now(), first + by);
+        drop(timers.stop().unwrap());
+        assert_eq!(every.try_poll_tick(&mut cx), Poll::Ready(Err(Stopped::new())), "{when} the tick");
+    }
+}
