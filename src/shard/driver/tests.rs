@@ -493,8 +493,8 @@ fn schedule_local_files_only_its_own_shards_arms_and_only_when_free() {
 
 /// A driver thread is its shard's driver while the shard runs there and no longer: a
 /// thread-local's destructor on that thread runs after the driver has returned, and routes
-/// as any other thread does (its home shard), not to the shard the thread drove (where an
-/// arm would be filed into a wheel that is gone, and `stop()` refused as on a timer thread).
+/// as any other thread does (its home shard), not as the driver of the shard it drove (an
+/// arm without a shard then goes there, and `stop()` is refused as on a timer thread).
 #[test]
 fn a_driver_thread_stops_being_the_driver_once_its_shard_returns() {
     use std::cell::RefCell;
