@@ -529,29 +529,3 @@ fn a_driver_thread_stops_being_the_driver_once_its_shard_returns() {
         other => panic!("the thread's exit routes as a plain thread's, got {other:?}"),
     }
 }
-
-/// Timeouts due now, armed by tasks on their shard's thread, keep the shard turning: each is
-/// filed into the wheel as its task runs and the next turn runs it, with no sleep between (a
-/// sleep until a tick already begun returns at once: a wake-up and its system calls for
-/// nothing, once a link).
-#[test]
-fn a_chain_of_timeouts_due_now_runs_without_waking_the_shard() {
-    fn link(timers: TimerService, left: u32, done: mpsc::Sender<()>) {
-        if left == 0 {
-            done.send(()).unwrap();
-            return;
-        }
-        let next = timers.clone();
-        timers.schedule(Duration::ZERO, move || link(next, left - 1, done)).unwrap();
-    }
-    let timers = TimerService::builder().shards(1).pin_threads(false).build().unwrap();
-    let (done, finished) = mpsc::channel();
-    // The first link from a task of its own: every arm of the chain is then the shard's.
-    let first = timers.clone();
-    timers.schedule(Duration::ZERO, move || link(first, 1_000, done)).unwrap();
-    assert_eq!(finished.recv_timeout(PATIENCE), Ok(()));
-    let woken = timers.stats().wakeups;
-    assert!(woken <= 2, "{woken} wake-ups for a chain of 1,000 timeouts due now");
-    assert_eq!(timers.stats().expired, 1_001);
-    drop(timers.stop().unwrap());
-}
